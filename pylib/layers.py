@@ -1,0 +1,160 @@
+"""The layers of a GPT, each as a forward/backward pair with an explicit cache.
+
+Every `*_forward` returns `(out, cache)`; the matching `*_backward(dout, cache)` returns the
+gradients of its inputs and parameters. Nothing is stored between the two calls except what is
+in the cache, as in llm.c's train_gpt2.c. Every function computes in the dtype of its inputs
+(float32 for training, float64 for gradient checks): constants are Python floats, which NumPy 2
+(NEP 50) does not let upcast an array.
+
+Weights use PyTorch's layout, as nanoGPT does: a Linear weight is (out, in) and the layer computes
+x @ w.T + b, so exporting to a nanoGPT state dict is only a renaming.
+
+Legend: B batch, T time, C channels, H heads, D head size (C // H), V vocab, N = B*T rows.
+"""
+
+import math
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# Linear
+
+
+def linear_forward(x, w, b):
+    """y = x @ w.T + b over the last axis; w is (out, in), b is (out,) or None."""
+    x2 = x.reshape(-1, x.shape[-1])  # (N, in): one 2-D matmul, not a broadcast batch of them
+    out = x2 @ w.T  # (N, out)
+    if b is not None:
+        out += b
+    return out.reshape(*x.shape[:-1], w.shape[0]), (x2, w, b is not None, x.shape)
+
+
+def linear_backward(dout, cache):
+    """Returns (dx, dw, db); db is None when the layer has no bias."""
+    x2, w, has_bias, x_shape = cache
+    d2 = dout.reshape(-1, w.shape[0])  # (N, out)
+    dx = (d2 @ w).reshape(x_shape)  # (N, in)
+    dw = d2.T @ x2  # (out, in)
+    db = d2.sum(axis=0) if has_bias else None  # (out,)
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------------------
+# LayerNorm (Ba et al. 2016), over the last axis
+
+
+def layernorm_forward(x, w, b, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * w + b, with the biased variance as in PyTorch."""
+    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+    xc = x - mean
+    var = (xc * xc).mean(axis=-1, keepdims=True)  # (..., 1)
+    rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
+    xhat = xc * rstd  # (..., C)
+    out = xhat * w
+    if b is not None:
+        out += b
+    return out, (xhat, w, rstd, b is not None)
+
+
+def layernorm_backward(dout, cache):
+    """Returns (dx, dw, db); see llm.c's doc/layernorm for the derivation."""
+    xhat, w, rstd, has_bias = cache
+    C = xhat.shape[-1]
+    d2, xhat2 = dout.reshape(-1, C), xhat.reshape(-1, C)  # (N, C)
+    dw = (d2 * xhat2).sum(axis=0)  # (C,)
+    db = d2.sum(axis=0) if has_bias else None  # (C,)
+    dxhat = dout * w  # (..., C)
+    dx = dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)
+    dx *= rstd
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------------------
+# GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2's choice, PyTorch approximate='tanh')
+
+_GELU_K = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+def gelu_forward(x):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    t = np.tanh(_GELU_K * (x + _GELU_A * x * x * x))
+    return 0.5 * x * (1.0 + t), (x, t)
+
+
+def gelu_backward(dout, cache):
+    """d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)."""
+    x, t = cache
+    x2 = x * x
+    dudx = _GELU_K * (1.0 + (3.0 * _GELU_A) * x2)
+    return dout * (0.5 * (1.0 + t) + (0.5 * x) * (1.0 - t * t) * dudx)
+
+
+# ---------------------------------------------------------------------------
+# Causal multi-head self-attention (Vaswani et al. 2017, section 3.2), softmax included
+
+_CAUSAL_MASKS = {}
+
+
+def causal_mask(T, dtype):
+    """(T, T) additive mask: 0 on and below the diagonal, -inf above; built once per (T, dtype)."""
+    key = (T, np.dtype(dtype))
+    if key not in _CAUSAL_MASKS:
+        upper = np.triu(np.ones((T, T), dtype=bool), k=1)
+        _CAUSAL_MASKS[key] = np.where(upper, -np.inf, 0.0).astype(dtype)
+    return _CAUSAL_MASKS[key]
+
+
+def attention_forward(qkv, n_head):
+    """qkv (B, T, 3C) as nanoGPT's c_attn makes it -> y (B, T, C); cache holds the probabilities."""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    D = C // n_head
+    scale = 1.0 / math.sqrt(D)
+    q, k, v = qkv.reshape(B, T, 3, n_head, D).transpose(2, 0, 3, 1, 4)  # 3 x (B, H, T, D)
+    q = q * scale  # scaling q (B*T*C numbers) is cheaper than scaling the (B, H, T, T) scores
+    att = q @ k.transpose(0, 1, 3, 2)  # (B, H, T, T)
+    att += causal_mask(T, qkv.dtype)
+    att -= att.max(axis=-1, keepdims=True)  # stable softmax; the diagonal is always unmasked
+    np.exp(att, out=att)
+    att /= att.sum(axis=-1, keepdims=True)
+    y = att @ v  # (B, H, T, D)
+    y = y.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
+    return y, (q, k, v, att, scale)
+
+
+def attention_backward(dy, cache):
+    """dy (B, T, C) -> dqkv (B, T, 3C)."""
+    q, k, v, att, scale = cache  # q is already scaled
+    B, H, T, D = q.shape
+    dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
+    datt = dy @ v.transpose(0, 1, 3, 2)  # (B, H, T, T)
+    dv = att.transpose(0, 1, 3, 2) @ dy  # (B, H, T, D)
+    # softmax backward: ds = p * (dp - sum(p * dp)); masked entries have p = 0, so ds = 0 there
+    datt -= (datt * att).sum(axis=-1, keepdims=True)
+    datt *= att
+    dq = (datt @ k) * scale  # (B, H, T, D)
+    dk = datt.transpose(0, 1, 3, 2) @ q  # (B, H, T, D); q carries the scale
+    dqkv = np.empty((B, T, 3, H, D), dtype=dy.dtype)
+    dqkv[:, :, 0] = dq.transpose(0, 2, 1, 3)
+    dqkv[:, :, 1] = dk.transpose(0, 2, 1, 3)
+    dqkv[:, :, 2] = dv.transpose(0, 2, 1, 3)
+    return dqkv.reshape(B, T, 3 * H * D)
+
+
+# ---------------------------------------------------------------------------
+# Embedding
+
+
+def embedding_forward(idx, w):
+    """Rows of w (V, C) picked by integer ids idx (...) -> (..., C)."""
+    return w[idx], (idx, w.shape)
+
+
+def embedding_backward(dout, cache):
+    """dw (V, C): the rows of dout summed per id, as one (V, N) one-hot matmul (no np.add.at)."""
+    idx, (V, C) = cache
+    flat = idx.reshape(-1)  # (N,)
+    onehot = np.zeros((V, flat.size), dtype=dout.dtype)  # (V, N)
+    onehot[flat, np.arange(flat.size)] = 1.0
+    return onehot @ dout.reshape(-1, C)  # (V, C)
