@@ -1,0 +1,174 @@
+"""Time one training step (forward + backward + clip + AdamW) of the default model, pylib vs PyTorch.
+
+Both run on ONE thread: the thread variables are set before NumPy (and torch) are imported, and
+torch.set_num_threads(1) is called. The PyTorch model is nanoGPT's architecture written out
+below in eager mode (no torch.compile), with torch.optim.AdamW; same B, T, optimiser settings.
+This prints figures and asserts nothing: timings are measurements, not tests.
+
+    .venv/bin/python bench/bench_step.py [--steps 200] [--repeats 7]
+
+`bench_rows(...)` returns the rows as dicts, for build.py --measure.
+"""
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # before numpy/torch are imported, or the BLAS pool is already sized
+
+import argparse
+import math
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from pylib import model, optim  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# Thread check
+
+
+def blas_threads():
+    """Threads the BLAS under NumPy will use: from threadpoolctl if installed, else the env value."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return int(os.environ["OPENBLAS_NUM_THREADS"]), "env OPENBLAS_NUM_THREADS/OMP_NUM_THREADS=1"
+    pools = threadpool_info()
+    return max([p["num_threads"] for p in pools] or [1]), "threadpoolctl"
+
+
+# ---------------------------------------------------------------------------
+# Timed loops
+
+
+def _median_ms(step, steps, repeats, warmup):
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - t0) / steps * 1e3)
+    return statistics.median(times)
+
+
+def time_pylib(cfg, B, T, steps, repeats, warmup=50):
+    """Median ms per step of pylib in float32."""
+    params = model.init_params(cfg, 0)
+    state, groups = optim.adamw_init(params), optim.param_groups(params)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, cfg.vocab_size, (B, T))
+    y = rng.integers(0, cfg.vocab_size, (B, T))
+
+    def step():
+        loss, grads = model.loss_and_grads(params, cfg, x, y)
+        optim.clip_grad_norm(grads, 1.0)
+        optim.adamw_step(params, grads, state, 1e-3, 0.9, 0.99, 1e-8, 0.1, groups)
+
+    return _median_ms(step, steps, repeats, warmup)
+
+
+def time_torch(cfg, B, T, steps, repeats, warmup=50):
+    """Median ms per step of an eager PyTorch nanoGPT with torch.optim.AdamW, one thread."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    C, H = cfg.n_embd, cfg.n_head
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            Bq, Tq, _ = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(Bq, Tq, H, C // H).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).contiguous().view(Bq, Tq, C))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(cfg.vocab_size, C), nn.Embedding(cfg.block_size, C)
+            self.h = nn.ModuleList(Block() for _ in range(cfg.n_layer))
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for block in self.h:
+                x = block(x)
+            logits = self.ln_f(x) @ self.wte.weight.T  # tied head
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    net = GPT()
+    decay = [p for p in net.parameters() if p.dim() >= 2]
+    no_decay = [p for p in net.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=1e-3, betas=(0.9, 0.99), eps=1e-8,
+    )
+    x = torch.randint(0, cfg.vocab_size, (B, T))
+    y = torch.randint(0, cfg.vocab_size, (B, T))
+
+    def step():
+        loss = net(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+
+    return _median_ms(step, steps, repeats, warmup), torch.__version__
+
+
+# ---------------------------------------------------------------------------
+# Rows and table
+
+
+def bench_rows(cfg=None, B=16, T=64, steps=200, repeats=7):
+    """One dict per implementation: implementation, B, T, threads, median_ms, steps_per_s, note."""
+    cfg = cfg or model.GPTConfig()
+    threads, how = blas_threads()
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    note = f"threads via {how}; OPENBLAS_CORETYPE={coretype or 'unset'}"
+    ms = time_pylib(cfg, B, T, steps, repeats)
+    rows = [{"implementation": f"pylib (NumPy {np.__version__}, float32)", "B": B, "T": T,
+             "threads": threads, "median_ms": ms, "steps_per_s": 1e3 / ms, "note": note}]
+    try:
+        torch_ms, version = time_torch(cfg, B, T, steps, repeats)
+    except ImportError:
+        return rows
+    rows.append({"implementation": f"PyTorch {version} eager + AdamW", "B": B, "T": T, "threads": 1,
+                 "median_ms": torch_ms, "steps_per_s": 1e3 / torch_ms, "note": "torch.set_num_threads(1)"})
+    return rows
+
+
+def markdown_table(rows):
+    """The rows as a Markdown table, with the notes underneath."""
+    lines = ["| implementation | B | T | threads | median ms/step | steps/s |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['implementation']} | {r['B']} | {r['T']} | {r['threads']} | "
+                     f"{r['median_ms']:.2f} | {r['steps_per_s']:.0f} |")
+    lines += ["", *sorted({f"Note: {r['note']}" for r in rows})]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args()
+    print(f"model: {model.count_params(model.GPTConfig()):,} parameters")
+    print(markdown_table(bench_rows(steps=args.steps, repeats=args.repeats)))
