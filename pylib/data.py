@@ -135,7 +135,8 @@ def play_to_scenes(markdown):
                 lines.append("")
             lines.append(speaker.group(1).strip() + ":")
             continue
-        text = _INLINE_DIRECTION.sub("", stripped).replace("\\", "").replace("_", "").strip()
+        text = _INLINE_DIRECTION.sub("", stripped).replace("\\", "").replace("_", "")
+        text = re.sub(r" {2,}", " ", text).strip()
         if text:
             lines.append(text)
     if lines:
