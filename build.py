@@ -304,7 +304,8 @@ class ChapterContext:
 
 
 def _relpath(path):
-    return str(pathlib.Path(path).resolve().relative_to(ROOT))
+    path = pathlib.Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 # ---------------------------------------------------------------------------

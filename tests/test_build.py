@@ -1,0 +1,109 @@
+"""build.py as a program: unknown references fail the build, outputs are reproducible."""
+
+import hashlib
+import json
+import zipfile
+
+import pytest
+
+import build
+
+
+@pytest.fixture
+def ctx():
+    results = {"values": {"ch1.x.mean": 1.25, "ch1.x.sd": 0.5, "ch1.n": 3}}
+    return build.ChapterContext(build.make_env(), results, "chapters/test.md")
+
+
+def test_measured_number_is_labelled(ctx):
+    html = str(ctx.measured("ch1.x.mean", ".2f"))
+    assert "1.25" in html and 'class="fig measured"' in html and "ch1.x.mean" in html
+
+
+def test_measured_pm_renders_mean_and_sd(ctx):
+    assert "1.250 ± 0.500" in str(ctx.measured_pm("ch1.x"))
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.measured("ch1.no_such_key"),
+    lambda c: c.measured_pm("ch1.nothing"),
+    lambda c: c.derived("no_such_value"),
+    lambda c: c.code("pylib.model.no_such_function"),
+    lambda c: c.code("pylib.no_such_module.f"),
+    lambda c: c.test("test_that_does_not_exist"),
+    lambda c: c.widget("no-such-widget"),
+])
+def test_unknown_reference_fails_the_build(ctx, call):
+    with pytest.raises(build.BuildError):
+        call(ctx)
+
+
+def test_code_is_pulled_from_pylib_by_name(ctx):
+    html = str(ctx.code("pylib.data.get_batch"))
+    assert "get_batch" in html and "pylib/data.py" in html and 'class="highlight"' in html
+
+
+def test_test_source_is_pulled_by_name(ctx):
+    html = str(ctx.test("test_get_batch_targets_are_inputs_shifted_by_one"))
+    assert "tests/test_data.py" in html and "shifted" in html
+
+
+def test_derived_values_come_from_pylib(ctx):
+    values = build.derived_values()
+    assert values["param_count"] == 5376 and values["vocab_size"] == 65
+    assert 'class="fig derived"' in str(ctx.derived("param_count"))
+
+
+def test_cited_text_is_escaped(ctx):
+    assert "&lt;b&gt;" in str(ctx.cited("<b>20</b>", "Hoffmann et al. 2022"))
+
+
+def test_chapter_with_unknown_key_fails(tmp_path):
+    page = tmp_path / "01-bad.md"
+    page.write_text('# Bad\n\nLoss {{ measured("ch1.missing") }}.\n')
+    chapter = build.Chapter(1, "01-bad", "Bad", page)
+    with pytest.raises(build.BuildError, match="ch1.missing"):
+        build.render_chapter(build.make_env(), chapter, {"values": {}})
+
+
+def test_maths_renders_offline_with_katex():
+    html = build.markdown_to_html("Gradient $p - y$ and\n\n$$\\frac{a}{b}$$\n")
+    assert 'class="katex"' in html and "katex-display" in html and "$" not in html
+
+
+def test_bad_tex_fails_the_build():
+    with pytest.raises(build.BuildError, match="KaTeX"):
+        build.markdown_to_html("$\\frac{a$\n")
+
+
+def test_wheel_is_reproducible_and_depends_on_numpy_only(tmp_path):
+    name1 = build.build_wheel(tmp_path / "a")
+    name2 = build.build_wheel(tmp_path / "b")
+    data1, data2 = ((tmp_path / d / name1).read_bytes() for d in "ab")
+    assert name1 == name2 and data1 == data2
+    with zipfile.ZipFile(tmp_path / "a" / name1) as whl:
+        meta = whl.read(next(n for n in whl.namelist() if n.endswith("METADATA"))).decode()
+        assert "pylib/model.py" in whl.namelist()
+    assert [line for line in meta.splitlines() if line.startswith("Requires-Dist")] == ["Requires-Dist: numpy"]
+
+
+def test_pyodide_wheel_with_wrong_sha_is_refused(tmp_path, monkeypatch):
+    lock = json.loads((build.NODE_MODULES / "pyodide" / "pyodide-lock.json").read_text())
+    fake = tmp_path / "assets.whl"
+    with zipfile.ZipFile(fake, "w") as z:
+        for package in build.PYODIDE_PACKAGES:
+            z.writestr(build.PYODIDE_ASSETS_DIR + lock["packages"][package]["file_name"], b"tampered")
+    monkeypatch.setattr(build, "PYODIDE_ASSETS", fake)
+    with pytest.raises(build.BuildError, match="sha256"):
+        build.copy_pyodide(tmp_path / "pyodide")
+
+
+def test_built_site_has_checked_pyodide_and_pages():
+    out = build.OUT
+    assert (out / "index.html").is_file(), "run the README's setup command to build _site/"
+    lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())
+    for package in build.PYODIDE_PACKAGES:
+        entry = lock["packages"][package]
+        assert hashlib.sha256((out / "pyodide" / entry["file_name"]).read_bytes()).hexdigest() == entry["sha256"]
+    for chapter in build.find_chapters():
+        assert (out / "chapters" / f"{chapter.slug}.html").is_file()
