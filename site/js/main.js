@@ -1,0 +1,29 @@
+// Finds every [data-widget] element on the page and mounts its widget module.
+// Python starts at page load when the page has widgets (loading takes a few seconds).
+
+import * as client from "./pyodide-client.js";
+
+const widgets = {
+  train: () => import("./widgets/train.js"),
+  tokenizer: () => import("./widgets/tokenizer.js"),
+};
+
+function widgetFailed(root, message) {
+  root.dataset.status = "error";
+  const box = root.querySelector('[data-role="message"]') || root;
+  box.textContent = message;
+}
+
+const roots = [...document.querySelectorAll("[data-widget]")];
+if (roots.length) client.start().catch(() => {}); // failures are shown by the client
+
+for (const root of roots) {
+  const load = widgets[root.dataset.widget];
+  if (!load) {
+    widgetFailed(root, `Unknown widget "${root.dataset.widget}".`);
+    continue;
+  }
+  load()
+    .then((module) => module.mount(root, client))
+    .catch((err) => widgetFailed(root, `This widget failed to start: ${err.message}`));
+}
