@@ -148,18 +148,16 @@ def causal_mask(T, dtype):
 def causal_softmax(scores, shift):
     """Softmax over the last axis of (..., T, T) scores with the causal mask, in place.
 
-    shift (..., T, 1) is subtracted from each row first; softmax does not change, but exp must not
-    overflow. Returns None if a row sum is not finite (the caller retries with a larger shift).
+    shift (..., T, 1) is subtracted from each row first: softmax does not change, but exp must not
+    overflow. Returns (probs, ok); ok is False if a row sum came out infinite (or NaN).
     """
     scores -= shift
     scores += causal_mask(scores.shape[-1], scores.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         np.exp(scores, out=scores)
         sums = rowsum(scores)  # (..., T)
-    if not np.isfinite(sums).all():
-        return None
-    scores *= (1.0 / sums)[..., None]
-    return scores
+        scores *= (1.0 / sums)[..., None]
+    return scores, bool(np.isfinite(sums).all())
 
 
 def attention_forward(qkv, n_head):
@@ -175,12 +173,12 @@ def attention_forward(qkv, n_head):
     # unless a score exceeds the diagonal one by ~88 (exp overflows in float32), and it is far
     # cheaper: NumPy's max over a 64-long axis costs more than the exp. The diagonal term becomes
     # exp(0) = 1, so a row sum is never 0; an overflow shows as an infinite sum, and then the
-    # row max, the textbook shift, is used instead.
+    # row max over the unmasked scores, the textbook shift, is used instead.
     att = q @ kt  # (B, H, T, T)
-    att = causal_softmax(att, att.diagonal(0, -2, -1)[..., None].copy())
-    if att is None:
+    att, ok = causal_softmax(att, att.diagonal(0, -2, -1)[..., None].copy())
+    if not ok:
         att = q @ kt
-        att = causal_softmax(att, np.where(np.isfinite(att), att, -np.inf).max(axis=-1, keepdims=True))
+        att, _ = causal_softmax(att, (att + causal_mask(T, att.dtype)).max(axis=-1, keepdims=True))
     y = att @ v  # (B, H, T, D)
     y = y.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
     return y, (q, k, v, att, scale)
