@@ -268,7 +268,6 @@ class Session:
             "train_cfg": train_cfg,
             "temperature": temperature,
             "state": train.init_train_state(model_cfg, train_cfg),
-            "step": 0,
             "last": {},
             "last_val": None,
             "diverged_at": None,
@@ -300,7 +299,8 @@ class Session:
         cfg = run["train_cfg"]
         out = []
         t0 = time.perf_counter()
-        while run["step"] < cfg.steps and run["diverged_at"] is None:
+        state = run["state"]
+        while state["step"] < cfg.steps and not state["diverged"]:
             t_step = time.perf_counter()
             records = train.train_steps(
                 run["state"], run["model_cfg"], cfg, self.train_tokens, self.val_tokens, 1
@@ -309,13 +309,12 @@ class Session:
             run["steps_timed"] += 1
             for rec in records:
                 out.append(self._record(rec))
-            run["step"] += 1
             if time.perf_counter() - t0 >= budget:
                 break
-        done = run["step"] >= cfg.steps or run["diverged_at"] is not None
+        done = state["step"] >= cfg.steps or state["diverged"]
         return {
             "records": out,
-            "step": run["step"],
+            "step": state["step"],
             "steps": cfg.steps,
             "done": done,
             "diverged_at": run["diverged_at"],
@@ -363,7 +362,7 @@ class Session:
             raise RuntimeError("no run: start one first")
         cfg, last = run["train_cfg"], run["last"]
         result = {
-            "steps": run["step"],
+            "steps": run["state"]["step"],
             "final_train_loss": last.get("loss"),
             "final_val_loss": run["last_val"],
             "steps_per_s": self._steps_per_s(),

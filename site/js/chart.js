@@ -41,12 +41,13 @@ export class LossChart {
       x,
       nulls(), // 1 train loss per step
       nulls(), // 2 its moving average
-      nulls(), // 3 validation loss at eval steps
-      b.hi || nulls(), // 4 band: mean + sd
-      b.lo || nulls(), // 5 band: mean - sd
-      b.hi_k || nulls(), // 6 flag limit above
-      b.lo_k || nulls(), // 7 flag limit below
-      ...this.refs.map((r) => new Array(n).fill(r.value)), // 8.. reference lines
+      nulls(), // 3 train loss on fixed training windows, at eval steps
+      nulls(), // 4 validation loss at eval steps
+      b.hi || nulls(), // 5 band: mean + sd
+      b.lo || nulls(), // 6 band: mean - sd
+      b.hi_k || nulls(), // 7 flag limit above
+      b.lo_k || nulls(), // 8 flag limit below
+      ...this.refs.map((r) => new Array(n).fill(r.value)), // 9.. reference lines
     ];
     this.hasBand = Boolean(band);
     if (this.plot) this.plot.destroy();
@@ -64,12 +65,13 @@ export class LossChart {
         { label: "step", stroke: "#444", grid: { stroke: "#eee" } },
         { label: "loss (nats/token)", stroke: "#444", grid: { stroke: "#eee" }, size: 56 },
       ],
-      legend: { live: true },
+      legend: { show: false }, // the legend is HTML, in the widget template
       cursor: { drag: { x: false, y: false } },
       series: [
         { label: "step" },
         { label: "train loss", stroke: COLORS.train, width: 1, points: hidden, value: (u, v) => fmt(v) },
         { label: "train (moving avg)", stroke: COLORS.smooth, width: 2, points: hidden, value: (u, v) => fmt(v) },
+        { label: "train (eval windows)", stroke: COLORS.smooth, width: 0, paths: () => null, points: points(6, COLORS.smooth), value: (u, v) => fmt(v) },
         { label: "val loss", stroke: COLORS.val, width: 0, paths: () => null, points: points(7, COLORS.val), value: (u, v) => fmt(v) },
         { label: "measured: 3 seeds, mean ± sd", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
         { label: "mean − sd", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
@@ -77,7 +79,7 @@ export class LossChart {
         { label: "flag limit (low)", stroke: COLORS.bandEdge, width: 1, dash: [2, 3], points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
         ...refs.map((r) => ({ label: r.label, stroke: COLORS.ref, width: 1, dash: [6, 4], points: hidden, value: (u, v) => fmt(v) })),
       ],
-      bands: [{ series: [4, 5], fill: COLORS.band }],
+      bands: [{ series: [5, 6], fill: COLORS.band }],
       hooks: {
         draw: [
           (u) => {
@@ -99,13 +101,14 @@ export class LossChart {
     };
   }
 
-  /** Add records from pylib.train (via pylib.web): {step, loss, loss_smooth, val?}. */
+  /** Add records from pylib.train (via pylib.web): {step, loss, loss_smooth, train_eval?, val?}. */
   add(records) {
-    const [x, train, smooth, val] = this.data;
+    const [x, train, smooth, trainEval, val] = this.data;
     for (const r of records) {
       if (r.step >= x.length) continue;
       if (r.loss != null) train[r.step] = r.loss;
       if (r.loss_smooth != null) smooth[r.step] = r.loss_smooth;
+      if (r.train_eval != null) trainEval[r.step] = r.train_eval;
       if (r.val != null) val[r.step] = r.val;
     }
   }

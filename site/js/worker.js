@@ -85,12 +85,13 @@ async function train(id, args) {
       post({ type: "event", id, data: { kind: "chunk", chunk } });
       if (chunk.done) break;
       await nextTask(); // lets a "stop" message in
-      if (stopRequested) return { stopped: true, step: chunk.step, steps: chunk.steps };
+      if (stopRequested) break;
     }
+    // A stopped run also gets its sample and weights: the model as it is at that step.
+    const stopped = !chunk.done;
     const result = callPython("train_finish", {});
-    if (result.diverged) return { result };
-    const weights = exportWeights();
-    return { result, weights };
+    if (result.diverged) return { stopped, result };
+    return { stopped, result, weights: exportWeights() };
   } finally {
     training = false;
   }

@@ -135,17 +135,13 @@ export async function mount(root, client) {
 
     try {
       const value = await client.call("train", { settings, curve: config.curve }, { onEvent });
-      if (value.stopped) {
-        setStatus("stopped", `Stopped at step ${value.step} of ${value.steps}. Press Start to train again from step 0.`);
-        return;
-      }
       const r = value.result;
       const summary = {
         steps: r.steps, final_train_loss: r.final_train_loss, final_val_loss: r.final_val_loss,
         steps_per_s: r.steps_per_s, tokens_per_s: r.tokens_per_s, diverged: r.diverged, diverged_at: r.diverged_at,
         seed: r.seed, lr: r.lr, batch_size: r.batch_size, outside_band: r.outside_band,
       };
-      root.dataset.result = JSON.stringify(summary);
+      if (!value.stopped) root.dataset.result = JSON.stringify(summary);
       if (r.diverged) {
         setStatus("error", `The run diverged at step ${r.diverged_at}: the loss stopped being a finite number, so training stopped. Try a smaller learning rate.`);
         return;
@@ -154,8 +150,12 @@ export async function mount(root, client) {
       weightsURL = URL.createObjectURL(new Blob([value.weights], { type: "application/octet-stream" }));
       download.href = weightsURL;
       output.hidden = false;
-      const val = r.final_val_loss == null ? "" : `, validation loss ${r.final_val_loss.toFixed(3)}`;
-      setStatus("done", `Done: ${r.steps} steps, train loss ${r.final_train_loss.toFixed(3)}${val}.`);
+      const val = r.final_val_loss == null ? "" : `, last validation loss ${r.final_val_loss.toFixed(3)}`;
+      if (value.stopped) {
+        setStatus("stopped", `Stopped at step ${r.steps} of ${settings.steps.trim()}: the sample and weights below are the model at that step. Press Start to train again from step 0.`);
+      } else {
+        setStatus("done", `Done: ${r.steps} steps, train loss ${r.final_train_loss.toFixed(3)}${val}.`);
+      }
     } catch (err) {
       if (err.kind === "input" && err.errors) {
         markInvalid(err.errors);
