@@ -386,6 +386,7 @@ class Session:
                 LIMITS["sample_tokens"],
                 run["temperature"],
                 cfg.seed,
+                stop_at=self.vocab.eos_id,  # one document at most
             )
             ids = [int(i) for i in np.asarray(ids).ravel()]
             if ids and ids[0] == self.vocab.eos_id:

@@ -1,0 +1,137 @@
+"""Browser-test fixtures: Debian's Chromium, the built site served on 127.0.0.1, and one shared
+chapter page per module (loading Pyodide costs seconds) that records console errors and any
+request leaving 127.0.0.1. A test fails on either, and prints the page's console when it fails."""
+
+import functools
+import http.server
+import pathlib
+import threading
+import urllib.parse
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SITE = ROOT / "_site"
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
+
+
+class _SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files with the MIME types Pyodide needs."""
+
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
+        ".json": "application/json", ".bin": "application/octet-stream", ".whl": "application/zip",
+        ".zip": "application/zip",
+    }
+
+    def log_message(self, fmt, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def site_url():
+    """The built site, served from _site/ on 127.0.0.1 at a free port."""
+    if not (SITE / "index.html").is_file():
+        pytest.fail("_site/index.html is missing: run the README's setup (scripts/setup.sh, then "
+                    ".venv/bin/python build.py) before the browser tests", pytrace=False)
+    handler = functools.partial(_SiteHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+class PageLog:
+    """What a page said and fetched: console lines, errors, and requests off 127.0.0.1."""
+
+    def __init__(self, page):
+        self.console, self.errors, self.off_host, self.dialogs = [], [], [], []
+        page.on("console", self._on_console)
+        page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+        page.on("request", self._on_request)
+        page.on("dialog", self._on_dialog)
+
+    def _on_console(self, msg):
+        line = f"[{msg.type}] {msg.text}"
+        self.console.append(line)
+        if msg.type == "error":
+            self.errors.append(line)
+
+    def _on_request(self, request):
+        url = urllib.parse.urlsplit(request.url)
+        if url.scheme in ("data", "blob"):
+            return
+        if url.hostname != "127.0.0.1":
+            self.off_host.append(request.url)
+
+    def _on_dialog(self, dialog):
+        self.dialogs.append(dialog.message)  # e.g. an injected alert(); never expected
+        dialog.dismiss()
+
+    def problems(self):
+        out = list(self.errors)
+        out += [f"request off 127.0.0.1: {u}" for u in self.off_host]
+        out += [f"unexpected dialog: {d}" for d in self.dialogs]
+        return out
+
+
+def chapter_url(site_url, slug_prefix="01-"):
+    pages = sorted((SITE / "chapters").glob(f"{slug_prefix}*.html"))
+    if not pages:
+        pytest.fail(f"no _site/chapters/{slug_prefix}*.html: is chapters/{slug_prefix}*.md missing?", pytrace=False)
+    return site_url + "chapters/" + pages[0].name
+
+
+@pytest.fixture(scope="module")
+def chapter1(browser, site_url):
+    """Chapter 1, loaded once per module, with Python ready (html[data-pyodide=ready])."""
+    context = browser.new_context(viewport={"width": 1100, "height": 1000})
+    page = context.new_page()
+    log = PageLog(page)
+    page.goto(chapter_url(site_url))
+    try:
+        page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
+    except Exception:
+        print("\n".join(log.console))
+        raise
+    page.log = log
+    yield page
+    context.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_console_errors_or_foreign_requests(request):
+    """After each test using chapter1: no new console error, off-host request or dialog."""
+    if "chapter1" not in request.fixturenames:
+        yield
+        return
+    page = request.getfixturevalue("chapter1")
+    before = len(page.log.problems())
+    yield
+    new = page.log.problems()[before:]
+    if new:
+        print("--- page console ---")
+        print("\n".join(page.log.console))
+        pytest.fail("the page reported problems:\n" + "\n".join(new), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the shared page's console to a failing test's report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "chapter1" in item.fixturenames:
+        page = item.funcargs.get("chapter1")
+        if page is not None:
+            report.sections.append(("page console", "\n".join(page.log.console) or "(empty)"))
