@@ -261,7 +261,7 @@ class Session:
 
         self._need_corpus()
         train_cfg, temperature = validate_train_settings(settings)
-        model_cfg = model.GPTConfig()
+        model_cfg = dataclasses.replace(model.GPTConfig(), vocab_size=self.vocab.size)  # 65 for the course corpus
         is_default = train_cfg == train.TrainConfig()
         self.run = {
             "model_cfg": model_cfg,

@@ -194,9 +194,12 @@ def test_short_run_makes_the_loss_fall(chapter1):
 
 
 # Float32 throughout. The page's NumPy has no BLAS; this process's NumPy uses OpenBLAS, which sums
-# matmuls in a different order, so the two runs differ by rounding that grows with the steps.
-# Measured after 30 steps: see the report; the tolerance is about 10x that.
-PAGE_VS_CPYTHON_TOL = 1e-3
+# matmuls in a different order, so the two runs can differ by rounding that grows with the steps.
+# Measured after 30 steps (seed 3, Chromium 156 vs CPython 3.11 + OpenBLAS): |d train loss| = 2.4e-7,
+# |d val loss| = 7.2e-7, i.e. one or a few float32 ulps of a loss near 3 (ulp 2.4e-7). The tolerance
+# is about 15x the larger; a real difference (a different batch, step or update) moves the loss by
+# 1e-3 or more.
+PAGE_VS_CPYTHON_TOL = 1e-5
 
 
 def test_in_page_loss_equals_cpython_loss(chapter1):
@@ -279,6 +282,6 @@ def test_default_run_lands_inside_the_measured_band(chapter1):
     half = max(limits["band_k"] * curve["val_sd"][-1], limits["band_floor"])
     print(f"default run: final val {r['final_val_loss']:.4f}, band {curve['val_mean'][-1]:.4f} ± {half:.4f},"
           f" {r['steps_per_s']:.1f} steps/s")
-    assert curve["steps"][-1] == r["steps"] - 1
+    assert curve["steps"][-1] == r["steps"] - 1, "results.json is stale (for other default steps): re-measure"
     assert abs(r["final_val_loss"] - curve["val_mean"][-1]) <= half
     assert w.get_attribute("data-outside-band") == "false" and r["outside_band"] is False
