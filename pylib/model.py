@@ -84,7 +84,7 @@ def count_params(cfg):
 def init_params(cfg, seed, dtype=np.float32):
     """nanoGPT's init: N(0, 0.02) weights and embeddings, residual projections N(0, 0.02/sqrt(2L))."""
     rng = np.random.default_rng(seed)
-    params = {}
+    values = {}
     for name, shape in param_shapes(cfg).items():
         if ".ln_" in name or name.startswith("ln_"):
             value = np.ones(shape) if name.endswith(".weight") else np.zeros(shape)
@@ -93,7 +93,24 @@ def init_params(cfg, seed, dtype=np.float32):
         else:
             std = 0.02 / math.sqrt(2 * cfg.n_layer) if name.endswith("c_proj.weight") else 0.02
             value = rng.normal(0.0, std, size=shape)
-        params[name] = value.astype(dtype)
+        values[name] = value
+    return pack_params(values, dtype)
+
+
+def pack_params(values, dtype=None):
+    """Copy arrays into one contiguous buffer; returns a dict of views into it, in the same order.
+
+    The arrays stay separate named tensors for the reader, but the optimiser can update all of
+    them with a handful of whole-buffer operations (see pylib.optim.flat_buffer).
+    """
+    dtype = dtype or next(iter(values.values())).dtype
+    flat = np.empty(sum(np.size(v) for v in values.values()), dtype=dtype)
+    params, offset = {}, 0
+    for name, value in values.items():
+        n = np.size(value)
+        flat[offset:offset + n] = np.ravel(value)
+        params[name] = flat[offset:offset + n].reshape(np.shape(value))
+        offset += n
     return params
 
 
