@@ -42,6 +42,25 @@ def blas_threads():
     return max([p["num_threads"] for p in pools] or [1]), "threadpoolctl"
 
 
+def keep_freed_memory(pad_bytes=64 << 20):
+    """Ask glibc's malloc to keep up to pad_bytes of freed heap instead of returning it to the OS.
+
+    By default glibc trims the heap when more than ~2x the mmap threshold is free at its top, so
+    a step that frees its temporaries (a few MB here) gives the pages back and the next step
+    faults them in again. Both NumPy and PyTorch's CPU allocator sit on malloc and both pay.
+    Process-wide and irreversible, so it runs after the default measurements. Returns False when
+    the C library is not glibc.
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_TOP_PAD = -1, -2
+        return bool(libc.mallopt(M_TRIM_THRESHOLD, pad_bytes)) and bool(libc.mallopt(M_TOP_PAD, pad_bytes))
+    except (OSError, AttributeError):
+        return False
+
+
 # ---------------------------------------------------------------------------
 # Timed loops
 
@@ -137,29 +156,39 @@ def time_torch(cfg, B, T, steps, repeats, warmup=50):
 # Rows and table
 
 
-def bench_rows(cfg=None, B=16, T=64, steps=200, repeats=7):
-    """One dict per implementation: implementation, B, T, threads, median_ms, steps_per_s, note."""
-    cfg = cfg or model.GPTConfig()
+def _rows(cfg, B, T, steps, repeats, malloc):
     threads, how = blas_threads()
     coretype = os.environ.get("OPENBLAS_CORETYPE")
-    note = f"threads via {how}; OPENBLAS_CORETYPE={coretype or 'unset'}"
+    note = f"NumPy threads via {how}; OPENBLAS_CORETYPE={coretype or 'unset'}; torch.set_num_threads(1)"
     ms = time_pylib(cfg, B, T, steps, repeats)
-    rows = [{"implementation": f"pylib (NumPy {np.__version__}, float32)", "B": B, "T": T,
+    rows = [{"implementation": f"pylib (NumPy {np.__version__}, float32)", "malloc": malloc, "B": B, "T": T,
              "threads": threads, "median_ms": ms, "steps_per_s": 1e3 / ms, "note": note}]
     try:
         torch_ms, version = time_torch(cfg, B, T, steps, repeats)
     except ImportError:
         return rows
-    rows.append({"implementation": f"PyTorch {version} eager + AdamW", "B": B, "T": T, "threads": 1,
-                 "median_ms": torch_ms, "steps_per_s": 1e3 / torch_ms, "note": "torch.set_num_threads(1)"})
+    rows.append({"implementation": f"PyTorch {version} eager + AdamW", "malloc": malloc, "B": B, "T": T,
+                 "threads": 1, "median_ms": torch_ms, "steps_per_s": 1e3 / torch_ms, "note": note})
+    return rows
+
+
+def bench_rows(cfg=None, B=16, T=64, steps=200, repeats=7, with_kept_memory=True):
+    """One dict per implementation and malloc setting: implementation, malloc, B, T, threads,
+    median_ms, steps_per_s, note. First as the environment is, then (if with_kept_memory and
+    glibc) again after keep_freed_memory(), which changes this process for good."""
+    cfg = cfg or model.GPTConfig()
+    rows = _rows(cfg, B, T, steps, repeats, "default")
+    if with_kept_memory and keep_freed_memory():
+        rows += _rows(cfg, B, T, steps, repeats, "glibc keeps 64 MB freed (mallopt)")
     return rows
 
 
 def markdown_table(rows):
     """The rows as a Markdown table, with the notes underneath."""
-    lines = ["| implementation | B | T | threads | median ms/step | steps/s |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| implementation | malloc | B | T | threads | median ms/step | steps/s |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r['implementation']} | {r['B']} | {r['T']} | {r['threads']} | "
+        lines.append(f"| {r['implementation']} | {r['malloc']} | {r['B']} | {r['T']} | {r['threads']} | "
                      f"{r['median_ms']:.2f} | {r['steps_per_s']:.0f} |")
     lines += ["", *sorted({f"Note: {r['note']}" for r in rows})]
     return "\n".join(lines)
@@ -169,6 +198,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--no-kept-memory", action="store_true", help="skip the mallopt rows")
     args = ap.parse_args()
-    print(f"model: {model.count_params(model.GPTConfig()):,} parameters")
-    print(markdown_table(bench_rows(steps=args.steps, repeats=args.repeats)))
+    print(f"model: {model.count_params(model.GPTConfig()):,} parameters; load average {os.getloadavg()[0]:.2f}")
+    rows = bench_rows(steps=args.steps, repeats=args.repeats, with_kept_memory=not args.no_kept_memory)
+    print(markdown_table(rows))
