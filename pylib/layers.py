@@ -179,20 +179,22 @@ def attention_forward(qkv, n_head):
     if not ok:
         att = q @ kt
         att, _ = causal_softmax(att, (att + causal_mask(T, att.dtype)).max(axis=-1, keepdims=True))
-    y = att @ v  # (B, H, T, D)
-    y = y.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
-    return y, (q, k, v, att, scale)
+    yh = att @ v  # (B, H, T, D)
+    y = yh.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
+    return y, (q, k, v, att, yh, scale)
 
 
 def attention_backward(dy, cache):
     """dy (B, T, C) -> dqkv (B, T, 3C)."""
-    q, k, v, att, scale = cache  # q is already scaled
+    q, k, v, att, yh, scale = cache  # q is already scaled
     B, H, T, D = q.shape
     dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
     datt = dy @ v.transpose(0, 1, 3, 2)  # (B, H, T, T)
     dv = att.transpose(0, 1, 3, 2) @ dy  # (B, H, T, D)
-    # softmax backward: ds = p * (dp - sum(p * dp)); masked entries have p = 0, so ds = 0 there
-    datt -= rowsum(datt * att)[..., None]
+    # softmax backward: ds = p * (dp - sum_j p_j dp_j); masked entries have p = 0, so ds = 0 there.
+    # sum_j p_j dp_j = sum_j p_j (dy . v_j) = dy . y: a (B, H, T, D) product instead of a
+    # (B, H, T, T) one (FlashAttention's trick, Dao et al. 2022, section 3.1).
+    datt -= rowsum(dy * yh)[..., None]
     datt *= att
     dq = (datt @ k) * scale  # (B, H, T, D)
     dk = datt.transpose(0, 1, 3, 2) @ q  # (B, H, T, D); q carries the scale

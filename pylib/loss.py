@@ -25,14 +25,15 @@ def cross_entropy_forward(logits, targets, mask=None, denom=None):
     t = targets.reshape(-1)  # (N,)
     rows = np.arange(t.size)
     z = z - z.max(axis=1, keepdims=True)  # softmax is shift-invariant; exp never overflows
-    e = np.exp(z)  # (N, V)
-    s = e.sum(axis=1)  # (N,)
-    nll = np.log(s) - z[rows, t]  # (N,) -log p(target)
+    z_target = z[rows, t]  # (N,)
+    probs = np.exp(z, out=z)  # (N, V), in z's memory: one (N, V) array for the whole loss
+    s = probs @ np.ones(V, dtype=probs.dtype)  # (N,) row sums (a matmul: see layers.rowsum)
+    nll = np.log(s) - z_target  # (N,) -log p(target)
     weights = None if mask is None else np.asarray(mask).reshape(-1).astype(logits.dtype)  # (N,)
     if denom is None:
         denom = count_targets(t, mask)
     loss_sum = nll.sum() if weights is None else (nll * weights).sum()
-    probs = e / s[:, None]  # (N, V)
+    probs *= (1.0 / s)[:, None]
     return float(loss_sum) / denom, (probs, t, weights, denom, logits.shape)
 
 
