@@ -36,7 +36,7 @@ async function init({ pyodideURL, wheelURL, dataURL }) {
     messageCallback: () => {},
     errorCallback: (message) => problems.push(message),
   });
-  if (problems.length) throw new Error(`NumPy could not be loaded: ${problems.join("; ")}`);
+  if (problems.length) throw new Error(`NumPy could not be loaded (${problems.map((p) => p.replace(/[:;\s]+$/, "")).join("; ")}).`);
 
   progress("Installing pylib…", 0.7);
   const micropip = pyodide.pyimport("micropip");

@@ -109,6 +109,23 @@ def test_index_lists_the_chapters(browser, site_url):
     page.close()
 
 
+@pytest.mark.parametrize("blocked", ["pyodide/numpy-*.whl", "data/train.bin"])
+def test_page_shows_an_error_when_python_cannot_load(browser, site_url, blocked):
+    """A missing NumPy wheel (loadPackage's errorCallback) or corpus file is a visible page error."""
+    from conftest import chapter_url
+
+    page = browser.new_page()
+    page.route(f"**/{blocked}", lambda route: route.abort())
+    page.goto(chapter_url(site_url))
+    page.wait_for_selector("html[data-pyodide=error]", timeout=60_000)
+    error = page.locator('[data-role="page-error"]')
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("Python could not be loaded")
+    expect(train_widget(page)).to_have_attribute("data-status", "error")
+    expect(train_widget(page).locator('[data-action="run"]')).to_be_disabled()
+    page.close()
+
+
 # ---------------------------------------------------------------------------
 # Tokenizer
 
