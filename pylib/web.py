@@ -355,7 +355,7 @@ class Session:
 
     def finish_run(self):
         """The final figures and a generated sample."""
-        from pylib import sample
+        from pylib import sample, train
 
         run = self.run
         if run is None:
@@ -369,6 +369,8 @@ class Session:
             "tokens_per_s": None,
             "diverged": run["diverged_at"] is not None,
             "diverged_at": run["diverged_at"],
+            "diverged_loss": last.get("loss") if run["diverged_at"] is not None else None,
+            "divergence_limit": train.divergence_threshold(run["model_cfg"].vocab_size),
             "seed": cfg.seed,
             "lr": cfg.lr,
             "batch_size": cfg.batch_size,

@@ -105,7 +105,7 @@ export class LossChart {
   add(records) {
     const [x, train, smooth, trainEval, val] = this.data;
     for (const r of records) {
-      if (r.step >= x.length) continue;
+      if (r.step >= x.length || r.diverged) continue; // the readouts show it; plotted, it would flatten the curve
       if (r.loss != null) train[r.step] = r.loss;
       if (r.loss_smooth != null) smooth[r.step] = r.loss_smooth;
       if (r.train_eval != null) trainEval[r.step] = r.train_eval;

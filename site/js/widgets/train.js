@@ -138,12 +138,15 @@ export async function mount(root, client) {
       const r = value.result;
       const summary = {
         steps: r.steps, final_train_loss: r.final_train_loss, final_val_loss: r.final_val_loss,
-        steps_per_s: r.steps_per_s, tokens_per_s: r.tokens_per_s, diverged: r.diverged, diverged_at: r.diverged_at,
+        steps_per_s: r.steps_per_s, tokens_per_s: r.tokens_per_s, diverged: r.diverged, diverged_at: r.diverged_at, diverged_loss: r.diverged_loss,
         seed: r.seed, lr: r.lr, batch_size: r.batch_size, outside_band: r.outside_band,
       };
       if (!value.stopped) root.dataset.result = JSON.stringify(summary);
       if (r.diverged) {
-        setStatus("error", `The run diverged at step ${r.diverged_at}: the loss stopped being a finite number, so training stopped. Try a smaller learning rate.`);
+        const why = r.diverged_loss == null
+          ? "its loss was not a finite number"
+          : `its loss, ${r.diverged_loss.toFixed(1)}, passed the limit 2 ln V = ${r.divergence_limit.toFixed(2)}`;
+        setStatus("error", `The run diverged at step ${r.diverged_at}: ${why}, so training stopped there. Try a smaller learning rate.`);
         return;
       }
       $('[data-role="sample"]').textContent = r.sample;
