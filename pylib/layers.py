@@ -21,7 +21,8 @@ import numpy as np
 #
 # NumPy reduces a short axis (16 to 64 numbers) row by row, several times slower than a
 # matrix-vector product with a vector of ones, which BLAS (or NumPy's own matmul loop in
-# Pyodide) streams through. Measured in bench/: 5 us instead of 25 us for a (1024, 16) array.
+# Pyodide) streams through: about 4 us instead of 24 us for a (1024, 16) float32 array on the
+# course machine (one thread).
 
 
 def colsum(a2):
@@ -146,11 +147,9 @@ def causal_mask(T, dtype):
 
 
 def causal_softmax(scores, shift):
-    """Softmax over the last axis of (..., T, T) scores with the causal mask, in place.
-
-    shift (..., T, 1) is subtracted from each row first: softmax does not change, but exp must not
-    overflow. Returns (probs, ok); ok is False if a row sum came out infinite (or NaN).
-    """
+    """Masked softmax of (..., T, T) scores minus a per-row shift (..., T, 1), in place -> (probs, ok)."""
+    # The shift leaves the softmax unchanged; it is there so that exp cannot overflow.
+    # ok is False when a row sum came out infinite or NaN, i.e. the shift was too small.
     scores -= shift
     scores += causal_mask(scores.shape[-1], scores.dtype)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

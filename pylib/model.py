@@ -98,11 +98,9 @@ def init_params(cfg, seed, dtype=np.float32):
 
 
 def pack_params(values, dtype=None):
-    """Copy arrays into one contiguous buffer; returns a dict of views into it, in the same order.
-
-    The arrays stay separate named tensors for the reader, but the optimiser can update all of
-    them with a handful of whole-buffer operations (see pylib.optim.flat_buffer).
-    """
+    """Copy named arrays into one contiguous buffer; returns a dict of views into it, same order."""
+    # They stay separate named tensors for the reader, but the optimiser can update all of them
+    # with a handful of whole-buffer operations (see pylib.optim.flat_buffer).
     dtype = dtype or next(iter(values.values())).dtype
     flat = np.empty(sum(np.size(v) for v in values.values()), dtype=dtype)
     params, offset = {}, 0

@@ -70,9 +70,9 @@ def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=No
 
 
 def flat_buffer(params):
-    """The 1-D array all params are views of, in dict order (as pylib.model.init_params makes
-    them), or None. Then one update of the whole buffer replaces one per tensor, which for a
-    5k-parameter model is most of the optimiser's time (16 tensors x ~10 NumPy calls each)."""
+    """The 1-D array that all params are consecutive views of (pylib.model.pack_params), or None."""
+    # One update of the whole buffer replaces one per tensor; for a 5k-parameter model the
+    # per-tensor version is mostly call overhead (16 tensors x ~10 NumPy calls each).
     arrays = list(params.values())
     base = arrays[0].base if arrays else None
     if base is None or base.ndim != 1 or not base.flags.c_contiguous:
@@ -95,11 +95,9 @@ def adamw_init(params):
 
 
 def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None):
-    """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update.
-
-    Works on all parameters at once, as one flat vector (torch.optim.AdamW's update, same order
-    of operations). params that are not views of one buffer are gathered and written back.
-    """
+    """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update."""
+    # All parameters as one flat vector, with torch.optim.AdamW's order of operations. Params
+    # that are not views of one buffer are gathered here and written back at the end.
     groups = groups or param_groups(params)
     flat = flat_buffer(params)
     p = flat if flat is not None else np.concatenate([v.ravel() for v in params.values()])
