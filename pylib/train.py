@@ -18,7 +18,7 @@ One record per step, JSON-ready (Python floats and ints; None instead of NaN or 
   at the last step, after its update, so the last record describes the model that is returned.
 
 Divergence: a step whose loss or gradient norm is not finite, or whose loss exceeds
-2 ln V, is marked {"diverged": True}, is not applied, and ends the run. 2 ln V is the loss of a
+2 ln V, is marked {"diverged": True} (and has no tokens_per_s), is not applied, and ends the run. 2 ln V is the loss of a
 model that puts probability 1/V^2 on the right token: far worse than uniform guessing (ln V), a
 value no learning run comes back from, while a healthy run starts at ln V and goes down.
 """
