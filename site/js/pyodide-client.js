@@ -6,6 +6,13 @@ let worker = null;
 let ready = null;
 let nextId = 1;
 const pending = new Map(); // id -> {resolve, reject, onEvent}
+const progressListeners = new Set();
+
+/** Subscribe to loading progress: fn(message, fraction in [0, 1]). Returns an unsubscribe function. */
+export function onProgress(fn) {
+  progressListeners.add(fn);
+  return () => progressListeners.delete(fn);
+}
 
 /** The site root as an absolute URL (a worker cannot resolve relative URLs against the page). */
 export function siteRoot() {
@@ -22,6 +29,7 @@ function statusElements() {
 }
 
 function showProgress(message, fraction) {
+  for (const fn of progressListeners) fn(message, fraction);
   const { box, text, bar } = statusElements();
   if (!box) return;
   box.hidden = false;
