@@ -17,10 +17,11 @@ One record per step, JSON-ready (Python floats and ints; None instead of NaN or 
   and every eval_interval steps, on the params the step starts from (nanoGPT's convention), and
   at the last step, after its update, so the last record describes the model that is returned.
 
-Divergence: a step whose loss or gradient norm is not finite, or whose loss exceeds
-2 ln V, is marked {"diverged": True} (and has no tokens_per_s), is not applied, and ends the run. 2 ln V is the loss of a
-model that puts probability 1/V^2 on the right token: far worse than uniform guessing (ln V), a
-value no learning run comes back from, while a healthy run starts at ln V and goes down.
+Divergence: a step whose loss or gradient norm is not finite, or whose loss exceeds 2 ln V, is
+marked {"diverged": True} (and has no tokens_per_s), is not applied, and ends the run. A loss of
+2 ln V means the model gives the right token probability 1/V^2 on (geometric) average, far worse
+than uniform guessing (ln V). A healthy run starts at ln V and goes down, so crossing 2 ln V
+means the updates are destroying the model, not training it.
 """
 
 import math
