@@ -106,8 +106,9 @@ def trained_like_params(cfg, seed):
     return params
 
 
-@pytest.mark.parametrize("cfg", [CFG, model.GPTConfig(n_layer=2, n_head=4, n_embd=32, block_size=16)],
-                         ids=["decoder-5k", "2-layer"])
+@pytest.mark.parametrize("cfg", [CFG, model.GPTConfig(n_layer=2, n_head=4, n_embd=32, block_size=16),
+                                 model.GPTConfig(n_layer=2, block_size=16, bias=False)],
+                         ids=["decoder-5k", "2-layer", "no-bias"])
 def test_loss_and_every_gradient_match_pytorch(cfg):
     params = trained_like_params(cfg, 0)
     rng = np.random.default_rng(1)
