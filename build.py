@@ -231,6 +231,7 @@ class ChapterContext:
     def __init__(self, env, results, chapter_name):
         self.env, self.results, self.chapter_name = env, results, chapter_name
         self.widget_count = 0
+        self.blocks = []  # block HTML kept out of markdown-it's way; see _block and fill_blocks
 
     def measured(self, key, fmt=None, unit=""):
         values = self.results.get("values", {})
@@ -282,8 +283,16 @@ class ChapterContext:
     def _code_block(self, source, caption):
         html = pygments.highlight(source, pygments.lexers.PythonLexer(),
                                   pygments.formatters.HtmlFormatter(cssclass="highlight"))
-        return markupsafe.Markup('\n<figure class="code"><figcaption>{}</figcaption>{}</figure>\n').format(
-            caption, markupsafe.Markup(html))
+        return self._block(markupsafe.Markup('<figure class="code"><figcaption>{}</figcaption>{}</figure>').format(
+            caption, markupsafe.Markup(html)))
+
+    def _block(self, html):
+        """A placeholder for block HTML: a blank line inside it would end Markdown's HTML block."""
+        self.blocks.append(str(html))
+        return markupsafe.Markup(f"\n\n<!--block:{len(self.blocks) - 1}-->\n\n")
+
+    def fill_blocks(self, html):
+        return re.sub(r"<!--block:(\d+)-->", lambda m: self.blocks[int(m.group(1))], html)
 
     def widget(self, name, **options):
         try:
@@ -296,7 +305,7 @@ class ChapterContext:
             uid=f"w{self.widget_count}-{name}", options=options,
             defaults=dataclasses.asdict(train.TrainConfig()), model=dataclasses.asdict(model.GPTConfig()),
             results=self.results, derived=derived_values(), limits=web.LIMITS)
-        return markupsafe.Markup("\n" + html.strip() + "\n")
+        return self._block(html.strip())
 
     def functions(self):
         return {name: getattr(self, name) for name in
@@ -383,7 +392,7 @@ def render_chapter(env, chapter, results):
     except jinja2.TemplateError as e:
         raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
-    return markdown_to_html(source)
+    return ctx.fill_blocks(markdown_to_html(source))
 
 
 def build_site(out=OUT):

@@ -39,12 +39,12 @@ def test_unknown_reference_fails_the_build(ctx, call):
 
 
 def test_code_is_pulled_from_pylib_by_name(ctx):
-    html = str(ctx.code("pylib.data.get_batch"))
+    html = ctx.fill_blocks(str(ctx.code("pylib.data.get_batch")))
     assert "get_batch" in html and "pylib/data.py" in html and 'class="highlight"' in html
 
 
 def test_test_source_is_pulled_by_name(ctx):
-    html = str(ctx.test("test_get_batch_targets_are_inputs_shifted_by_one"))
+    html = ctx.fill_blocks(str(ctx.test("test_get_batch_targets_are_inputs_shifted_by_one")))
     assert "tests/test_data.py" in html and "shifted" in html
 
 
@@ -107,3 +107,11 @@ def test_built_site_has_checked_pyodide_and_pages():
         assert hashlib.sha256((out / "pyodide" / entry["file_name"]).read_bytes()).hexdigest() == entry["sha256"]
     for chapter in build.find_chapters():
         assert (out / "chapters" / f"{chapter.slug}.html").is_file()
+
+
+def test_code_with_blank_lines_stays_one_block(tmp_path):
+    page = tmp_path / "01-code.md"
+    page.write_text('# Code\n\nBefore.\n\n{{ code("pylib.data.build_corpus") }}\n\nAfter *this*.\n')
+    html = build.render_chapter(build.make_env(), build.Chapter(1, "01-code", "Code", page), {"values": {}})
+    assert html.count('<figure class="code">') == 1 and "<em>this</em>" in html
+    assert "&lt;span" not in html and "<p><span" not in html  # no highlighted line re-read as Markdown
