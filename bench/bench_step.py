@@ -16,6 +16,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # before numpy/torch are imported, or the BLAS pool is already sized
 
 import argparse
+import json
 import math
 import pathlib
 import statistics
@@ -26,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from pylib import model, optim  # noqa: E402
+from pylib import benchmark, model  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # Thread check
@@ -78,19 +79,8 @@ def _median_ms(step, steps, repeats, warmup):
 
 
 def time_pylib(cfg, B, T, steps, repeats, warmup=50):
-    """Median ms per step of pylib in float32."""
-    params = model.init_params(cfg, 0)
-    state, groups = optim.adamw_init(params), optim.param_groups(params)
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, cfg.vocab_size, (B, T))
-    y = rng.integers(0, cfg.vocab_size, (B, T))
-
-    def step():
-        loss, grads = model.loss_and_grads(params, cfg, x, y)
-        optim.clip_grad_norm(grads, 1.0)
-        optim.adamw_step(params, grads, state, 1e-3, 0.9, 0.99, 1e-8, 0.1, groups)
-
-    return _median_ms(step, steps, repeats, warmup)
+    """Median ms per step of pylib in float32: pylib.benchmark.time_train_step, as in the page."""
+    return benchmark.time_train_step(cfg, B, T, steps, repeats, warmup)["ms_per_step"]
 
 
 def time_torch(cfg, B, T, steps, repeats, warmup=50):
@@ -199,7 +189,12 @@ if __name__ == "__main__":
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--no-kept-memory", action="store_true", help="skip the mallopt rows")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON (for build.py --bench)")
     args = ap.parse_args()
+    if args.json:
+        rows = bench_rows(steps=args.steps, repeats=args.repeats, with_kept_memory=not args.no_kept_memory)
+        print(json.dumps(rows))
+        sys.exit(0)
     print(f"model: {model.count_params(model.GPTConfig()):,} parameters; load average {os.getloadavg()[0]:.2f}")
     rows = bench_rows(steps=args.steps, repeats=args.repeats, with_kept_memory=not args.no_kept_memory)
     print(markdown_table(rows))

@@ -53,7 +53,7 @@ class TrainConfig:
     momentum: float = 0.9  # SGD only
     grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
     seed: int = 0
-    eval_interval: int = 25
+    eval_interval: int = 10  # fine enough to see the short stay at the unigram loss
     eval_windows: int = 64  # fixed windows per split for train_eval / val
 
     def __post_init__(self):

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from pylib import data, model
+from pylib import benchmark, data, model
 
 # ---------------------------------------------------------------------------
 # Limits and reader-input validation
@@ -36,8 +36,8 @@ LIMITS = {
     "ids_shown": 2000,  # token ids returned to the page (the count is always exact)
     "band_k": 3.0,  # a run leaves the band when |val - mean| > max(band_k * sd, band_floor)
     "band_floor": 0.01,  # nats: three seeds can give a tiny sd early on
-    "chunk_seconds": 0.08,
-    "smoothing": 0.9,  # the moving average of the train loss: ema = 0.9 * ema + 0.1 * loss  # training time per chunk: about 12 page updates a second
+    "chunk_seconds": 0.08,  # training time per chunk: about 12 page updates a second
+    "smoothing": 0.9,  # the moving average of the train loss: ema = 0.9 * ema + 0.1 * loss
 }
 
 FIELD_NAMES = {
@@ -419,6 +419,9 @@ _OPS = {
     "train_start": lambda s, a: s.start_run(a.get("settings") or {}, a.get("curve")),
     "train_chunk": lambda s, a: s.train_chunk(a.get("seconds")),
     "train_finish": lambda s, a: s.finish_run(),
+    "bench_step": lambda s, a: benchmark.time_train_step(  # build.py --bench, in Chromium
+        B=int(a.get("B", 16)), T=int(a.get("T", 64)), steps=int(a.get("steps", 50)),
+        repeats=int(a.get("repeats", 5))),
 }
 
 

@@ -2,40 +2,19 @@
 chapter page per module (loading Pyodide costs seconds) that records console errors and any
 request leaving 127.0.0.1. A test fails on either, and prints the page's console when it fails."""
 
-import functools
-import http.server
 import pathlib
-import threading
 import urllib.parse
 
 import pytest
 
+import build
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = ROOT / "_site"
 
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-
-
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
-
-
-class _SiteHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with the MIME types Pyodide needs."""
-
-    extensions_map = {
-        **http.server.SimpleHTTPRequestHandler.extensions_map,
-        ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
-        ".json": "application/json", ".bin": "application/octet-stream", ".whl": "application/zip",
-        ".zip": "application/zip",
-    }
-
-    def log_message(self, fmt, *args):
-        pass
+    return {**browser_type_launch_args, "executable_path": build.CHROMIUM, "args": build.CHROMIUM_ARGS}
 
 
 @pytest.fixture(scope="session")
@@ -44,10 +23,8 @@ def site_url():
     if not (SITE / "index.html").is_file():
         pytest.fail("_site/index.html is missing: run the README's setup (scripts/setup.sh, then "
                     ".venv/bin/python build.py) before the browser tests", pytrace=False)
-    handler = functools.partial(_SiteHandler, directory=str(SITE))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/"
+    url, server = build.serve_in_thread(SITE)
+    yield url
     server.shutdown()
     server.server_close()
 
