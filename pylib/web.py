@@ -235,10 +235,11 @@ class Session:
         """Text -> ids (first LIMITS['ids_shown']), counts, and which characters were dropped."""
         self._need_corpus()
         text = validate_text(text)
-        ids, n_dropped = self.vocab.encode(text)
+        normalised = data.normalise_text(text)  # the corpus rule: dashes to ASCII, accents stripped
+        ids, n_dropped = self.vocab.encode(normalised)
         known = set(self.vocab.chars)
         dropped = []
-        for ch in text:
+        for ch in normalised:
             if ch not in known and ch not in dropped:
                 dropped.append(ch)
         shown = ids[: LIMITS["ids_shown"]].tolist()

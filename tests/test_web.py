@@ -134,6 +134,11 @@ def test_tokenize_reports_dropped_characters_including_emoji(session):
     assert {"char": "\U0001F600", "codepoint": "U+1F600"} in r["dropped"]
 
 
+def test_tokenize_applies_the_corpus_rule_before_encoding(session):
+    r = session.tokenize("café—naïve")
+    assert r["ids"] == session.vocab.encode("cafe--naive")[0].tolist() and r["n_dropped"] == 0
+
+
 def test_tokenize_truncates_the_ids_it_returns_but_counts_all(session):
     text = "a" * (web.LIMITS["ids_shown"] + 10)
     r = session.tokenize(text)
