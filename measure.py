@@ -141,7 +141,7 @@ def results_markdown(results):
         "",
         "## Chapter 1: the default run",
         "",
-        f"Settings: {', '.join(f'{k}={x}' for k, x in results['settings']['ch1.default'].items())}; "
+        f"Settings: {', '.join(f'{k}={x}' for k, x in sorted(results['settings']['ch1.default'].items()))}; "
         f"seeds {', '.join(map(str, meta['seeds']))}. Mean ± sample sd over seeds.",
         "",
         "| quantity | value | key |",
@@ -174,7 +174,7 @@ def results_markdown(results):
             lines.append(f"- `{key}`: {value:.3f}")
     bench = results["timings"].get("bench")
     if bench:
-        lines += ["", "### The training step (`python build.py --bench`)", "",
+        lines += ["", f"### The training step (`python build.py --bench`, {bench.get('date', '')})", "",
                   "Forward, backward, clipping and AdamW on a fixed batch of the default model; "
                   "median of several timed loops. Targets: pylib in CPython no slower than PyTorch eager; "
                   "the in-page step within 12× of CPython.", "",
@@ -202,12 +202,15 @@ def main(measure=True, bench=False):
         results["timings"]["bench"] = run_bench()
     elif previous and "bench" in previous.get("timings", {}):
         results["timings"]["bench"] = previous["timings"]["bench"]
-    results["meta"] = {
-        "command": "python build.py" + (" --measure" if measure else "") + (" --bench" if bench else ""),
-        "date": datetime.date.today().isoformat(),
-        "versions": library_versions(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "seeds": list(SEEDS),
-    }
+    if measure:
+        results["meta"] = {
+            "command": "python build.py --measure",
+            "date": datetime.date.today().isoformat(),
+            "versions": library_versions(),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "seeds": list(SEEDS),
+        }
+    if bench:
+        results["timings"]["bench"]["date"] = datetime.date.today().isoformat()
     write_results(results)
     print(f"wrote {RESULTS_JSON.name} and {RESULTS_MD.name}")
