@@ -210,6 +210,17 @@ def derived_values():
     }
 
 
+def corpus_report():
+    """One paragraph on the corpus the site trains on: sizes, split and what the vocabulary dropped."""
+    s = corpus().stats
+    return (f"corpus: {len(s['train_plays'])} training plays ({s['train_documents']} scenes, "
+            f"{s['train_tokens']:,} tokens), {len(s['val_plays'])} validation plays ({s['val_documents']} "
+            f"scenes, {s['val_tokens']:,} tokens: {', '.join(s['val_plays'])}); V = {s['vocab_size']}; "
+            f"dropped {s['dropped_chars_train'] + s['dropped_chars_val']} characters outside the "
+            f"vocabulary ({s['dropped_chars_train']} train, {s['dropped_chars_val']} val): "
+            f"{s['dropped_char_kinds']!r}")
+
+
 def load_results():
     if not RESULTS_JSON.is_file():
         return {"meta": {}, "values": {}, "curves": {}, "timings": {}}
@@ -485,6 +496,7 @@ def main(argv=None):
             measure.main(measure=args.measure, bench=args.bench)
         if not args.no_build:
             chapters = build_site()
+            print(corpus_report())
             print(f"built {len(chapters)} chapter(s) into {OUT.relative_to(ROOT)}/")
     except BuildError as e:
         print(f"build failed: {e}", file=sys.stderr)

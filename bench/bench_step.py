@@ -21,7 +21,6 @@ import math
 import pathlib
 import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -67,15 +66,7 @@ def keep_freed_memory(pad_bytes=64 << 20):
 
 
 def _median_ms(step, steps, repeats, warmup):
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - t0) / steps * 1e3)
-    return statistics.median(times)
+    return statistics.median(benchmark.ms_per_call(step, steps, repeats, warmup))
 
 
 def time_pylib(cfg, B, T, steps, repeats, warmup=50):

@@ -27,13 +27,19 @@ def time_train_step(cfg=None, B=16, T=64, steps=50, repeats=5, warmup=20, seed=0
         optim.clip_grad_norm(grads, 1.0)
         optim.adamw_step(params, grads, state, 1e-3, 0.9, 0.99, 1e-8, 0.1, groups)
 
+    times = ms_per_call(step, steps, repeats, warmup)
+    return {"B": B, "T": T, "steps": steps, "repeats": repeats, "ms_per_step": statistics.median(times),
+            "ms_all": times}
+
+
+def ms_per_call(fn, calls, repeats, warmup):
+    """Milliseconds per call of fn(), one figure per timed loop of `calls` calls, after warmup."""
     for _ in range(warmup):
-        step()
+        fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - t0) / steps * 1e3)
-    return {"B": B, "T": T, "steps": steps, "repeats": repeats, "ms_per_step": statistics.median(times),
-            "ms_all": times}
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls * 1e3)
+    return times
