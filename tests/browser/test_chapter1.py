@@ -164,10 +164,10 @@ def test_tokenizer_round_trips_text(chapter1):
 
 def test_tokenizer_counts_emoji_and_drops_them_visibly(chapter1):
     vocab, _, _ = corpus()
-    text = "a\U0001F600b \u00e9"  # an emoji (non-BMP) and an accented letter: both outside the vocabulary
+    text = "a\U0001F600b \u00e9"  # an emoji (non-BMP, dropped) and an accented letter (folded to e)
     w, r = tokenize(chapter1, text)
-    ids, dropped = vocab.encode(text)
-    assert r["ids"] == ids.tolist() and r["n_dropped"] == dropped == 2
+    ids, dropped = vocab.encode("a\U0001F600b e")
+    assert r["ids"] == ids.tolist() and r["n_dropped"] == dropped == 1
     expect(w.locator('[data-role="dropped"]')).to_contain_text("U+1F600")
 
 
@@ -203,7 +203,7 @@ def test_short_run_makes_the_loss_fall(chapter1):
     w, status, r = run(chapter1, steps=60)
     assert status == "done", w.locator('[data-role="message"]').text_content()
     ln_v = math.log(corpus()[0].size)
-    assert abs(float(w.locator('[data-readout="step"]').text_content()) - 59) == 0
+    assert int(w.locator('[data-readout="step"]').text_content()) == 60  # steps done
     assert r["final_val_loss"] < ln_v - 0.5 and r["final_train_loss"] < ln_v - 0.5
     expect(w.locator('[data-role="sample"]')).not_to_be_empty()
     href = w.locator('[data-role="download"]').get_attribute("href")

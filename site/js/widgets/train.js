@@ -113,7 +113,7 @@ export async function mount(root, client) {
         chart.redraw();
         const last = c.records[c.records.length - 1];
         if (last) {
-          setReadout("step", last.step);
+          setReadout("step", last.step + 1);  // records count steps from 0
           setReadout("loss", last.loss);
           setReadout("lr", last.lr);
           setReadout("grad_norm", last.grad_norm);
