@@ -13,9 +13,12 @@ Training, sampling and export are pylib.train, pylib.sample and pylib.export. Th
 """
 
 import dataclasses
+import functools
+import importlib
 import json
 import math
 import pathlib
+import pkgutil
 import time
 
 import numpy as np
@@ -426,12 +429,28 @@ _OPS = {
 }
 
 
+@functools.cache
+def all_ops():
+    """This module's ops plus OPS from every pylib/web_*.py: each chapter's widgets bring theirs."""
+    import pylib
+    ops = dict(_OPS)
+    for info in sorted(pkgutil.iter_modules(pylib.__path__), key=lambda m: m.name):
+        if info.name.startswith("web_"):
+            module = importlib.import_module(f"pylib.{info.name}")
+            clash = set(ops) & set(module.OPS)
+            if clash:
+                raise RuntimeError(f"pylib.{info.name} redefines ops {sorted(clash)}")
+            ops.update(module.OPS)
+    return ops
+
+
 def handle(op, args_json="{}"):
     """Run one op with JSON args; returns JSON {"ok": true, "value": ...} or {"ok": false, ...}."""
     try:
-        if op not in _OPS:
+        ops = all_ops()
+        if op not in ops:
             raise KeyError(f"unknown op {op!r}")
-        value = _OPS[op](SESSION, json.loads(args_json or "{}"))
+        value = ops[op](SESSION, json.loads(args_json or "{}"))
         return json.dumps({"ok": True, "value": value}, allow_nan=False)
     except InputError as e:
         return json.dumps({"ok": False, "kind": "input", "message": str(e), "errors": e.errors})

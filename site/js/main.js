@@ -3,11 +3,6 @@
 
 import * as client from "./pyodide-client.js";
 
-const widgets = {
-  train: () => import("./widgets/train.js"),
-  tokenizer: () => import("./widgets/tokenizer.js"),
-};
-
 function widgetFailed(root, message) {
   root.dataset.status = "error";
   const box = root.querySelector('[data-role="message"]') || root;
@@ -18,12 +13,13 @@ const roots = [...document.querySelectorAll("[data-widget]")];
 if (roots.length) client.start().catch(() => {}); // failures are shown by the client
 
 for (const root of roots) {
-  const load = widgets[root.dataset.widget];
-  if (!load) {
-    widgetFailed(root, `Unknown widget "${root.dataset.widget}".`);
+  const name = root.dataset.widget;
+  if (!/^[a-z0-9-]+$/.test(name)) {
+    widgetFailed(root, `Unknown widget "${name}".`);
     continue;
   }
-  load()
+  // site/js/widgets/<name>.js goes with site/templates/widgets/<name>.html
+  import(`./widgets/${name}.js`)
     .then((module) => module.mount(root, client))
     .catch((err) => widgetFailed(root, `This widget failed to start: ${err.message}`));
 }

@@ -3,6 +3,7 @@ chapter page per module (loading Pyodide costs seconds) that records console err
 request leaving 127.0.0.1. A test fails on either, and prints the page's console when it fails."""
 
 import pathlib
+import re
 import urllib.parse
 
 import pytest
@@ -70,37 +71,48 @@ def chapter_url(site_url, slug_prefix="01-"):
     return site_url + "chapters/" + pages[0].name
 
 
-@pytest.fixture(scope="module")
-def chapter1(browser, site_url):
-    """Chapter 1, loaded once per module, with Python ready (html[data-pyodide=ready])."""
-    context = browser.new_context(viewport={"width": 1100, "height": 1000})
-    page = context.new_page()
-    log = PageLog(page)
-    page.goto(chapter_url(site_url))
-    try:
-        page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
-    except Exception:
-        print("\n".join(log.console))
-        raise
-    page.log = log
-    yield page
-    context.close()
+def chapter_fixture(slug_prefix):
+    """A module-scoped fixture: the chapter whose file starts with slug_prefix, loaded once per
+    module with Python ready (html[data-pyodide=ready]). Name it chapterN in the test module:
+    `chapter2 = chapter_fixture("02-")`; the checks below apply to every fixture named so."""
+
+    @pytest.fixture(scope="module")
+    def chapter(browser, site_url):
+        context = browser.new_context(viewport={"width": 1100, "height": 1000})
+        page = context.new_page()
+        log = PageLog(page)
+        page.goto(chapter_url(site_url, slug_prefix))
+        try:
+            page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
+        except Exception:
+            print("\n".join(log.console))
+            raise
+        page.log = log
+        yield page
+        context.close()
+
+    return chapter
+
+
+chapter1 = chapter_fixture("01-")
+
+
+def _chapter_fixtures(names):
+    return [n for n in names if re.fullmatch(r"chapter\d+", n)]
 
 
 @pytest.fixture(autouse=True)
 def _no_console_errors_or_foreign_requests(request):
-    """After each test using chapter1: no new console error, off-host request or dialog."""
-    if "chapter1" not in request.fixturenames:
-        yield
-        return
-    page = request.getfixturevalue("chapter1")
-    before = len(page.log.problems())
+    """After each test using a chapter page: no new console error, off-host request or dialog."""
+    pages = [request.getfixturevalue(n) for n in _chapter_fixtures(request.fixturenames)]
+    before = [len(page.log.problems()) for page in pages]
     yield
-    new = page.log.problems()[before:]
-    if new:
-        print("--- page console ---")
-        print("\n".join(page.log.console))
-        pytest.fail("the page reported problems:\n" + "\n".join(new), pytrace=False)
+    for page, n in zip(pages, before):
+        new = page.log.problems()[n:]
+        if new:
+            print("--- page console ---")
+            print("\n".join(page.log.console))
+            pytest.fail("the page reported problems:\n" + "\n".join(new), pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -108,7 +120,8 @@ def pytest_runtest_makereport(item, call):
     """Attach the shared page's console to a failing test's report."""
     outcome = yield
     report = outcome.get_result()
-    if report.failed and "chapter1" in item.fixturenames:
-        page = item.funcargs.get("chapter1")
-        if page is not None:
-            report.sections.append(("page console", "\n".join(page.log.console) or "(empty)"))
+    if report.failed:
+        for name in _chapter_fixtures(item.fixturenames):
+            page = item.funcargs.get(name)
+            if page is not None:
+                report.sections.append((f"{name} console", "\n".join(page.log.console) or "(empty)"))
