@@ -186,7 +186,20 @@ def write_corpus(dest):
 
 @functools.cache
 def derived_values():
-    """Numbers pylib computes from the config and the corpus; chapters cite them as 'derived'."""
+    """Numbers pylib computes from the config and the corpus; chapters cite them as 'derived'.
+    An experiments/chN.py module may add its own with `derived(corpus) -> {"chN.name": value}`."""
+    import measure
+    values = core_derived_values()
+    for module in measure.experiment_modules():
+        extra = module.derived(corpus()) if hasattr(module, "derived") else {}
+        clash = set(values) & set(extra)
+        if clash:
+            raise BuildError(f"{module.__name__}.derived redefines {sorted(clash)}")
+        values.update(extra)
+    return values
+
+
+def core_derived_values():
     from pylib import data, model
     c, cfg = corpus(), model.GPTConfig()
     return {

@@ -5,8 +5,8 @@
 //                             {type: "fatal", message}
 //                             {type: "event", id, data}   {type: "result", id, value}
 //                             {type: "error", id, message, kind, errors}
-// Every op but "train" is one call of pylib.web.handle(op, json). "train" runs the run in chunks of
-// about LIMITS.chunk_seconds, yielding to the event loop between chunks so a "stop" is seen.
+// Every op but "train" and "run:<name>" is one call of pylib.web.handle(op, json). Those two run
+// in chunks of about LIMITS.chunk_seconds, yielding between chunks so a "stop" is seen.
 
 let pyodide = null;
 let web = null;
@@ -72,26 +72,30 @@ function exportWeights() {
   }
 }
 
-async function train(id, args) {
+// A chunked run: "<name>_start", then "<name>_chunk" until it says done or a "stop" arrives,
+// then "<name>_finish". Op "train" is the chapter-1 run; any op "run:<name>" runs <name>_* the
+// same way (pylib/web_*.py modules define them). A finish result with export: true also gets
+// the session's weights as an .npz buffer.
+async function chunkedRun(id, name, args) {
   if (training) throw new OpError("A training run is already going in this page; stop it first.", "busy");
   training = true;
   stopRequested = false;
   try {
-    const info = callPython("train_start", args);
+    const info = callPython(`${name}_start`, args);
     post({ type: "event", id, data: { kind: "start", info } });
     let chunk = null;
     for (;;) {
-      chunk = callPython("train_chunk", {});
+      chunk = callPython(`${name}_chunk`, {});
       post({ type: "event", id, data: { kind: "chunk", chunk } });
       if (chunk.done) break;
       await nextTask(); // lets a "stop" message in
       if (stopRequested) break;
     }
-    // A stopped run also gets its sample and weights: the model as it is at that step.
+    // A stopped run also gets its finish (sample, weights): the model as it is at that step.
     const stopped = !chunk.done;
-    const result = callPython("train_finish", {});
-    if (result.diverged) return { stopped, result };
-    return { stopped, result, weights: exportWeights() };
+    const result = callPython(`${name}_finish`, {});
+    const wantsWeights = name === "train" ? !result.diverged : result.export === true;
+    return wantsWeights ? { stopped, result, weights: exportWeights() } : { stopped, result };
   } finally {
     training = false;
   }
@@ -99,7 +103,9 @@ async function train(id, args) {
 
 async function dispatch({ id, op, args }) {
   try {
-    const value = op === "train" ? await train(id, args) : callPython(op, args);
+    const value = op === "train" ? await chunkedRun(id, "train", args)
+      : op.startsWith("run:") ? await chunkedRun(id, op.slice(4), args)
+      : callPython(op, args);
     const transfer = value && value.weights ? [value.weights.buffer] : [];
     post({ type: "result", id, value }, transfer);
   } catch (err) {
