@@ -116,21 +116,39 @@ def pack_params(values, dtype=None):
 # Forward and backward
 
 
-def forward(params, cfg, x):
-    """Integer ids x (B, T) -> (logits (B, T, V), cache for backward)."""
+def doc_positions(doc_ids):
+    """Positions that restart at 0 where each document starts: (B, T) doc ids -> (B, T) positions."""
+    B, T = doc_ids.shape
+    t = np.broadcast_to(np.arange(T), (B, T))
+    starts = np.ones((B, T), dtype=bool)
+    starts[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]  # documents are contiguous runs in a window
+    return t - np.maximum.accumulate(np.where(starts, t, 0), axis=1)  # t minus its run's start
+
+
+def forward(params, cfg, x, doc_ids=None, reset_positions=False):
+    """Integer ids x (B, T) -> (logits (B, T, V), cache for backward).
+
+    doc_ids (B, T), optional: each token's document (pylib.data.doc_ids_from_eos). Given, attention
+    is also block-diagonal (a token sees only earlier tokens of its own document), and with
+    reset_positions the position embedding restarts at 0 with each document.
+    """
     B, T = x.shape
     if T > cfg.block_size:
         raise ValueError(f"sequence length {T} exceeds block_size {cfg.block_size}")
+    if reset_positions and doc_ids is None:
+        raise ValueError("reset_positions needs doc_ids")
     p = params
     get = p.get  # biases are None when cfg.bias is False
     tok, c_tok = layers.embedding_forward(x, p["wte"])  # (B, T, C)
-    h = tok + p["wpe"][:T]  # (B, T, C)
+    pos = doc_positions(doc_ids) if reset_positions else None  # (B, T) or None: 0..T-1 for all
+    h = tok + (p["wpe"][:T] if pos is None else p["wpe"][pos])  # (B, T, C)
+    extra_mask = None if doc_ids is None else layers.doc_mask(doc_ids, h.dtype)  # (B, 1, T, T)
     caches = []
     for l in range(cfg.n_layer):
         n = f"h.{l}."
         a, c_ln1 = layers.layernorm_forward(h, p[n + "ln_1.weight"], get(n + "ln_1.bias"), cfg.ln_eps)
         qkv, c_qkv = layers.linear_forward(a, p[n + "attn.c_attn.weight"], get(n + "attn.c_attn.bias"))  # (B, T, 3C)
-        y, c_att = layers.attention_forward(qkv, cfg.n_head)  # (B, T, C)
+        y, c_att = layers.attention_forward(qkv, cfg.n_head, extra_mask)  # (B, T, C)
         y, c_aproj = layers.linear_forward(y, p[n + "attn.c_proj.weight"], get(n + "attn.c_proj.bias"))
         h = h + y
         m, c_ln2 = layers.layernorm_forward(h, p[n + "ln_2.weight"], get(n + "ln_2.bias"), cfg.ln_eps)
@@ -141,12 +159,15 @@ def forward(params, cfg, x):
         caches.append((c_ln1, c_qkv, c_att, c_aproj, c_ln2, c_fc, c_gelu, c_mproj))
     f, c_lnf = layers.layernorm_forward(h, p["ln_f.weight"], get("ln_f.bias"), cfg.ln_eps)
     logits, c_head = layers.linear_forward(f, p["wte"], None)  # (B, T, V), tied to the embedding
-    return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape)
+    return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape, pos)
 
 
-def backward(dlogits, cache):
-    """dlogits (B, T, V) -> grads, a dict with the same keys (and shapes) as params."""
-    cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape = cache
+def backward(dlogits, cache, df_extra=None):
+    """dlogits (B, T, V) -> grads, a dict with the same keys (and shapes) as params.
+
+    df_extra (B*T, C), optional: more gradient on the final LayerNorm's output (the head's input,
+    cache[5][0]) from another head that reads it, e.g. pylib.mtp's multi-token head."""
+    cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape, pos = cache
     g = {}
 
     def put(name, dw, db):
@@ -155,6 +176,8 @@ def backward(dlogits, cache):
             g[name + ".bias"] = db
 
     df, dwte_head, _ = layers.linear_backward(dlogits, c_head)
+    if df_extra is not None:
+        df = df + df_extra.reshape(df.shape)
     dh, dw, db = layers.layernorm_backward(df, c_lnf)
     put("ln_f", dw, db)
     for l in reversed(range(cfg.n_layer)):
@@ -177,25 +200,28 @@ def backward(dlogits, cache):
         put(n + "ln_1", dw, db)
         dh = dh + da
     C = dh.shape[-1]
-    dwpe = np.zeros(wpe_shape, dtype=dh.dtype)
-    dwpe[:T] = dh.reshape(-1, T, C).sum(axis=0)  # (T, C): positions are shared across the batch
+    if pos is None:
+        dwpe = np.zeros(wpe_shape, dtype=dh.dtype)
+        dwpe[:T] = dh.reshape(-1, T, C).sum(axis=0)  # (T, C): positions are shared across the batch
+    else:
+        dwpe = layers.embedding_backward(dh, (pos, wpe_shape))  # reset positions: rows summed per position
     g["wpe"] = dwpe
     g["wte"] = dwte_head + layers.embedding_backward(dh, c_tok)  # tied: both uses add up
     return {name: g[name] for name in param_shapes(cfg)}  # nanoGPT order
 
 
-def forward_logits(params, cfg, x):
+def forward_logits(params, cfg, x, doc_ids=None, reset_positions=False):
     """Logits (B, T, V) only, for evaluation and sampling."""
-    return forward(params, cfg, x)[0]
+    return forward(params, cfg, x, doc_ids, reset_positions)[0]
 
 
 # ---------------------------------------------------------------------------
 # Loss
 
 
-def loss_and_grads(params, cfg, x, y, mask=None, denom=None):
+def loss_and_grads(params, cfg, x, y, mask=None, denom=None, doc_ids=None, reset_positions=False):
     """Mean cross-entropy over counted tokens and its grads; denom overrides the count (see pylib.loss)."""
-    logits, cache = forward(params, cfg, x)
+    logits, cache = forward(params, cfg, x, doc_ids, reset_positions)
     loss, c_loss = xent.cross_entropy_forward(logits, y, mask, denom)
     return loss, backward(xent.cross_entropy_backward(c_loss), cache)
 
@@ -207,7 +233,7 @@ def loss_sum_and_grads(params, cfg, x, y, mask=None):
     return loss, count, grads
 
 
-def evaluate_loss(params, cfg, x, y, mask=None):
+def evaluate_loss(params, cfg, x, y, mask=None, doc_ids=None, reset_positions=False):
     """Mean cross-entropy without gradients."""
-    logits = forward_logits(params, cfg, x)
+    logits = forward_logits(params, cfg, x, doc_ids, reset_positions)
     return xent.cross_entropy_forward(logits, y, mask)[0]
