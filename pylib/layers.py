@@ -146,12 +146,16 @@ def causal_mask(T, dtype):
     return _CAUSAL_MASKS[key]
 
 
-def causal_softmax(scores, shift):
+def causal_softmax(scores, shift, extra_mask=None):
     """Masked softmax of (..., T, T) scores minus a per-row shift (..., T, 1), in place -> (probs, ok)."""
     # The shift leaves the softmax unchanged; it is there so that exp cannot overflow.
     # ok is False when a row sum came out infinite or NaN, i.e. the shift was too small.
+    # extra_mask (optional, additive, broadcastable to scores) is combined with the causal one;
+    # it must leave the diagonal at 0 (see doc_mask), so no row is ever fully masked.
     scores -= shift
     scores += causal_mask(scores.shape[-1], scores.dtype)
+    if extra_mask is not None:
+        scores += extra_mask
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         np.exp(scores, out=scores)
         sums = rowsum(scores)  # (..., T)
@@ -159,8 +163,18 @@ def causal_softmax(scores, shift):
     return scores, bool(np.isfinite(sums).all())
 
 
-def attention_forward(qkv, n_head):
-    """qkv (B, T, 3C) as nanoGPT's c_attn makes it -> y (B, T, C); cache holds the probabilities."""
+def doc_mask(doc_ids, dtype):
+    """Block-diagonal additive mask (B, 1, T, T) from doc_ids (B, T): 0 within a document, -inf across."""
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, T, T); the diagonal is always True
+    return np.where(same, 0.0, -np.inf).astype(dtype)[:, None]  # one mask shared by the H heads
+
+
+def attention_forward(qkv, n_head, extra_mask=None):
+    """qkv (B, T, 3C) as nanoGPT's c_attn makes it -> y (B, T, C); cache holds the probabilities.
+
+    extra_mask: optional additive mask broadcastable to (B, H, T, T), e.g. doc_mask(...), added to
+    the causal one. Backward needs nothing more: masked entries have probability 0.
+    """
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_head
@@ -174,10 +188,13 @@ def attention_forward(qkv, n_head):
     # exp(0) = 1, so a row sum is never 0; an overflow shows as an infinite sum, and then the
     # row max over the unmasked scores, the textbook shift, is used instead.
     att = q @ kt  # (B, H, T, T)
-    att, ok = causal_softmax(att, att.diagonal(0, -2, -1)[..., None].copy())
+    att, ok = causal_softmax(att, att.diagonal(0, -2, -1)[..., None].copy(), extra_mask)
     if not ok:
         att = q @ kt
-        att, _ = causal_softmax(att, (att + causal_mask(T, att.dtype)).max(axis=-1, keepdims=True))
+        masked = att + causal_mask(T, att.dtype)
+        if extra_mask is not None:
+            masked += extra_mask
+        att, _ = causal_softmax(att, masked.max(axis=-1, keepdims=True), extra_mask)
     yh = att @ v  # (B, H, T, D)
     y = yh.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
     return y, (q, k, v, att, yh, scale)
