@@ -240,3 +240,58 @@ def eval_windows(tokens, n_windows, block_size):
     idx = starts[:, None] + np.arange(block_size + 1)
     windows = np.asarray(tokens)[idx].astype(np.int64)
     return windows[:, :-1], windows[:, 1:]
+
+
+def window_at(tokens, start, block_size):
+    """The window of block_size+1 tokens at start: inputs x (T,) and targets y (T,), y[t] = x[t+1]."""
+    if not 0 <= start <= len(tokens) - block_size - 1:
+        raise ValueError(f"start must be in [0, {len(tokens) - block_size - 1}], got {start}")
+    w = np.asarray(tokens[start:start + block_size + 1]).astype(np.int64)
+    return w[:-1], w[1:]
+
+
+# ---------------------------------------------------------------------------
+# Packing against padding, and document ids inside a packed window
+
+
+def doc_ids_from_eos(x, eos_id):
+    """Each token's document in packed windows x (B, T): counts the EOS before it (an EOS ends its own)."""
+    is_eos = (np.asarray(x) == eos_id).astype(np.int64)  # (B, T)
+    return np.cumsum(is_eos, axis=-1) - is_eos  # (B, T): an EOS belongs to the document it ends
+
+
+def pad_documents(doc_lengths, block_size):
+    """Padding, the alternative to packing: every document (+ its EOS) cut into windows of block_size+1
+    tokens, the last one padded. Returns (useful tokens, token slots) over all windows."""
+    lengths = np.asarray(doc_lengths, dtype=np.int64) + 1  # + EOS
+    windows = -(-lengths // (block_size + 1))  # ceil: windows per document
+    return int(lengths.sum()), int(windows.sum() * (block_size + 1))
+
+
+def packing_useful_fraction(doc_lengths, block_size):
+    """{"packed", "padded"}: fraction of window slots that hold real tokens under each scheme."""
+    useful, slots = pad_documents(doc_lengths, block_size)
+    n = useful  # packing: one stream, cut into full windows; only the last partial window is lost
+    packed_slots = -(-n // (block_size + 1)) * (block_size + 1)
+    return {"packed": n / packed_slots, "padded": useful / slots}
+
+
+# ---------------------------------------------------------------------------
+# Mixtures of sources
+
+
+def mixture_batch(sources, weights, batch_size, block_size, rng):
+    """A batch whose windows come from sources (token arrays) with probabilities weights.
+
+    Returns x, y (B, T) and which source each window came from (B,)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (len(sources),) or (w < 0).any() or w.sum() <= 0:
+        raise ValueError("weights must be non-negative, one per source, not all zero")
+    which = rng.choice(len(sources), size=batch_size, p=w / w.sum())  # (B,)
+    x = np.empty((batch_size, block_size), dtype=np.int64)
+    y = np.empty_like(x)
+    for s in range(len(sources)):
+        rows = np.flatnonzero(which == s)
+        if rows.size:
+            x[rows], y[rows] = get_batch(sources[s], rows.size, block_size, rng)
+    return x, y, which
