@@ -1,0 +1,177 @@
+"""The objective, taken apart: the gradient p - y at the logits, the loss denominator, and what
+the denominator does to gradient accumulation.
+
+The loss itself is pylib.loss (masked cross-entropy with an explicit `denom`); this module only
+uses it. Two reductions of the same per-token losses are compared throughout:
+
+  - the token-weighted mean: sum of every counted token's loss / number of counted tokens
+    (what pylib.loss computes, and what "the loss" means in this course);
+  - the mean of per-sequence (or per-microbatch) means: each group's own mean, then the plain
+    mean of those, which gives every token of a short group more weight than one of a long group.
+
+The worked numbers are those of the course outline (see chapter 3).
+
+Legend: B batch, T time, C n_embd, V vocab, K microbatches.
+"""
+
+import math
+
+import numpy as np
+
+from pylib import loss as xent, model
+
+# ---------------------------------------------------------------------------
+# The gradient at the logits: p - y
+
+
+def logit_gradient(logits_row, target):
+    """One position's logits (V,) and target id -> (p (V,), y one-hot (V,), p - y (V,)), via pylib.loss."""
+    logits = np.asarray(logits_row, dtype=np.float64)[None, :]  # (1, V): one position
+    t = np.array([int(target)])
+    _, cache = xent.cross_entropy_forward(logits, t)
+    dlogits = xent.cross_entropy_backward(cache)[0]  # (V,), denom 1: this position's own gradient
+    p = cache[0][0]  # (V,) the softmax the loss computed
+    y = np.zeros_like(p)
+    y[int(target)] = 1.0
+    return p, y, dlogits
+
+
+def top_k_rows(p, y, grad, k):
+    """Indices of the k most probable tokens, plus the target's if it is not among them."""
+    order = np.argsort(-p, kind="stable")[:k]
+    target = int(np.argmax(y))
+    if target not in order:
+        order = np.append(order, target)
+    return [int(i) for i in order]
+
+
+# ---------------------------------------------------------------------------
+# The denominator: token-weighted mean against the mean of per-sequence means
+
+# The course outline's two worked examples: (counted tokens, summed loss) per sequence.
+WORKED_EXAMPLES = {
+    "a": [(2, 4.0), (6, 6.0)],  # 2 targets summing to 4, 6 targets summing to 6
+    "b": [(2, 8.0), (8, 8.0)],  # 2 tokens of loss 4 each, 8 tokens of loss 1 each
+}
+
+
+def token_weighted_mean(counts, loss_sums):
+    """Sum of all counted tokens' losses / number of counted tokens."""
+    total = sum(counts)
+    if total <= 0:
+        raise ValueError("no counted tokens: the mean is undefined")
+    return float(sum(loss_sums)) / total
+
+
+def mean_of_sequence_means(counts, loss_sums):
+    """The plain mean of each sequence's own mean; sequences with no counted token are left out."""
+    means = [s / n for n, s in zip(counts, loss_sums) if n > 0]
+    if not means:
+        raise ValueError("no counted tokens: the mean is undefined")
+    return float(sum(means)) / len(means)
+
+
+def token_weights(counts):
+    """Each counted token's weight in the objective under both reductions, per sequence."""
+    total = sum(counts)
+    used = sum(1 for n in counts if n > 0)
+    return [{"token_weighted": 1.0 / total, "mean_of_means": (1.0 / (used * n)) if n > 0 else 0.0}
+            for n in counts]
+
+
+def compare_denominators(counts, loss_sums):
+    """Both reductions, each sequence's mean and each token's weight under each, for one table."""
+    return {
+        "token_weighted": token_weighted_mean(counts, loss_sums),
+        "mean_of_means": mean_of_sequence_means(counts, loss_sums),
+        "sequence_means": [(s / n) if n > 0 else None for n, s in zip(counts, loss_sums)],
+        "weights": token_weights(counts),
+        "total_tokens": int(sum(counts)),
+        "total_loss": float(sum(loss_sums)),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Gradient accumulation: the denominator across microbatches
+
+
+def prompt_masks(counts, B, T):
+    """(K, B, T) 0/1 loss masks: in microbatch k each window counts only its last counts[k] targets.
+
+    The masked-out start plays the part of a prompt (or padding): a fine-tuning batch whose
+    answers have different lengths gives microbatches with different numbers of counted tokens.
+    """
+    masks = np.zeros((len(counts), B, T), dtype=np.float32)
+    for k, n in enumerate(counts):
+        if not 0 <= n <= T:
+            raise ValueError(f"counted positions per window must be in [0, {T}], got {n}")
+        if n:
+            masks[k, :, T - n:] = 1.0
+    return masks
+
+
+def accumulated_grads(params, cfg, micro, reduction):
+    """Grads summed over microbatches [(x, y, mask)], each normalised as `reduction` says.
+
+    "token_weighted": every microbatch divides by the TOTAL count of counted tokens (exact);
+    "mean_of_means": each divides by its own count and the sum is divided by the number of
+    microbatches (the loss / grad_accum habit), which is exact only when all counts are equal.
+    """
+    counts = [xent.count_targets(y, m) for _, y, m in micro]
+    total = sum(counts)
+    grads = None
+    for (x, y, m), n in zip(micro, counts):
+        if reduction == "token_weighted":
+            denom = total
+        elif reduction == "mean_of_means":
+            denom = n * len(micro)
+        else:
+            raise ValueError(f"unknown reduction {reduction!r}")
+        if n == 0:
+            continue  # no counted token: no loss, no gradient (and no division by zero)
+        _, g = model.loss_and_grads(params, cfg, x, y, m, denom=denom)
+        grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
+    return grads
+
+
+def relative_error(grads, reference):
+    """||g - ref|| / ||ref|| over all parameters as one vector (in float64)."""
+    diff = math.sqrt(sum(float(np.sum((grads[k].astype(np.float64) - reference[k]) ** 2)) for k in reference))
+    ref = math.sqrt(sum(float(np.sum(reference[k].astype(np.float64) ** 2)) for k in reference))
+    return diff / ref
+
+
+def accumulation_errors(params, cfg, x, y, counts):
+    """The one-big-batch gradient against both accumulations of the same windows, split in len(counts).
+
+    x, y (K*B, T); counts[k]: counted targets per window in microbatch k. Returns the token counts
+    and each reduction's relative error against the gradient of the whole batch in one call.
+    """
+    K = len(counts)
+    B, T = x.shape[0] // K, x.shape[1]
+    if B * K != x.shape[0]:
+        raise ValueError("the batch must split into len(counts) equal microbatches")
+    masks = prompt_masks(counts, B, T)  # (K, B, T)
+    if masks.sum() == 0:
+        raise ValueError("no counted tokens in any microbatch")
+    big_mask = masks.reshape(K * B, T)
+    _, reference = model.loss_and_grads(params, cfg, x, y, big_mask)  # one batch, one mean
+    micro = [(x[k * B:(k + 1) * B], y[k * B:(k + 1) * B], masks[k]) for k in range(K)]
+    return {
+        "tokens": [int(masks[k].sum()) for k in range(K)],
+        "token_weighted": relative_error(accumulated_grads(params, cfg, micro, "token_weighted"), reference),
+        "mean_of_means": relative_error(accumulated_grads(params, cfg, micro, "mean_of_means"), reference),
+    }
+
+
+def accumulation_pair(train_cfg, accum):
+    """(one step on accum*B windows, accum microbatches of B windows): otherwise the same run.
+
+    pylib.train draws each microbatch with get_batch(tokens, B, T, rng) from one generator, so
+    accum draws of B start positions are the same numbers as one draw of accum*B (NumPy's
+    Generator.integers; tests/test_objective.py checks it): both runs see the same windows in the
+    same order, and their losses can differ only by floating-point rounding.
+    """
+    import dataclasses
+    big = dataclasses.replace(train_cfg, batch_size=train_cfg.batch_size * accum, grad_accum=1)
+    return big, dataclasses.replace(train_cfg, grad_accum=accum)

@@ -1,0 +1,109 @@
+"""The objective (pylib.objective): p - y at the logits, the two reductions of a loss and the
+course outline's worked examples, and gradient accumulation with unequal microbatches."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pylib import data, model, objective, train
+from pylib import web_objective as web_obj
+from pylib.web import InputError
+
+CFG = model.GPTConfig()
+
+
+def test_logit_gradient_is_p_minus_y():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(CFG.vocab_size) * 3
+    p, y, g = objective.logit_gradient(z, 7)
+    softmax = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    assert np.allclose(p, softmax) and y[7] == 1 and y.sum() == 1
+    assert np.allclose(g, softmax - y) and abs(g.sum()) < 1e-12  # the gradient sums to zero
+
+
+def test_top_k_rows_always_include_the_target():
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    y = np.array([0.0, 0.0, 0.0, 1.0])
+    assert objective.top_k_rows(p, y, p - y, 2) == [0, 1, 3]
+    assert objective.top_k_rows(p, y, p - y, 4) == [0, 1, 2, 3]
+
+
+def test_worked_examples_token_mean_against_mean_of_means():
+    a = objective.compare_denominators(*zip(*objective.WORKED_EXAMPLES["a"]))
+    assert a["token_weighted"] == pytest.approx(1.25) and a["mean_of_means"] == pytest.approx(1.5)
+    b = objective.compare_denominators(*zip(*objective.WORKED_EXAMPLES["b"]))
+    assert b["token_weighted"] == pytest.approx(1.6) and b["mean_of_means"] == pytest.approx(2.5)
+
+
+def test_reductions_agree_when_every_sequence_has_the_same_count():
+    r = objective.compare_denominators([5, 5, 5], [1.0, 7.0, 2.5])
+    assert r["token_weighted"] == pytest.approx(r["mean_of_means"])
+
+
+def test_token_weights_sum_to_one_under_both_reductions():
+    counts = [2, 6, 0, 9]
+    w = objective.token_weights(counts)
+    for key in ("token_weighted", "mean_of_means"):
+        assert sum(n * wi[key] for n, wi in zip(counts, w)) == pytest.approx(1.0)
+
+
+def test_denominator_input_is_validated():
+    ok = web_obj.validate_sequences([{"count": "2", "loss": "4"}, {"count": "6", "loss": "6"}])
+    assert ok == ([2, 6], [4.0, 6.0])
+    bad = [
+        [{"count": "-1", "loss": "1"}],
+        [{"count": "2.5", "loss": "1"}],
+        [{"count": "1", "loss": "-3"}],
+        [{"count": "1", "loss": "nan"}],
+        [{"count": "1", "loss": "inf"}],
+        [{"count": "", "loss": "1"}],
+        [{"count": "<b>1</b>", "loss": "1"}],
+        [{"count": "\U0001F600", "loss": "1"}],
+        [{"count": "0", "loss": "0"}, {"count": "0", "loss": "0"}],  # no counted token
+        [{"count": "0", "loss": "5"}],  # a loss with no token to carry it
+        [],
+        "not a list",
+        [{"count": "1", "loss": "1"}] * (web_obj.LIMITS["rows_max"] + 1),
+        [{"count": "1e30", "loss": "1"}],
+    ]
+    for rows in bad:
+        with pytest.raises(InputError):
+            web_obj.validate_sequences(rows)
+
+
+def test_accumulation_draws_the_same_windows_as_one_big_batch():
+    tokens = np.arange(100_003) % 251
+    for seed in (0, 1, 2):
+        big_cfg, acc_cfg = objective.accumulation_pair(train.TrainConfig(batch_size=8, seed=seed), 4)
+        rng_a, rng_b = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 1])
+        for _ in range(5):  # five steps
+            xa, _ = data.get_batch(tokens, big_cfg.batch_size, 64, rng_a)
+            xb = np.concatenate([data.get_batch(tokens, acc_cfg.batch_size, 64, rng_b)[0]
+                                 for _ in range(acc_cfg.grad_accum)])
+            assert np.array_equal(xa, xb)
+
+
+def test_mean_of_means_is_wrong_and_total_count_exact_for_unequal_microbatches():
+    params = model.init_params(CFG, 0, dtype=np.float64)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, CFG.vocab_size, (8, CFG.block_size))
+    y = rng.integers(0, CFG.vocab_size, (8, CFG.block_size))
+    r = objective.accumulation_errors(params, CFG, x, y, [64, 8, 32, 4])
+    assert r["tokens"] == [128, 16, 64, 8]
+    assert r["token_weighted"] < 1e-12  # exact up to float64 rounding
+    assert r["mean_of_means"] > 0.05  # a visibly different gradient
+    equal = objective.accumulation_errors(params, CFG, x, y, [16, 16, 16, 16])
+    assert equal["mean_of_means"] < 1e-12  # equal counts: the two reductions coincide
+
+
+def test_grad_accumulation_of_four_matches_a_batch_four_times_larger():
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, CFG.vocab_size, 20_000).astype(np.uint8)
+    big, acc = objective.accumulation_pair(train.TrainConfig(batch_size=4, steps=15, eval_interval=5,
+                                                             eval_windows=4), 4)
+    _, hb = train.train(CFG, big, tokens, tokens)
+    _, ha = train.train(CFG, acc, tokens, tokens)
+    d = max(abs(a["loss"] - b["loss"]) for a, b in zip(ha, hb))
+    assert d < 1e-4  # float32 rounding only (a different window would move the loss by ~1e-2)
+    assert all(math.isfinite(r["loss"]) for r in ha)
