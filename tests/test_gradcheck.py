@@ -1,0 +1,73 @@
+"""pylib.gradcheck: finite differences agree with pylib's backward, and disagree when they should."""
+
+import numpy as np
+import pytest
+
+from pylib import gradcheck, layers, model
+
+CFG = model.GPTConfig()
+
+
+def tokens(n=4000, seed=0):
+    return np.random.default_rng(seed).integers(0, CFG.vocab_size, n).astype(np.uint8)
+
+
+def test_relative_error_is_symmetric_and_zero_for_two_zeros():
+    assert gradcheck.relative_error(0.0, 0.0) == 0.0
+    assert gradcheck.relative_error(1.0, 0.5) == gradcheck.relative_error(0.5, 1.0) == 0.5
+    assert gradcheck.relative_error(1.0, -1.0) == 2.0
+
+
+def test_centred_difference_is_exact_for_a_quadratic_and_restores_the_weight():
+    p = np.array([3.0, -2.0])
+    slope, _, _ = gradcheck.centred_difference(lambda: float(p[0] ** 2 + 5 * p[1]), p, (0,), 1e-3)
+    assert abs(slope - 6.0) < 1e-9  # the centred formula has no h^2 error on a quadratic
+    assert p.tolist() == [3.0, -2.0]
+
+
+def test_every_tensor_of_the_model_passes_on_a_real_batch():
+    params = gradcheck.float64_params(CFG, 0)
+    x, y = gradcheck.fixed_batch(tokens(), 2, 16)
+    rows = gradcheck.check_all(params, CFG, x, y, subset=24)
+    assert [r["name"] for r in rows] == list(params)
+    for r in rows:
+        assert r["max"] < 1e-6, r
+
+
+def test_a_wrong_gradient_is_caught():
+    params = gradcheck.float64_params(CFG, 0)
+    x, y = gradcheck.fixed_batch(tokens(), 2, 16)
+    grads = model.loss_and_grads(params, CFG, x, y)[1]
+    grads["h.0.mlp.c_fc.weight"] *= 1.01  # a 1% error in one tensor
+    row = gradcheck.check_tensor(params, CFG, x, y, "h.0.mlp.c_fc.weight", grads, subset=24)
+    assert row["max"] > 1e-3
+
+
+def test_error_vs_h_has_rounding_on_the_left_and_truncation_on_the_right():
+    params = gradcheck.float64_params(CFG, 0)
+    x, y = gradcheck.fixed_batch(tokens(), 2, 16)
+    hs = gradcheck.H_SWEEP
+    errors = gradcheck.error_vs_h(params, CFG, x, y, "h.0.mlp.c_fc.weight", 5)
+    best = int(np.argmin(errors))
+    assert 0 < best < len(hs) - 1  # a minimum inside the sweep, not at an end
+    assert errors[0] > 100 * errors[best] and errors[-1] > 100 * errors[best]
+    assert 1e-8 <= hs[best] <= 1e-2
+
+
+def test_nudge_reports_both_slopes():
+    params = gradcheck.float64_params(CFG, 0)
+    x, y = gradcheck.fixed_batch(tokens(), 2, 16)
+    r = gradcheck.nudge(params, CFG, x, y, "wte", 17, 1e-5)
+    assert r["rel_error"] < 1e-5 and r["index"] == [1, 1]
+    assert r["loss_minus"] != r["loss_plus"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: (layers.linear_forward, layers.linear_backward,
+                 [rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal(5)]),
+    lambda rng: (layers.gelu_forward, lambda d, c: (layers.gelu_backward(d, c),), [rng.standard_normal((3, 4))]),
+])
+def test_check_layer_passes_correct_layers(make):
+    forward, backward, inputs = make(np.random.default_rng(0))
+    errors = gradcheck.check_layer(forward, backward, inputs)
+    assert all(e < 1e-7 for e in errors if e is not None)
