@@ -1,0 +1,138 @@
+"""Byte-pair encoding (Sennrich et al. 2016, after Gage 1994), learnt on token ids with NumPy.
+
+The base symbols are characters (for the course corpus: its 64 characters and EOS, in their
+CharVocab ids). Training repeats one step: count every adjacent pair of symbols in the sequence
+(overlapping pairs count, as minbpe's get_stats does), take the most frequent pair, give it the
+next free id, and replace its occurrences left to right without overlap ("aaa" -> "Z a").
+
+Tie-break (documented because results depend on it): among pairs with the same count, the pair
+with the smallest (left id, right id) wins. Base symbols have the smallest ids and each merge
+gets the next id, so older symbols win over newer ones. This is the rule that reproduces
+Wikipedia's "aaabdaaabac" example (ab is chosen over Za at the second merge).
+
+A stop id (EOS) never takes part in a merge, so no token spans two documents.
+
+Counting is one np.bincount over pair codes left * K + right; replacement is vectorised with
+boolean masks, so one merge costs a few passes over the id array.
+
+Legend: N sequence length, K the id space (base symbols + merges).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# One merge
+
+
+def pair_counts(ids, K, stop_id=None):
+    """Counts of every adjacent pair as a dict-free array: (codes, counts), codes = left * K + right."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    codes = ids[:-1] * K + ids[1:]  # (N-1,)
+    if stop_id is not None:
+        codes = codes[(ids[:-1] != stop_id) & (ids[1:] != stop_id)]
+    if K * K <= 1 << 22:  # a dense count is fastest while the table is small
+        counts = np.bincount(codes, minlength=0)
+        nz = np.flatnonzero(counts)
+        return nz, counts[nz]
+    return np.unique(codes, return_counts=True)  # sorted codes, like the dense path
+
+
+def best_pair(ids, K, stop_id=None):
+    """(left, right, count) of the most frequent pair, smallest (left, right) on ties; None if no pair."""
+    codes, counts = pair_counts(ids, K, stop_id)
+    if counts.size == 0:
+        return None
+    i = int(np.argmax(counts))  # the first maximum: codes are sorted, so the smallest pair
+    return int(codes[i] // K), int(codes[i] % K), int(counts[i])
+
+
+def merge(ids, left, right, new_id):
+    """Replace each non-overlapping occurrence of (left, right), left to right, by new_id."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size < 2:
+        return ids.copy()
+    hit = (ids[:-1] == left) & (ids[1:] == right)  # (N-1,) a pair starts here
+    if left == right:  # runs like "aaa" match at consecutive positions: keep every other one
+        idx = np.arange(hit.size)
+        run_start = np.maximum.accumulate(np.where(hit & ~np.r_[False, hit[:-1]], idx, 0))
+        hit &= (idx - run_start) % 2 == 0
+    pos = np.flatnonzero(hit)
+    out = ids.copy()
+    out[pos] = new_id
+    keep = np.ones(ids.size, dtype=bool)
+    keep[pos + 1] = False  # the right half of each merged pair goes
+    return out[keep]
+
+
+# ---------------------------------------------------------------------------
+# Training, encoding, decoding
+
+
+@dataclass(frozen=True)
+class BPE:
+    """A learnt tokenizer: base symbols (strings, ids 0..len-1) and merges ((left, right) -> next id)."""
+
+    base: tuple  # strings, one per base id
+    merges: tuple  # ((left, right), ...): merge i creates id len(base) + i
+    stop_id: int = None  # a base id that never merges (EOS), or None
+
+    @property
+    def vocab_size(self):
+        return len(self.base) + len(self.merges)
+
+    def token_strings(self):
+        """The string of every id: a merge's string is its two parts joined."""
+        strings = list(self.base)
+        for a, b in self.merges:
+            strings.append(strings[a] + strings[b])
+        return strings
+
+    def encode_ids(self, ids, n_merges=None):
+        """Base ids -> BPE ids, applying the first n_merges merges (all by default) in order."""
+        ids = np.asarray(ids, dtype=np.int64)
+        for i, (a, b) in enumerate(self.merges[:n_merges]):
+            ids = merge(ids, a, b, len(self.base) + i)
+        return ids
+
+    def decode(self, ids):
+        """BPE ids -> the text they stand for."""
+        strings = self.token_strings()
+        return "".join(strings[i] for i in ids)
+
+
+def train_bpe(ids, base, n_merges, stop_id=None, on_merge=None):
+    """Learn up to n_merges merges on base ids (N,); returns (BPE, final ids).
+
+    Stops early when no pair occurs twice (a merge of a single occurrence saves one token only by
+    adding one to the vocabulary). on_merge(i, left, right, count, length) is called after each.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    K = len(base) + n_merges  # every id that can exist
+    merges = []
+    for i in range(n_merges):
+        found = best_pair(ids, K, stop_id)
+        if found is None or found[2] < 2:
+            break
+        a, b, count = found
+        ids = merge(ids, a, b, len(base) + i)
+        merges.append((a, b))
+        if on_merge:
+            on_merge(i, a, b, count, int(ids.size))
+    return BPE(base=tuple(base), merges=tuple(merges), stop_id=stop_id), ids
+
+
+def text_base(text):
+    """The base alphabet of a text: its distinct characters (code points), sorted; and the text's ids."""
+    chars = sorted(set(text))
+    index = {ch: i for i, ch in enumerate(chars)}
+    return tuple(chars), np.array([index[ch] for ch in text], dtype=np.int64)
+
+
+def train_bpe_on_text(text, n_merges, on_merge=None):
+    """BPE on a string, with its characters as the base symbols; returns (BPE, final ids)."""
+    base, ids = text_base(text)
+    return train_bpe(ids, base, n_merges, on_merge=on_merge)
