@@ -71,3 +71,72 @@ def test_check_layer_passes_correct_layers(make):
     forward, backward, inputs = make(np.random.default_rng(0))
     errors = gradcheck.check_layer(forward, backward, inputs)
     assert all(e < 1e-7 for e in errors if e is not None)
+
+
+# ---------------------------------------------------------------------------
+# The page's ops (pylib.web_backprop): validation and the streamed check
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A Session over a small corpus written the way build.py writes _site/data/."""
+    import json
+    from pylib import data, web, web_backprop
+    text = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east.\n" * 40
+    vocab = data.build_char_vocab(text, n_chars=64)
+    ids, _ = data.pack_documents([text] * 3, vocab)
+    (tmp_path / "train.bin").write_bytes(ids.tobytes())
+    (tmp_path / "val.bin").write_bytes(ids.tobytes())
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab.to_json()))
+    s = web.Session()
+    s.load_corpus(tmp_path)
+    web_backprop._state.clear()
+    yield s
+    web_backprop._state.clear()
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"name": "h.9.nope", "index": "0", "h": "1e-5"}, "name"),
+    ({"name": "<img src=x onerror=alert(1)>", "index": "0", "h": "1e-5"}, "name"),
+    ({"name": "", "index": "0", "h": "1e-5"}, "name"),
+    ({"name": "wte", "index": "99999", "h": "1e-5"}, "index"),
+    ({"name": "wte", "index": "-1", "h": "1e-5"}, "index"),
+    ({"name": "wte", "index": "2.5", "h": "1e-5"}, "index"),
+    ({"name": "wte", "index": "🙂", "h": "1e-5"}, "index"),
+    ({"name": "wte", "index": "0", "h": "0"}, "h"),
+    ({"name": "wte", "index": "0", "h": "-1e-5"}, "h"),
+    ({"name": "wte", "index": "0", "h": "NaN"}, "h"),
+    ({"name": "wte", "index": "0", "h": "1e300"}, "h"),
+    ({"name": "wte", "index": "0", "h": ""}, "h"),
+])
+def test_nudge_refuses_bad_input_with_a_message_per_field(session, raw, field):
+    from pylib import web, web_backprop
+    with pytest.raises(web.InputError) as e:
+        web_backprop.nudge(session, raw)
+    assert field in e.value.errors and e.value.errors[field]
+
+
+def test_nudge_op_returns_json_with_a_sweep(session):
+    import json
+    from pylib import web
+    web.SESSION.__dict__.update(session.__dict__)
+    out = json.loads(web.handle("backprop_nudge", json.dumps({"name": "h.0.mlp.c_fc.weight", "index": "7", "h": "1e-5"})))
+    assert out["ok"], out
+    v = out["value"]
+    assert v["rel_error"] < 1e-5 and len(v["sweep"]["h"]) == len(v["sweep"]["rel_error"])
+    bad = json.loads(web.handle("backprop_nudge", json.dumps({"name": "wte", "index": "0", "h": "0"})))
+    assert not bad["ok"] and bad["kind"] == "input" and "h" in bad["errors"]
+
+
+def test_streamed_check_covers_every_tensor_and_can_stop_early(session):
+    from pylib import web_backprop
+    info = web_backprop.check_start(session, {})
+    first = web_backprop.check_chunk(session, {})
+    assert first["rows"] and first["checked"] >= 1
+    early = web_backprop.check_finish(session, {})  # what Stop does: finish after any chunk
+    assert early["tensors_checked"] == first["checked"]
+    while not web_backprop.check_chunk(session, {})["done"]:
+        pass
+    full = web_backprop.check_finish(session, {})
+    assert full["complete"] and full["tensors_checked"] == info["tensors"]
+    assert full["max"] < 1e-6

@@ -1,0 +1,139 @@
+"""Chapter 4's worker ops: nudge one weight and compare slopes, and a streamed check of every tensor.
+
+The model is the course's default config at its seed-0 initialisation, in float64, on a fixed real
+batch of the training text (pylib.gradcheck.fixed_batch): the same numbers in every page and in
+CPython. Reader input is validated here (pylib.web's parsers), never in JavaScript.
+"""
+
+import time
+
+
+from pylib import gradcheck, model
+from pylib.web import LIMITS, InputError, parse_int, parse_number
+
+BATCH = (2, 64)  # B, T of the fixed batch: every position row of wpe gets a gradient
+SEED = 0
+H_MAX = 1.0  # a larger step measures the loss far from the weight, not its slope
+
+_state = {}  # the float64 model, batch and grads, built once per page; the running check
+
+
+def _field(field, label, parse):
+    """Run parse(label); re-key its InputError by the form field's name."""
+    try:
+        return parse(label)
+    except InputError as e:
+        raise InputError({field: next(iter(e.errors.values()))}) from None
+
+
+def _setup(session):
+    """The float64 model, the fixed batch and its gradients, for the session's vocabulary."""
+    session._need_corpus()
+    if "params" not in _state:
+        cfg = model.GPTConfig(vocab_size=session.vocab.size)
+        params = gradcheck.float64_params(cfg, SEED)
+        x, y = gradcheck.fixed_batch(session.train_tokens, *BATCH)
+        loss, grads = model.loss_and_grads(params, cfg, x, y)
+        _state.update(cfg=cfg, params=params, x=x, y=y, grads=grads, loss=float(loss))
+    return _state
+
+
+def param_list(session):
+    """[{name, shape, size}] of the page's model, and the batch it is checked on."""
+    s = _setup(session)
+    return {"params": [{"name": n, "shape": list(p.shape), "size": int(p.size)} for n, p in s["params"].items()],
+            "B": BATCH[0], "T": BATCH[1], "seed": SEED, "loss": s["loss"], "h_default": gradcheck.H_DEFAULT,
+            "h_max": H_MAX, "subset": gradcheck.SUBSET}
+
+
+def validate_nudge(raw, params):
+    """Form values {name, index, h} -> (name, flat index, h), or InputError naming each bad field."""
+    errors, out = {}, {}
+    name = raw.get("name")
+    name = name.strip() if isinstance(name, str) else name
+    if not name:
+        errors["name"] = "Parameter is empty: pick one from the list."
+    elif name not in params:
+        shown = str(name) if len(str(name)) <= 40 else str(name)[:40] + "…"
+        errors["name"] = f"There is no parameter called {shown!r}: pick one from the list."
+    else:
+        out["name"] = name
+        size = params[name].size
+        try:
+            out["index"] = _field("index", "Index", lambda label: parse_int(raw.get("index"), label, 0, size - 1))
+        except InputError as e:
+            errors.update(e.errors)
+    try:
+        h = _field("h", "Step size h", lambda label: parse_number(raw.get("h"), label))
+        if not 0 < h <= H_MAX:
+            errors["h"] = f"Step size h must be greater than 0 and at most {H_MAX:g}; got {h:g}."
+        out["h"] = h
+    except InputError as e:
+        errors.update(e.errors)
+    if errors:
+        raise InputError(errors)
+    return out["name"], out["index"], out["h"]
+
+
+def nudge(session, raw):
+    """Nudge one weight by ±h: both slopes, their relative error, and the error at every h of the sweep."""
+    s = _setup(session)
+    name, index, h = validate_nudge(raw, s["params"])
+    r = gradcheck.nudge(s["params"], s["cfg"], s["x"], s["y"], name, index, h, grads=s["grads"])
+    sweep = gradcheck.error_vs_h(s["params"], s["cfg"], s["x"], s["y"], name, index, grads=s["grads"])
+    # A log axis cannot show 0 (an exact match, which happens when the weight has no effect).
+    r["sweep"] = {"h": list(gradcheck.H_SWEEP), "rel_error": [e if e > 0 else None for e in sweep]}
+    r.update(name=name, flat_index=index, h=h, abs_error=abs(r["analytic"] - r["numeric"]))
+    return r
+
+
+# ---------------------------------------------------------------------------
+# The full check, one tensor at a time (worker: "run:backprop_check")
+
+
+def check_start(session, raw):
+    """A fresh check of every tensor: SUBSET random elements of large tensors, all of small ones."""
+    s = _setup(session)
+    _state["check"] = {"names": list(s["params"]), "next": 0, "rows": [], "seconds": 0.0}
+    return {"tensors": len(s["params"]), "subset": gradcheck.SUBSET, "h": gradcheck.H_DEFAULT,
+            "B": BATCH[0], "T": BATCH[1]}
+
+
+def check_chunk(session, raw):
+    """Check tensors for about LIMITS['chunk_seconds'] (at least one); returns the new rows."""
+    s, c = _state, _state.get("check")
+    if c is None:
+        raise RuntimeError("no check running: start one first")
+    new, t0 = [], time.perf_counter()
+    while c["next"] < len(c["names"]):
+        i = c["next"]
+        row = gradcheck.check_tensor(s["params"], s["cfg"], s["x"], s["y"], c["names"][i], s["grads"],
+                                     subset=gradcheck.SUBSET, seed=SEED + i)
+        c["next"] += 1
+        c["rows"].append(row)
+        new.append(row)
+        if time.perf_counter() - t0 >= LIMITS["chunk_seconds"]:
+            break
+    c["seconds"] += time.perf_counter() - t0
+    return {"rows": new, "done": c["next"] >= len(c["names"]), "checked": c["next"], "tensors": len(c["names"])}
+
+
+def check_finish(session, raw):
+    """The summary: the largest error over the tensors checked, and whether every tensor was."""
+    c = _state.get("check")
+    if c is None:
+        raise RuntimeError("no check running: start one first")
+    rows = c["rows"]
+    worst = max(rows, key=lambda r: r["max"]) if rows else None
+    return {"tensors_checked": len(rows), "tensors": len(c["names"]), "complete": len(rows) == len(c["names"]),
+            "elements_checked": sum(r["checked"] for r in rows), "seconds": c["seconds"],
+            "max": worst["max"] if worst else None, "worst_tensor": worst["name"] if worst else None}
+
+
+OPS = {
+    "backprop_params": lambda s, a: param_list(s),
+    "backprop_nudge": lambda s, a: nudge(s, a),
+    "backprop_check_start": lambda s, a: check_start(s, a),
+    "backprop_check_chunk": lambda s, a: check_chunk(s, a),
+    "backprop_check_finish": lambda s, a: check_finish(s, a),
+}
