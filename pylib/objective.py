@@ -175,3 +175,17 @@ def accumulation_pair(train_cfg, accum):
     import dataclasses
     big = dataclasses.replace(train_cfg, batch_size=train_cfg.batch_size * accum, grad_accum=1)
     return big, dataclasses.replace(train_cfg, grad_accum=accum)
+
+
+def init_train_state(model_cfg, train_cfg, dtype=np.float32):
+    """pylib.train.init_train_state with the weights and optimiser state in dtype (e.g. float64).
+
+    The same initial values (cast), the same batch stream: a float64 twin of a float32 run, to
+    tell rounding from a real difference.
+    """
+    from pylib import optim, train
+    state = train.init_train_state(model_cfg, train_cfg)
+    params = model.pack_params({k: v.astype(dtype) for k, v in state["params"].items()}, dtype)
+    opt = optim.adamw_init(params) if train_cfg.optimizer == "adamw" else optim.sgd_init(params)
+    state.update(params=params, opt=opt, groups=optim.param_groups(params))
+    return state
