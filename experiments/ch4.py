@@ -1,0 +1,144 @@
+"""Chapter 4's measurements: the gradient check, activation memory, and per-layer gradient norms.
+
+- The gradient check: every element of every parameter of the course's model (seed 0, float64) on
+  a fixed real batch, centred differences with h = pylib.gradcheck.H_DEFAULT; per tensor the
+  largest error relative to the tensor's largest gradient.
+- Activation memory: the bytes the forward's caches keep (pylib.memory, counted), by tensor, at
+  the training batch (TrainConfig().batch_size x block_size), float32; and the formula's total.
+- The residual highway: the gradient norm of each block's parameters in the decoder-4x64 preset,
+  at initialisation and after a short training run, on a fixed batch, three seeds.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+from experiments.common import SEEDS, mean_sd
+
+HIGHWAY_PRESET = "decoder-4x64"
+HIGHWAY_STEPS = 100  # a short run: enough to leave the initialisation
+HIGHWAY_LR = 1e-2
+CHECK_BATCH = (2, 64)
+
+
+def highway_cfg(corpus):
+    from pylib import model
+    return dataclasses.replace(model.GPTConfig.preset(HIGHWAY_PRESET), vocab_size=corpus.vocab.size)
+
+
+def block_grad_norms(params, cfg, x, y):
+    """{"embeddings", "h.0", ..., "ln_f"}: the L2 norm of each group's parameter gradients."""
+    from pylib import model
+    grads = model.loss_and_grads(params, cfg, x, y)[1]
+    groups = {}
+    for name, g in grads.items():
+        key = "embeddings" if name in ("wte", "wpe") else ("ln_f" if name.startswith("ln_f") else ".".join(name.split(".")[:2]))
+        groups[key] = groups.get(key, 0.0) + float((g.astype(np.float64) ** 2).sum())
+    return {k: v ** 0.5 for k, v in groups.items()}
+
+
+def run_highway(corpus):
+    from pylib import data, model, train
+    cfg = highway_cfg(corpus)
+    x, y = data.eval_windows(corpus.train, 16, cfg.block_size)
+    at = {"init": [], "trained": []}
+    for seed in SEEDS:
+        tc = dataclasses.replace(train.TrainConfig(), seed=seed, steps=HIGHWAY_STEPS, lr=HIGHWAY_LR,
+                                 warmup_steps=10, eval_interval=HIGHWAY_STEPS, eval_windows=8)
+        at["init"].append(block_grad_norms(model.init_params(cfg, seed), cfg, x, y))
+        params, _ = train.train(cfg, tc, corpus.train, corpus.val)
+        at["trained"].append(block_grad_norms(params, cfg, x, y))
+    values = {}
+    for when, runs in at.items():
+        for group in runs[0]:
+            m, s = mean_sd([r[group] for r in runs])
+            values[f"ch4.highway.{when}.{group}.mean"], values[f"ch4.highway.{when}.{group}.sd"] = m, s
+        ratio = [r["h.0"] / r[f"h.{cfg.n_layer - 1}"] for r in runs]
+        values[f"ch4.highway.{when}.first_over_last.mean"], values[f"ch4.highway.{when}.first_over_last.sd"] = mean_sd(ratio)
+    values["ch4.highway.n_layer"] = cfg.n_layer
+    values["ch4.highway.steps"] = HIGHWAY_STEPS
+    settings = {"preset": HIGHWAY_PRESET, "steps": HIGHWAY_STEPS, "lr": HIGHWAY_LR, "batch": "16 fixed train windows"}
+    return values, settings
+
+
+def run_gradcheck(corpus):
+    from pylib import gradcheck, model
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    params = gradcheck.float64_params(cfg, 0)
+    x, y = gradcheck.fixed_batch(corpus.train, *CHECK_BATCH)
+    rows = gradcheck.check_all(params, cfg, x, y, subset=None)
+    values = {f"ch4.gradcheck.{r['name']}.max": r["max"] for r in rows}
+    worst = max(rows, key=lambda r: r["max"])
+    values.update({"ch4.gradcheck.max": worst["max"], "ch4.gradcheck.worst_tensor": worst["name"],
+                   "ch4.gradcheck.elements": sum(r["checked"] for r in rows),
+                   "ch4.gradcheck.median_of_medians": float(np.median([r["median"] for r in rows]))})
+    return values
+
+
+def activation_batch(corpus):
+    from pylib import model, train
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    return cfg, train.TrainConfig().batch_size, cfg.block_size
+
+
+def run_activations(corpus):
+    from pylib import data, memory, model
+    cfg, B, T = activation_batch(corpus)
+    x, y = data.eval_windows(corpus.train, B, T)
+    x, y = x.copy(), y.copy()  # separate buffers, as the formula counts them (eval_windows makes views of one)
+    rows = memory.measure_activations(model.init_params(cfg, 0), cfg, x, y)
+    values = {f"ch4.act.{r['name']}": r["bytes"] for r in rows}
+    values.update({"ch4.act.total": sum(r["bytes"] for r in rows), "ch4.act.B": B, "ch4.act.T": T,
+                   "ch4.act.rows": [r["name"] for r in rows]})
+    return values
+
+
+def run(corpus):
+    t0 = time.perf_counter()
+    values = run_gradcheck(corpus)
+    t1 = time.perf_counter()
+    values.update(run_activations(corpus))
+    highway, settings = run_highway(corpus)
+    values.update(highway)
+    t2 = time.perf_counter()
+    return {"values": values, "curves": {}, "settings": {"ch4.highway": settings},
+            "timings": {"ch4.gradcheck_seconds": t1 - t0, "ch4.highway_seconds": t2 - t1}}
+
+
+def derived(corpus):
+    """The activation formula at the chapter's batch, and Korthikanti et al.'s for the same shapes."""
+    from pylib import memory
+    cfg, B, T = activation_batch(corpus)
+    parts = memory.activation_bytes(cfg, B, T)
+    k16 = memory.korthikanti_bytes_per_layer(T, B, cfg.n_embd, cfg.n_head)
+    return {"ch4.formula.per_layer": parts["per_layer"], "ch4.formula.total": parts["total"],
+            "ch4.formula.loss": parts["loss"], "ch4.formula.final": parts["final"],
+            "ch4.formula.B": B, "ch4.formula.T": T,
+            "ch4.korthikanti.per_layer_16bit": k16,
+            "ch4.formula.per_layer_16bit": parts["per_layer"] // 2,
+            "ch4.highway.n_params": __import__("pylib.model", fromlist=["x"]).count_params(highway_cfg(corpus))}
+
+
+def markdown(results):
+    """results.md's section for chapter 4."""
+    v = results["values"]
+    lines = ["## Chapter 4: backpropagation", "",
+             f"Gradient check (float64, every element, h = 1e-5, batch {CHECK_BATCH[0]} × {CHECK_BATCH[1]}): "
+             f"largest error relative to its tensor's largest gradient {v['ch4.gradcheck.max']:.2e} "
+             f"(`{v['ch4.gradcheck.worst_tensor']}`), {v['ch4.gradcheck.elements']:,} elements.", "",
+             "| tensor | max rel. error | key |", "| --- | --- | --- |"]
+    for key in sorted(k for k in v if k.startswith("ch4.gradcheck.") and k.endswith(".max") and k != "ch4.gradcheck.max"):
+        lines.append(f"| {key[len('ch4.gradcheck.'):-4]} | {v[key]:.2e} | `{key}` |")
+    lines += ["", f"Activation bytes kept by the caches (B = {v['ch4.act.B']}, T = {v['ch4.act.T']}, float32):", "",
+              "| tensor | bytes |", "| --- | --- |"]
+    lines += [f"| {name} | {v['ch4.act.' + name]:,} |" for name in v["ch4.act.rows"]]
+    lines += [f"| total | {v['ch4.act.total']:,} |", "",
+              f"Gradient norm per block, {HIGHWAY_PRESET}, mean ± sd over seeds {', '.join(map(str, SEEDS))}:", "",
+              "| group | at init | after training |", "| --- | --- | --- |"]
+    groups = [k[len("ch4.highway.init."):-5] for k in sorted(v)
+              if k.startswith("ch4.highway.init.") and k.endswith(".mean") and "first_over_last" not in k]
+    for g in groups:
+        lines.append(f"| {g} | {v[f'ch4.highway.init.{g}.mean']:.4f} ± {v[f'ch4.highway.init.{g}.sd']:.4f} | "
+                     f"{v[f'ch4.highway.trained.{g}.mean']:.4f} ± {v[f'ch4.highway.trained.{g}.sd']:.4f} |")
+    return lines + [""]
