@@ -1,0 +1,130 @@
+"""Deduplication: exact duplicates by a hash of the normalised document, near-duplicates by MinHash.
+
+MinHash (Broder 1997): a document is its set of character k-shingles; each of n hash functions
+h_i(x) = (a_i * x + b_i) mod p, applied to a shingle's base hash, keeps its minimum over the set.
+The fraction of hash functions on which two signatures agree estimates the Jaccard similarity
+|A & B| / |A | B| of the shingle sets, with standard error sqrt(J (1 - J) / n). LSH banding
+(Leskovec, Rajaraman & Ullman, Mining of Massive Datasets, ch. 3.4) splits a signature into b bands
+of r rows; documents sharing any whole band become candidate pairs, which are then checked.
+
+Everything is deterministic: a shingle's base hash is a fixed function of its bytes (blake2b,
+not Python's salted hash), and the (a, b) family comes from np.random.default_rng(seed).
+
+Legend: S shingles of one document, n hash functions, D documents.
+"""
+
+import hashlib
+import re
+
+import numpy as np
+
+MERSENNE_P = (1 << 31) - 1  # the prime modulus: a, x < 2^31, so a * x + b fits in uint64 exactly
+
+
+# ---------------------------------------------------------------------------
+# Exact duplicates
+
+
+def normalise_for_dedup(text):
+    """Lower case, whitespace runs to one space, stripped: what counts as 'the same text'."""
+    return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+def exact_hash(text):
+    """A stable hex digest of the normalised text."""
+    return hashlib.blake2b(normalise_for_dedup(text).encode("utf-8"), digest_size=16).hexdigest()
+
+
+def exact_duplicate_groups(docs):
+    """Groups (lists of indices, each of size >= 2) of documents whose normalised texts are equal."""
+    groups = {}
+    for i, doc in enumerate(docs):
+        groups.setdefault(exact_hash(doc), []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+# ---------------------------------------------------------------------------
+# Shingles and MinHash
+
+
+def shingles(text, k=5):
+    """The set of k-character substrings of the normalised text (the text itself if shorter)."""
+    t = normalise_for_dedup(text)
+    if len(t) <= k:
+        return {t} if t else set()
+    return {t[i:i + k] for i in range(len(t) - k + 1)}
+
+
+def jaccard(a, b):
+    """Exact Jaccard similarity of two sets; 1.0 for two empty sets."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def _base_hashes(shingle_set):
+    """(S,) uint64 base hashes below 2^31 - 1, from each shingle's bytes."""
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(s.encode("utf-8"), digest_size=8).digest(), "little") % MERSENNE_P
+         for s in sorted(shingle_set)], dtype=np.uint64)
+
+
+def hash_family(n, seed=0):
+    """n pairs (a, b) with 1 <= a < p, 0 <= b < p, drawn once from a seeded generator."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, MERSENNE_P, size=n, dtype=np.uint64)
+    b = rng.integers(0, MERSENNE_P, size=n, dtype=np.uint64)
+    return a, b
+
+
+def minhash_signature(shingle_set, family):
+    """(n,) uint64 signature: for each hash function, the minimum of (a x + b) mod p over the shingles."""
+    a, b = family
+    if not shingle_set:
+        return np.full(a.shape, MERSENNE_P, dtype=np.uint64)
+    x = _base_hashes(shingle_set)  # (S,)
+    h = (a[:, None] * x[None, :] + b[:, None]) % np.uint64(MERSENNE_P)  # (n, S), < 2^62 before the mod
+    return h.min(axis=1)
+
+
+def estimated_jaccard(sig_a, sig_b):
+    """The fraction of hash functions on which two signatures agree."""
+    return float(np.mean(sig_a == sig_b))
+
+
+# ---------------------------------------------------------------------------
+# Near-duplicates over a collection
+
+
+def lsh_candidates(signatures, bands):
+    """Pairs (i, j), i < j, that agree on every row of at least one band."""
+    sigs = np.asarray(signatures)  # (D, n)
+    D, n = sigs.shape
+    rows = n // bands
+    pairs = set()
+    for band in range(bands):
+        buckets = {}
+        for i in range(D):
+            buckets.setdefault(sigs[i, band * rows:(band + 1) * rows].tobytes(), []).append(i)
+        for members in buckets.values():
+            pairs.update((members[x], members[y]) for x in range(len(members)) for y in range(x + 1, len(members)))
+    return sorted(pairs)
+
+
+def near_duplicate_pairs(docs, threshold=0.8, k=5, n_hashes=64, bands=16, seed=0, min_chars=0):
+    """[(i, j, estimated J, exact J)] of documents whose MinHash estimate is >= threshold.
+
+    Candidates come from LSH banding, then each is checked on the full signature; the exact
+    Jaccard is reported beside the estimate. Documents shorter than min_chars are skipped.
+    """
+    family = hash_family(n_hashes, seed)
+    sets = [shingles(d, k) for d in docs]
+    keep = [i for i, d in enumerate(docs) if len(normalise_for_dedup(d)) >= min_chars]
+    sigs = np.stack([minhash_signature(sets[i], family) for i in keep]) if keep else np.zeros((0, n_hashes))
+    out = []
+    for a, b in lsh_candidates(sigs, bands):
+        est = estimated_jaccard(sigs[a], sigs[b])
+        if est >= threshold:
+            i, j = keep[a], keep[b]
+            out.append((i, j, est, jaccard(sets[i], sets[j])))
+    return out

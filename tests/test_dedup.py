@@ -1,0 +1,60 @@
+"""Deduplication: exact duplicates after normalisation, and MinHash's estimate against exact Jaccard."""
+
+import math
+
+import numpy as np
+
+from pylib import dedup
+
+
+def test_exact_duplicates_ignore_case_and_whitespace():
+    docs = ["To be, or not\nto be.", "to be,  or not to be.", "To be or not to be.", "Other."]
+    assert dedup.exact_duplicate_groups(docs) == [[0, 1]]
+
+
+def test_shingles_of_a_short_text():
+    assert dedup.shingles("abcdef", 5) == {"abcde", "bcdef"}
+    assert dedup.shingles("Ab", 5) == {"ab"}
+    assert dedup.shingles("  ", 5) == set()
+
+
+def constructed_pair(n_shared, n_only_a, n_only_b):
+    """Two sets with a known Jaccard similarity n_shared / (n_shared + n_only_a + n_only_b)."""
+    shared = {f"s{i:05d}" for i in range(n_shared)}
+    return shared | {f"a{i:05d}" for i in range(n_only_a)}, shared | {f"b{i:05d}" for i in range(n_only_b)}
+
+
+def test_minhash_estimates_jaccard_within_its_standard_error():
+    # Several constructed pairs with exact J from 0.1 to 0.9; with n = 512 hash functions the
+    # estimate's standard error is sqrt(J (1 - J) / n) <= 0.022; allow 4 of them.
+    family = dedup.hash_family(512, seed=0)
+    for shared, only_a, only_b in [(100, 450, 450), (300, 200, 200), (500, 100, 100), (900, 50, 50), (400, 0, 100)]:
+        a, b = constructed_pair(shared, only_a, only_b)
+        exact = dedup.jaccard(a, b)
+        est = dedup.estimated_jaccard(dedup.minhash_signature(a, family), dedup.minhash_signature(b, family))
+        se = math.sqrt(exact * (1 - exact) / 512)
+        assert abs(est - exact) <= 4 * se + 1e-12, (exact, est)
+
+
+def test_minhash_identical_sets_agree_everywhere_and_disjoint_sets_almost_nowhere():
+    family = dedup.hash_family(128, seed=3)
+    a, b = constructed_pair(0, 300, 300)
+    sig_a = dedup.minhash_signature(a, family)
+    assert dedup.estimated_jaccard(sig_a, dedup.minhash_signature(set(a), family)) == 1.0
+    assert dedup.estimated_jaccard(sig_a, dedup.minhash_signature(b, family)) <= 0.03
+
+
+def test_minhash_is_deterministic():
+    a, _ = constructed_pair(50, 50, 0)
+    s1 = dedup.minhash_signature(a, dedup.hash_family(64, seed=7))
+    s2 = dedup.minhash_signature(a, dedup.hash_family(64, seed=7))
+    np.testing.assert_array_equal(s1, s2)
+
+
+def test_near_duplicates_found_and_unrelated_texts_not():
+    base = "Now is the winter of our discontent made glorious summer by this sun of York. " * 3
+    docs = [base, base.replace("glorious", "glorius"), "Friends, Romans, countrymen, lend me your ears; " * 4]
+    pairs = dedup.near_duplicate_pairs(docs, threshold=0.7, n_hashes=128, bands=32)
+    assert [(i, j) for i, j, _, _ in pairs] == [(0, 1)]
+    _, _, est, exact = pairs[0]
+    assert exact > 0.8 and abs(est - exact) < 0.15
