@@ -108,7 +108,7 @@ def run(corpus):
 
 def derived(corpus):
     """The activation formula at the chapter's batch, and Korthikanti et al.'s for the same shapes."""
-    from pylib import memory
+    from pylib import gradcheck, memory, model, web_backprop
     cfg, B, T = activation_batch(corpus)
     parts = memory.activation_bytes(cfg, B, T)
     k16 = memory.korthikanti_bytes_per_layer(T, B, cfg.n_embd, cfg.n_head)
@@ -117,7 +117,11 @@ def derived(corpus):
             "ch4.formula.B": B, "ch4.formula.T": T,
             "ch4.korthikanti.per_layer_16bit": k16,
             "ch4.formula.per_layer_16bit": parts["per_layer"] // 2,
-            "ch4.highway.n_params": __import__("pylib.model", fromlist=["x"]).count_params(highway_cfg(corpus))}
+            "ch4.highway.n_params": model.count_params(highway_cfg(corpus)),
+            "ch4.fd_passes": 2 * model.count_params(cfg),  # two forward passes per weight
+            "ch4.check_subset": gradcheck.SUBSET,
+            "ch4.key_bias_first": cfg.n_embd, "ch4.key_bias_last": 2 * cfg.n_embd - 1,  # c_attn's bias is [q | k | v]
+            "ch4.page_batch_B": web_backprop.BATCH[0], "ch4.page_batch_T": web_backprop.BATCH[1]}
 
 
 def markdown(results):

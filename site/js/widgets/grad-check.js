@@ -1,0 +1,79 @@
+// The streamed gradient check: a thin view over pylib.web_backprop's backprop_check_* ops, run by
+// the worker as "run:backprop_check" (one or more tensors per chunk, stoppable between chunks).
+
+const sci = (v) => (v == null || !Number.isFinite(v) ? "–" : v.toExponential(2));
+
+export async function mount(root, client) {
+  const $ = (sel) => root.querySelector(sel);
+  const runButton = $('[data-action="run"]');
+  const stopButton = $('[data-action="stop"]');
+  const message = $('[data-role="message"]');
+  const tbody = $('[data-role="rows"]');
+  const rowTemplate = $('template[data-role="row"]');
+  let running = false;
+  const setStatus = (status, text) => {
+    root.dataset.status = status;
+    if (text !== undefined) message.textContent = text;
+  };
+
+  const addRow = (r) => {
+    const tr = rowTemplate.content.firstElementChild.cloneNode(true);
+    tr.querySelector(".name").textContent = r.name;
+    tr.querySelector(".shape").textContent = r.shape.join(" × ");
+    tr.querySelector(".checked").textContent = `${r.checked} of ${r.size}`;
+    tr.querySelector(".max").textContent = sci(r.max);
+    tr.querySelector(".median").textContent = sci(r.median);
+    tbody.append(tr);
+  };
+
+  runButton.disabled = true;
+  setStatus("loading", "Loading Python…");
+  try {
+    await client.start();
+  } catch (err) {
+    setStatus("error", err.message);
+    return;
+  }
+  runButton.disabled = false;
+  setStatus("ready", "Ready. Press Run to check every parameter tensor.");
+
+  stopButton.addEventListener("click", () => {
+    if (!running) return;
+    client.stop();
+    stopButton.disabled = true;
+    message.textContent = "Stopping after this tensor…";
+  });
+
+  runButton.addEventListener("click", async () => {
+    if (running) return;
+    running = true;
+    runButton.disabled = true;
+    stopButton.disabled = false;
+    tbody.replaceChildren();
+    delete root.dataset.result;
+    setStatus("running", "Checking…");
+    try {
+      const out = await client.call("run:backprop_check", {}, {
+        onEvent: (event) => {
+          if (event.kind !== "chunk") return;
+          event.chunk.rows.forEach(addRow);
+          message.textContent = `Checked ${event.chunk.checked} of ${event.chunk.tensors} tensors…`;
+        },
+      });
+      const r = out.result;
+      const summary = `${r.tensors_checked} of ${r.tensors} tensors, ${r.elements_checked.toLocaleString("en")} elements in ${r.seconds.toFixed(1)} s; largest error ${sci(r.max)} (${r.worst_tensor ?? "–"}).`;
+      if (out.stopped) {
+        setStatus("stopped", `Stopped: ${summary}`);
+      } else {
+        root.dataset.result = JSON.stringify({ tensors: r.tensors, max: r.max, worst_tensor: r.worst_tensor, elements: r.elements_checked, complete: r.complete });
+        setStatus("done", `Done: ${summary}`);
+      }
+    } catch (err) {
+      setStatus("error", err.message);
+    } finally {
+      running = false;
+      runButton.disabled = false;
+      stopButton.disabled = true;
+    }
+  });
+}

@@ -1,0 +1,130 @@
+"""Chapter 4 in a real browser: the nudge widget agrees with CPython's pylib.gradcheck, refuses bad
+input with a visible message and keeps working; the streamed gradient check fills its table, passes,
+and stops when asked. One shared page (conftest.chapter4); console errors and off-host requests fail."""
+
+import json
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import SITE, chapter_fixture
+
+chapter4 = chapter_fixture("04-")
+TIMEOUT = 120_000  # ms
+
+
+def nudge_widget(page):
+    return page.locator('[data-widget="grad-nudge"]').first
+
+
+def check_widget(page):
+    return page.locator('[data-widget="grad-check"]').first
+
+
+def wait_settled(w, timeout=TIMEOUT):
+    w.page.wait_for_function("el => ['done', 'error', 'stopped'].includes(el.dataset.status)",
+                             arg=w.element_handle(), timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def compare(page, name, index, h):
+    w = nudge_widget(page)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="name"]').fill(str(name))
+    w.locator('input[name="index"]').fill(str(index))
+    w.locator('input[name="h"]').fill(str(h))
+    w.evaluate("el => { el.dataset.status = 'submitted'; }")
+    w.locator('[data-action="run"]').click()
+    return w, wait_settled(w)
+
+
+def cpython_nudge(name, index, h):
+    from pylib import data, gradcheck, model
+
+    meta = json.loads((SITE / "data" / "vocab.json").read_text())
+    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
+    cfg = model.GPTConfig(vocab_size=meta["size"])
+    params = gradcheck.float64_params(cfg, 0)
+    x, y = gradcheck.fixed_batch(train, 2, 64)
+    return gradcheck.nudge(params, cfg, x, y, name, index, h)
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_nudge_runs_at_load_and_matches_cpython(chapter4):
+    w = nudge_widget(chapter4)
+    assert wait_settled(w) == "done"
+    w, status = compare(chapter4, "h.0.mlp.c_fc.weight", 7, "1e-5")
+    assert status == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    ref = cpython_nudge("h.0.mlp.c_fc.weight", 7, 1e-5)
+    assert r["analytic"] == pytest.approx(ref["analytic"], rel=1e-12)
+    assert r["numeric"] == pytest.approx(ref["numeric"], rel=1e-6)
+    assert r["rel_error"] < 1e-5
+    assert w.locator('[data-readout="analytic"]').inner_text() != "–"
+    assert w.locator(".uplot").count() == 1
+
+
+def test_nudge_error_grows_for_a_tiny_step(chapter4):
+    w, status = compare(chapter4, "wte", 100, "1e-13")
+    assert status == "done"
+    assert json.loads(w.get_attribute("data-result"))["rel_error"] > 1e-4  # rounding dominates
+
+
+@pytest.mark.parametrize("name, index, h, field", [
+    ("h.7.attn.nothing", 0, "1e-5", "name"),
+    ("", 0, "1e-5", "name"),
+    ("wte", 1040, "1e-5", "index"),  # wte has 65 x 16 = 1040 elements: 0..1039
+    ("wte", -1, "1e-5", "index"),
+    ("wte", "🙂", "1e-5", "index"),
+    ("wte", 0, "0", "h"),
+    ("wte", 0, "-1e-5", "h"),
+    ("wte", 0, "NaN", "h"),
+    ("wte", 0, "1e308", "h"),
+    ("wte", 0, "", "h"),
+])
+def test_nudge_refuses_bad_input_visibly_and_recovers(chapter4, name, index, h, field):
+    w, status = compare(chapter4, name, index, h)
+    assert status == "error"
+    assert w.locator('[data-role="message"]').inner_text().strip()
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert w.get_attribute("data-result") is None
+    w, status = compare(chapter4, "wpe", 3, "1e-5")
+    assert status == "done"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") is None
+
+
+def test_nudge_shows_markup_as_text(chapter4):
+    w, status = compare(chapter4, '<img src=x onerror="alert(1)">', 0, "1e-5")
+    assert status == "error"
+    assert "<img" in w.locator('[data-role="message"]').inner_text()
+    assert w.locator("img").count() == 0
+
+
+def test_gradient_check_streams_every_tensor_and_passes(chapter4):
+    w = check_widget(chapter4)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    n_params = nudge_widget(chapter4).locator("datalist option").count()
+    assert r["complete"] and r["tensors"] == n_params
+    assert w.locator('[data-role="rows"] tr').count() == n_params
+    assert r["max"] < 1e-6
+    assert "Done" in w.locator('[data-role="message"]').inner_text()
+
+
+def test_gradient_check_stops_when_asked(chapter4):
+    w = check_widget(chapter4)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('[data-action="run"]').click()
+    expect(w.locator('[data-action="stop"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"  # a tensor or two per chunk: Stop lands long before the end
+    assert w.get_attribute("data-result") is None
+    rows = w.locator('[data-role="rows"] tr').count()
+    assert 1 <= rows < nudge_widget(chapter4).locator("datalist option").count()
+    assert "Stopped" in w.locator('[data-role="message"]').inner_text()
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
