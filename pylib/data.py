@@ -295,3 +295,21 @@ def mixture_batch(sources, weights, batch_size, block_size, rng):
         if rows.size:
             x[rows], y[rows] = get_batch(sources[s], rows.size, block_size, rng)
     return x, y, which
+
+
+def doc_lengths(tokens, eos_id):
+    """Lengths (without EOS) of the documents in a packed stream that ends with EOS."""
+    ends = np.flatnonzero(np.asarray(tokens) == eos_id)
+    return np.diff(np.r_[-1, ends]) - 1
+
+
+def play_spans(plays, vocab):
+    """Where each play sits in build_corpus's packed streams: [{slug, genre, split, start, end}]."""
+    spans, offsets = [], {"train": 0, "val": 0}
+    for i, play in enumerate(plays):
+        split = "val" if is_validation_play(i) else "train"
+        n = sum(vocab.encode(normalise_text(s))[0].size + 1 for s in play_to_scenes(play.markdown))
+        spans.append({"slug": play.slug, "genre": play.genre, "split": split,
+                      "start": offsets[split], "end": offsets[split] + n})
+        offsets[split] += n
+    return spans
