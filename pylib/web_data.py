@@ -1,0 +1,287 @@
+"""Chapter 2's page ops: windows, live BPE, the packed window's attention mask and leak test,
+data mixtures and training on the reader's own text. Numerics are pylib's (bpe, data, model,
+mixture, train); this module validates reader input (pylib.web's parse_int / InputError) and
+speaks JSON. Chunked runs keep their state in _RUNS between the worker's chunk calls.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+from pylib import bpe, data, layers, mixture, model, train, web
+from pylib.web import InputError, parse_int, parse_number
+
+DATA_LIMITS = {
+    "bpe_text_max": 20000,  # characters the live BPE accepts (a merge is a few passes over the text)
+    "bpe_vocab_max": 1000,  # vocabulary size the live BPE may grow to
+    "bpe_merges_shown": 400,  # merges sent to the page (the count is always exact)
+    "excerpt_max": 20000,  # characters of corpus text one excerpt returns
+    "own_text_max": 200_000,  # characters the reader may paste to train on
+    "own_chars": 64,  # the pasted text's vocabulary: its 64 most frequent characters + EOS
+    "own_steps_max": 2000,
+    "mix_steps_max": 2000,
+}
+
+_RUNS = {}  # "bpe" | "mix" | "own" -> the state of that chunked run
+
+
+def _field_error(field, message):
+    return InputError({field: message})
+
+
+def _text(raw, field, limit, label="Text"):
+    """A non-empty string of at most limit characters; the length check comes before any work."""
+    if raw is None:
+        raw = ""
+    if not isinstance(raw, str):
+        raise _field_error(field, f"{label} must be a string.")
+    if len(raw) > limit:
+        raise _field_error(field, f"{label} is {len(raw):,} characters long; the limit is {limit:,}. Paste less.")
+    if not raw.strip():
+        raise _field_error(field, f"{label} is empty: paste or pick some text first.")
+    return raw
+
+
+def _tokens(session, split):
+    session._need_corpus()
+    if split not in ("train", "val"):
+        raise _field_error("split", "Split must be 'train' or 'val'.")
+    return session.train_tokens if split == "train" else session.val_tokens
+
+
+def _show(session, i):
+    """How one token id looks on a chip: EOS as ␄."""
+    return data.EOS_DISPLAY if i == session.vocab.eos_id else session.vocab.chars[i]
+
+
+# ---------------------------------------------------------------------------
+# Windows and teacher forcing
+
+
+def window(session, args):
+    """The block_size+1 tokens at start: inputs and targets side by side."""
+    T = model.GPTConfig().block_size
+    tokens = _tokens(session, args.get("split", "train"))
+    start = parse_int(args.get("start"), "start", 0, len(tokens) - T - 1)
+    x, y = data.window_at(tokens, start, T)
+    return {"start": start, "max_start": len(tokens) - T - 1, "block_size": T,
+            "x": [_show(session, int(i)) for i in x], "y": [_show(session, int(i)) for i in y]}
+
+
+def excerpt(session, args):
+    """Corpus text (decoded ids) from start, for the BPE widget."""
+    tokens = _tokens(session, args.get("split", "train"))
+    length = parse_int(args.get("length"), "length", 1, DATA_LIMITS["excerpt_max"])
+    start = parse_int(args.get("start"), "start", 0, max(0, len(tokens) - length))
+    ids = tokens[start:start + length]
+    return {"text": "".join("\n\n" if i == session.vocab.eos_id else session.vocab.chars[i] for i in ids)}
+
+
+# ---------------------------------------------------------------------------
+# Live BPE
+
+
+def bpe_start(session, args):
+    """Validate the text and target vocabulary; set up the merges."""
+    text = _text(args.get("text"), "text", DATA_LIMITS["bpe_text_max"])
+    base, ids = bpe.text_base(text)
+    vocab_size = parse_int(args.get("vocab_size"), "vocab_size", len(base) + 1,
+                           max(len(base) + 1, DATA_LIMITS["bpe_vocab_max"]))
+    _RUNS["bpe"] = {"base": base, "ids": ids, "n_chars": len(text), "target": vocab_size, "merges": [],
+                    "strings": list(base), "done": False}
+    return {"base_size": len(base), "n_chars": len(text), "vocab_size": vocab_size}
+
+
+def bpe_chunk(session, args):
+    """Merges for about one chunk's time; each with its token, count and the new chars per token."""
+    run = _RUNS["bpe"]
+    t0, new = time.perf_counter(), []
+    K = run["target"]
+    while not run["done"] and time.perf_counter() - t0 < web.LIMITS["chunk_seconds"]:
+        found = bpe.best_pair(run["ids"], K)
+        if len(run["strings"]) >= K or found is None or found[2] < 2:
+            run["done"] = True
+            break
+        a, b, count = found
+        new_id = len(run["strings"])
+        run["ids"] = bpe.merge(run["ids"], a, b, new_id)
+        run["strings"].append(run["strings"][a] + run["strings"][b])
+        m = {"id": new_id, "left": run["strings"][a], "right": run["strings"][b], "token": run["strings"][new_id],
+             "count": count, "tokens": int(run["ids"].size), "vocab_size": new_id + 1,
+             "chars_per_token": run["n_chars"] / run["ids"].size}
+        run["merges"].append(m)
+        new.append(m)
+    return {"done": run["done"], "merges": new[: DATA_LIMITS["bpe_merges_shown"]], "n_merges": len(run["merges"])}
+
+
+def bpe_finish(session, args):
+    """The final vocabulary size, compression, and the text as tokens (first 300)."""
+    run = _RUNS.pop("bpe")
+    ids = run["ids"]
+    stop_reason = ("reached the target vocabulary" if len(run["strings"]) >= run["target"]
+                   else "no pair occurs twice any more" if run["done"] else "stopped")
+    return {"vocab_size": len(run["strings"]), "base_size": len(run["base"]), "n_merges": len(run["merges"]),
+            "n_chars": run["n_chars"], "n_tokens": int(ids.size), "chars_per_token": run["n_chars"] / ids.size,
+            "tokens": [run["strings"][int(i)] for i in ids[:300]], "stop_reason": stop_reason}
+
+
+# ---------------------------------------------------------------------------
+# Packing: the mask of a packed window, and the leak test
+
+
+def first_boundary_window(tokens, eos_id, T, after=0):
+    """A window start near the first EOS at or after `after` that puts it about mid-window."""
+    ends = np.flatnonzero(np.asarray(tokens[after:]) == eos_id)
+    return max(0, min(int(ends[0]) + after - T // 2, len(tokens) - T - 1)) if ends.size else 0
+
+
+def pack_window(session, args):
+    """A packed window's tokens, document ids and the two masks (causal, causal + block-diagonal)."""
+    T = model.GPTConfig().block_size
+    tokens = _tokens(session, args.get("split", "val"))
+    raw = args.get("start")
+    start = first_boundary_window(tokens, session.vocab.eos_id, T) if raw in (None, "auto") else \
+        parse_int(raw, "start", 0, len(tokens) - T - 1)
+    x, _ = data.window_at(tokens, start, T)
+    doc_ids = data.doc_ids_from_eos(x[None], session.vocab.eos_id)  # (1, T)
+    causal = np.isfinite(layers.causal_mask(T, np.float64))  # (T, T) True where attention is allowed
+    blocked = causal & np.isfinite(layers.doc_mask(doc_ids, np.float64)[0, 0])
+    return {"start": start, "max_start": len(tokens) - T - 1, "chars": [_show(session, int(i)) for i in x],
+            "doc_ids": doc_ids[0].tolist(), "causal": causal.astype(int).tolist(),
+            "doc_mask": blocked.astype(int).tolist(), "n_docs": int(doc_ids.max()) + 1}
+
+
+def leak_test(session, args):
+    """Change the token at `position`; max |delta logit| per position, with and without the doc mask.
+
+    The model is the default one at its seeded initialisation (seed 0, float64): the mask's effect
+    does not depend on training.
+    """
+    T = model.GPTConfig().block_size
+    tokens = _tokens(session, args.get("split", "val"))
+    start = parse_int(args.get("start"), "start", 0, len(tokens) - T - 1)
+    position = parse_int(args.get("position"), "position", 0, T - 1)
+    x, _ = data.window_at(tokens, start, T)
+    x = x[None]  # (1, T)
+    eos = session.vocab.eos_id
+    if x[0, position] == eos:
+        raise _field_error("position", "That position holds an EOS; pick a character inside a document.")
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
+    params = model.init_params(cfg, 0, dtype=np.float64)
+    x2 = x.copy()
+    x2[0, position] = (x2[0, position] + 1) % eos  # another character, never EOS
+    doc_ids = data.doc_ids_from_eos(x, eos)
+    out = {}
+    for name, d in [("masked", doc_ids), ("unmasked", None)]:
+        a = model.forward_logits(params, cfg, x, d)
+        b = model.forward_logits(params, cfg, x2, d)
+        out[name] = np.abs(a - b).max(axis=-1)[0].tolist()  # (T,)
+    other = doc_ids[0] != doc_ids[0, position]
+    return {"position": position, "doc_ids": doc_ids[0].tolist(), "changed_from": _show(session, int(x[0, position])),
+            "changed_to": _show(session, int(x2[0, position])), **out,
+            "max_other_masked": float(np.max(np.array(out["masked"])[other], initial=0.0)),
+            "max_other_unmasked": float(np.max(np.array(out["unmasked"])[other], initial=0.0))}
+
+
+# ---------------------------------------------------------------------------
+# Mixtures
+
+
+def mix_start(session, args):
+    """Comedies at weight w, tragedies at 1 - w; the play spans come from the page (build-time data)."""
+    session._need_corpus()
+    w = parse_number(args.get("weight"), "weight")
+    if not 0 <= w <= 1:
+        raise _field_error("weight", f"Weight must be between 0 and 1; got {w:g}.")
+    steps = parse_int(args.get("steps"), "steps", 1, DATA_LIMITS["mix_steps_max"])
+    seed = parse_int(args.get("seed", 0), "seed", 0, web.LIMITS["seed_max"])
+    sources = mixture.genre_sources(session.train_tokens, args.get("spans") or [])
+    tc = dataclasses.replace(train.TrainConfig(), steps=steps, seed=seed)
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
+    state = mixture.init_mixture_run(cfg, tc, [sources[g] for g in mixture.GENRES], [w, 1 - w])
+    _RUNS["mix"] = {"state": state, "cfg": cfg, "tc": tc}
+    return {"weights": [w, 1 - w], "genres": list(mixture.GENRES), "steps": steps,
+            "source_tokens": [int(sources[g][0].size) for g in mixture.GENRES]}
+
+
+def mix_chunk(session, args):
+    run = _RUNS["mix"]
+    state, t0, losses = run["state"], time.perf_counter(), []
+    while state["step"] < run["tc"].steps and not state["diverged"]:
+        losses += mixture.mixture_steps(state, run["cfg"], run["tc"], 1)
+        if time.perf_counter() - t0 >= web.LIMITS["chunk_seconds"]:
+            break
+    return {"done": state["step"] >= run["tc"].steps or state["diverged"], "step": state["step"],
+            "steps": run["tc"].steps, "losses": losses, "fractions": mixture.token_fractions(state)}
+
+
+def mix_finish(session, args):
+    run = _RUNS.pop("mix")
+    state = run["state"]
+    return {"steps": state["step"], "genres": list(mixture.GENRES), "fractions": mixture.token_fractions(state),
+            "held_out": mixture.held_out_losses(state, run["cfg"], run["tc"]), "weights": state["weights"].tolist()}
+
+
+# ---------------------------------------------------------------------------
+# Train on your own text
+
+
+def own_min_chars():
+    """The shortest usable text: the last tenth is validation, and each split needs a window + 2."""
+    return 10 * (model.GPTConfig().block_size + 2)
+
+
+def prepare_own_text(raw):
+    """Pasted text -> (vocab, train ids, val ids, report); InputError for unusable text."""
+    text = _text(raw, "text", DATA_LIMITS["own_text_max"])
+    text = data.normalise_text(text)
+    vocab = data.build_char_vocab(text, DATA_LIMITS["own_chars"])
+    ids, dropped = vocab.encode(text)
+    if ids.size < own_min_chars():
+        raise _field_error("text", f"Text has {ids.size:,} usable characters; at least {own_min_chars():,} are "
+                                   f"needed (a {model.GPTConfig().block_size}-character window for each split, "
+                                   "with the last tenth held out).")
+    cut = int(ids.size * 0.9)
+    eos = np.array([vocab.eos_id], dtype=np.int64)
+    train_ids = np.concatenate([ids[:cut], eos]).astype(np.uint8)
+    val_ids = np.concatenate([ids[cut:], eos]).astype(np.uint8)
+    return vocab, train_ids, val_ids, {"vocab_size": vocab.size, "n_chars": len(text), "n_dropped": int(dropped),
+                                       "train_tokens": int(train_ids.size), "val_tokens": int(val_ids.size)}
+
+
+def own_start(session, args):
+    vocab, train_ids, val_ids, report = prepare_own_text(args.get("text"))
+    steps = parse_int(args.get("steps"), "steps", 1, DATA_LIMITS["own_steps_max"])
+    seed = parse_int(args.get("seed", 0), "seed", 0, web.LIMITS["seed_max"])
+    own = web.Session()  # a session of its own: the page's corpus stays loaded for the other widgets
+    own.vocab, own.train_tokens, own.val_tokens = vocab, train_ids, val_ids
+    tc = train.TrainConfig()
+    info = own.start_run({"lr": tc.lr, "steps": steps, "batch_size": tc.batch_size, "seed": seed})
+    _RUNS["own"] = own
+    return {**report, **info, "chars": list(vocab.chars), "params": model.count_params(own.run["model_cfg"])}
+
+
+def own_chunk(session, args):
+    return _RUNS["own"].train_chunk()
+
+
+def own_finish(session, args):
+    return _RUNS.pop("own").finish_run()
+
+
+OPS = {
+    "data_window": window,
+    "data_excerpt": excerpt,
+    "data_bpe_start": bpe_start,
+    "data_bpe_chunk": bpe_chunk,
+    "data_bpe_finish": bpe_finish,
+    "data_pack_window": pack_window,
+    "data_leak": leak_test,
+    "data_mix_start": mix_start,
+    "data_mix_chunk": mix_chunk,
+    "data_mix_finish": mix_finish,
+    "data_own_start": own_start,
+    "data_own_chunk": own_chunk,
+    "data_own_finish": own_finish,
+}
