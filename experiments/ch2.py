@@ -192,6 +192,12 @@ def derived(corpus):
     out["ch2.tokens_per_param"] = tokens / model.count_params(cfg)
     out["ch2.epochs"] = tokens / corpus.train.size
     out["ch2.play_spans"] = data.play_spans(data.read_plays(), corpus.vocab)
+    from pylib import web_data  # the page's limits, shown in the widgets' hints
+    out.update({f"ch2.{k}": v for k, v in web_data.DATA_LIMITS.items()})
+    out["ch2.own_min_chars"] = web_data.own_min_chars()
+    out["ch2.shingle_k"] = NEAR_DUP["k"]
+    out["ch2.near_dup_threshold"] = NEAR_DUP["threshold"]
+    out["ch2.speech_min_chars"] = SPEECH_MIN_CHARS
     return out
 
 
