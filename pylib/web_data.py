@@ -15,7 +15,7 @@ from pylib.web import InputError, parse_int, parse_number
 DATA_LIMITS = {
     "bpe_text_max": 20000,  # characters the live BPE accepts (a merge is a few passes over the text)
     "bpe_vocab_max": 1000,  # vocabulary size the live BPE may grow to
-    "bpe_merges_shown": 400,  # merges sent to the page (the count is always exact)
+    "bpe_merges_per_chunk": 4,  # so the page shows the merges a few at a time, and Stop can land
     "excerpt_max": 20000,  # characters of corpus text one excerpt returns
     "own_text_max": 200_000,  # characters the reader may paste to train on
     "own_chars": 64,  # the pasted text's vocabulary: its 64 most frequent characters + EOS
@@ -94,11 +94,12 @@ def bpe_start(session, args):
 
 
 def bpe_chunk(session, args):
-    """Merges for about one chunk's time; each with its token, count and the new chars per token."""
+    """A few merges (at most one chunk's time); each with its token, count and the new chars per token."""
     run = _RUNS["bpe"]
     t0, new = time.perf_counter(), []
     K = run["target"]
-    while not run["done"] and time.perf_counter() - t0 < web.LIMITS["chunk_seconds"]:
+    while (not run["done"] and len(new) < DATA_LIMITS["bpe_merges_per_chunk"]
+           and time.perf_counter() - t0 < web.LIMITS["chunk_seconds"]):
         found = bpe.best_pair(run["ids"], K)
         if len(run["strings"]) >= K or found is None or found[2] < 2:
             run["done"] = True
@@ -112,7 +113,7 @@ def bpe_chunk(session, args):
              "chars_per_token": run["n_chars"] / run["ids"].size}
         run["merges"].append(m)
         new.append(m)
-    return {"done": run["done"], "merges": new[: DATA_LIMITS["bpe_merges_shown"]], "n_merges": len(run["merges"])}
+    return {"done": run["done"], "merges": new, "n_merges": len(run["merges"])}
 
 
 def bpe_finish(session, args):

@@ -51,9 +51,9 @@ export async function mount(root, client) {
     setStatus("error", err.message);
     return;
   }
-  runButton.disabled = excerptButton.disabled = false;
   await loadExcerpt();
   draw();
+  runButton.disabled = excerptButton.disabled = false;
   excerptButton.addEventListener("click", loadExcerpt);
   stopButton.addEventListener("click", () => {
     if (!running) return;

@@ -90,9 +90,9 @@ export async function mount(root, client) {
     setStatus("error", err.message);
     return;
   }
-  runButton.disabled = leakButton.disabled = false;
   form.addEventListener("submit", (e) => { e.preventDefault(); show(); });
   form.elements.mask.addEventListener("change", drawGrid);
   leakForm.addEventListener("submit", (e) => { e.preventDefault(); leak(); });
   await show();
+  runButton.disabled = leakButton.disabled = false;
 }

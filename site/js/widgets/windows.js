@@ -45,11 +45,11 @@ export async function mount(root, client) {
     setStatus("error", err.message);
     return;
   }
-  runButton.disabled = false;
   form.addEventListener("submit", (e) => { e.preventDefault(); showWindow(); });
   $('[data-action="random"]').addEventListener("click", () => {
     form.elements.start.value = String(Math.floor(Math.random() * ((maxStart ?? 100000) + 1)));
     showWindow();
   });
   await showWindow();
+  runButton.disabled = false;
 }
