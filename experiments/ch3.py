@@ -34,6 +34,12 @@ def derived(corpus):
     out["ch3.unigram_ppl"] = math.exp(data.unigram_loss(corpus.train, corpus.val, corpus.vocab.size))
     out["ch3.mtp_head_params"] = mtp.count_mtp_params(model.GPTConfig())
     out["ch3.mtp_weight"] = MTP_WEIGHT
+    from pylib.web_objective import LIMITS  # the page widgets' settings, for the prose and templates
+    for key in ["pretrain_steps", "windows", "rows_max", "top_k_max", "accum", "accum_batch", "accum_steps",
+                "micro_counts"]:
+        out[f"ch3.{key}"] = LIMITS[key]
+    out["ch3.accum_big_batch"] = LIMITS["accum"] * LIMITS["accum_batch"]
+    out["ch3.grad_example_counts"] = ", ".join(map(str, GRAD_EXAMPLE_COUNTS))
     return out
 
 

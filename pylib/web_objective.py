@@ -103,7 +103,7 @@ def logit_grad(session, args):
     if which not in ("untrained", "trained"):
         errors["model"] = "Choose the untrained or the trained model."
     elif which == "trained" and "params" not in _TRAINED:
-        errors["model"] = "There is no trained model yet: press Train first, or choose the untrained one."
+        errors["model"] = "There is no trained model in this page yet: choose “trained” and press Show to train it, or choose the untrained one."
     parsed = {}
     for key, label, lo, hi in [("window", "Window", 0, LIMITS["windows"] - 1),
                                ("position", "Position", 0, cfg.block_size - 1),
@@ -232,6 +232,8 @@ def accum_finish(session, args):
 # ---------------------------------------------------------------------------
 
 OPS = {
+    "objective_worked_examples": lambda s, a: {k: [{"count": n, "loss": x} for n, x in rows]
+                                               for k, rows in objective.WORKED_EXAMPLES.items()},
     "objective_denominators": lambda s, a: denominators(a),
     "objective_logit_grad": logit_grad,
     "objective_pretrain_start": pretrain_start,

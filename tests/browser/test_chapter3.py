@@ -1,0 +1,269 @@
+"""Chapter 3 in a real browser: the p - y table, the loss-denominator editor, the accumulation
+gradient comparison and the batch x 4 / accumulation 4 run, each with bad input refused visibly and
+nothing injected. The page's numbers are compared with the same pylib calls in CPython. One shared
+page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import SITE, chapter_fixture
+
+chapter3 = chapter_fixture("03-")
+
+TIMEOUT = 120_000  # ms: the longest op here is a short training run in the page
+
+
+def widget(page, name):
+    return page.locator(f'[data-widget="{name}"]').first
+
+
+def wait_settled(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
+    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
+                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def result(w):
+    raw = w.get_attribute("data-result")
+    return json.loads(raw) if raw else None
+
+
+def corpus():
+    from pylib import data
+    meta = json.loads((SITE / "data" / "vocab.json").read_text())
+    vocab = data.CharVocab(chars=tuple(meta["chars"]))
+    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
+    val = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
+    return vocab, train, val
+
+
+def no_injected_markup(page):
+    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
+
+
+# ---------------------------------------------------------------------------
+# p - y
+
+
+def show_logit_grad(page, **fields):
+    w = widget(page, "logit-grad")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    model = fields.pop("model", "untrained")
+    w.locator(f'input[name="model"][value="{model}"]').check()
+    for name, value in fields.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    w.locator('[data-action="run"]').click()
+    return w, wait_settled(w, ("done", "error"))
+
+
+def test_logit_grad_untrained_matches_pylib(chapter3):
+    from pylib import data, model, objective
+    w, status = show_logit_grad(chapter3, window=3, position=40, k=5)
+    assert status == "done"
+    r = result(w)
+    vocab, _, val = corpus()
+    cfg = model.GPTConfig()
+    x, y = data.eval_windows(val, 64, cfg.block_size)
+    logits = model.forward_logits(model.init_params(cfg, 0), cfg, x[3:4, :41])[0, 40]
+    p, onehot, grad = objective.logit_gradient(logits, int(y[3, 40]))
+    assert r["target"] == int(y[3, 40])
+    ids = objective.top_k_rows(p, onehot, grad, 5)
+    assert [row["id"] for row in r["rows"]] == ids
+    for row in r["rows"]:
+        assert row["p"] == pytest.approx(p[row["id"]], abs=1e-6)
+        assert row["grad"] == pytest.approx(p[row["id"]] - onehot[row["id"]], abs=1e-6)
+    assert abs(r["grad_sum"]) < 1e-6 and r["loss"] == pytest.approx(-math.log(p[int(y[3, 40])]), abs=1e-5)
+    expect(w.locator(".lg-is-target")).to_have_count(1)
+
+
+@pytest.mark.parametrize("field, value, text", [
+    ("window", "", "empty"), ("window", "-1", "between"), ("position", "64", "between"),
+    ("position", "2.5", "whole number"), ("k", "NaN", "finite"), ("k", "\U0001F600", "must be a number"),
+    ("window", "<img src=x onerror=alert(1)>", "must be a number"), ("k", "1e400", "finite"),
+])
+def test_logit_grad_refuses_bad_input_visibly(chapter3, field, value, text):
+    w, status = show_logit_grad(chapter3, **{field: value})
+    assert status == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    expect(w.locator(f'input[name="{field}"]')).to_have_attribute("aria-invalid", "true")
+    assert w.get_attribute("data-result") is None
+    no_injected_markup(chapter3)
+    w, status = show_logit_grad(chapter3, window=0, position=10, k=3)  # and it still works
+    assert status == "done"
+
+
+def test_logit_grad_trained_model_predicts_better_than_untrained(chapter3):
+    w, status = show_logit_grad(chapter3, model="trained", window=5, position=50, k=3)
+    assert status == "done", w.locator('[data-role="message"]').text_content()
+    r = result(w)
+    assert r["model"] == "trained" and r["trained_steps"] >= 1
+    w2, _ = show_logit_grad(chapter3, model="untrained", window=5, position=50, k=3)
+    untrained = result(w2)
+    # Loss over many positions is what training lowers; one position is noisy, so compare 8.
+    losses = {"trained": [], "untrained": []}
+    for which in losses:
+        for pos in range(20, 60, 5):
+            w3, s = show_logit_grad(chapter3, model=which, window=5, position=pos, k=1)
+            assert s == "done"
+            losses[which].append(result(w3)["loss"])
+    assert sum(losses["trained"]) < sum(losses["untrained"]) - 1.0
+    assert untrained["model"] == "untrained"
+
+
+# ---------------------------------------------------------------------------
+# The denominator table
+
+
+def fill_rows(w, rows):
+    """Make the table have exactly these (count, loss) rows, then Compute."""
+    while w.locator("tbody tr").count() > len(rows):
+        w.locator('tbody tr [data-action="remove"]').last.click()
+    while w.locator("tbody tr").count() < len(rows):
+        w.locator('[data-action="add"]').click()
+    for i, (count, loss) in enumerate(rows):
+        tr = w.locator("tbody tr").nth(i)
+        tr.locator('input[name="count"]').fill(str(count))
+        tr.locator('input[name="loss"]').fill(str(loss))
+    w.page.wait_for_timeout(300)  # the debounced update
+    w.locator('[data-action="run"]').click()
+    w.page.wait_for_timeout(200)
+    return wait_settled(w, ("done", "error"))
+
+
+def test_denominator_examples_match_the_outline(chapter3):
+    from pylib import objective
+    w = widget(chapter3, "loss-denominator")
+    expect(w).to_have_attribute("data-status", "done", timeout=TIMEOUT)
+    for button, key in [("example-a", "a"), ("example-b", "b")]:
+        w.locator(f'[data-action="{button}"]').click()
+        chapter3.wait_for_timeout(300)
+        assert wait_settled(w, ("done",)) == "done"
+        r = result(w)
+        expected = objective.compare_denominators(*zip(*objective.WORKED_EXAMPLES[key]))
+        assert r["token_weighted"] == pytest.approx(expected["token_weighted"])
+        assert r["mean_of_means"] == pytest.approx(expected["mean_of_means"])
+    assert result(w)["token_weighted"] == pytest.approx(1.6) and result(w)["mean_of_means"] == pytest.approx(2.5)
+
+
+def test_denominator_equal_counts_agree(chapter3):
+    w = widget(chapter3, "loss-denominator")
+    assert fill_rows(w, [(4, 1), (4, 9), (4, 2)]) == "done"
+    r = result(w)
+    assert r["token_weighted"] == pytest.approx(r["mean_of_means"]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("rows, text", [
+    ([(-1, 1)], "between 0"), ([(2.5, 1)], "whole number"), ([(1, -3)], "between 0"),
+    ([(1, "nan")], "finite"), ([("", 1)], "empty"), ([(0, 0), (0, 0)], "At least one token"),
+    ([(0, 5)], "no counted tokens"), ([("<b class=injected>1</b>", 1)], "must be a number"),
+    ([("\U0001F600", "\U0001F600")], "must be a number"), ([(1, "1e400")], "finite"),
+])
+def test_denominator_refuses_bad_input_visibly(chapter3, rows, text):
+    w = widget(chapter3, "loss-denominator")
+    assert fill_rows(w, rows) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert w.get_attribute("data-result") is None
+    no_injected_markup(chapter3)
+    assert fill_rows(w, [(2, 4), (6, 6)]) == "done"  # and it recovers
+    assert result(w)["token_weighted"] == pytest.approx(1.25)
+
+
+def test_denominator_rows_are_capped(chapter3):
+    w = widget(chapter3, "loss-denominator")
+    cap = int(w.get_attribute("data-rows-max"))
+    add = w.locator('[data-action="add"]')
+    while add.is_enabled():
+        add.click()
+    assert w.locator("tbody tr").count() == cap
+    assert fill_rows(w, [(1, 1)] * cap) == "done"
+    fill_rows(w, [(2, 4), (6, 6)])
+
+
+def test_denominator_with_no_rows_says_so(chapter3):
+    w = widget(chapter3, "loss-denominator")
+    assert fill_rows(w, []) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("at least one sequence")
+    assert fill_rows(w, [(2, 4), (6, 6)]) == "done"
+
+
+# ---------------------------------------------------------------------------
+# Gradient accumulation
+
+
+def compare_gradients(page, counts):
+    w = widget(page, "accum-gradient")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for i, n in enumerate(counts):
+        w.locator(f'input[name="count.{i}"]').fill(str(n))
+    w.locator('[data-action="run"]').click()
+    page.wait_for_timeout(100)
+    return w, wait_settled(w, ("done", "error"))
+
+
+def test_accum_gradient_matches_results(chapter3):
+    from conftest import ROOT
+    values = json.loads((ROOT / "results.json").read_text())["values"]
+    w, status = compare_gradients(chapter3, [64, 8, 32, 4])
+    assert status == "done"
+    r = result(w)
+    assert r["tokens"] == [512, 64, 256, 32]
+    assert r["mean_of_means"] == pytest.approx(values["ch3.grad.mean_of_means_rel_err"], rel=1e-3)
+    assert r["token_weighted"] < 1e-5
+    w, status = compare_gradients(chapter3, [16, 16, 16, 16])
+    assert result(w)["mean_of_means"] < 1e-5  # equal counts: both exact
+
+
+@pytest.mark.parametrize("counts, text", [
+    ([0, 0, 0, 0], "At least one"), ([65, 1, 1, 1], "between 0"), (["x", 1, 1, 1], "must be a number"),
+    (["", 1, 1, 1], "empty"), ([1, 1, 1, "<b class=injected>b</b>"], "must be a number"),
+])
+def test_accum_gradient_refuses_bad_input_visibly(chapter3, counts, text):
+    w, status = compare_gradients(chapter3, counts)
+    assert status == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    no_injected_markup(chapter3)
+    w, status = compare_gradients(chapter3, [64, 8, 32, 4])
+    assert status == "done"
+
+
+def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
+    w = widget(chapter3, "accum-curves")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill("0")
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
+    r = result(w)
+    from pylib import objective, train, model
+    from pylib.web_objective import accum_settings
+    _, tr, va = corpus()
+    big, acc = accum_settings(0)
+    hb = train.train(model.GPTConfig(), big, tr, va)[1]
+    ha = train.train(model.GPTConfig(), acc, tr, va)[1]
+    expected = max(abs(a["loss"] - b["loss"]) for a, b in zip(ha, hb))
+    assert r["steps"] == big.steps
+    assert r["max_abs_dloss"] < 1e-3 and expected < 1e-3  # seed 0: rounding only (results.md)
+    # Stop mid-run: status "stopped", no data-result, and the widget runs again afterwards.
+    w.locator('[data-action="run"]').click()
+    chapter3.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    assert w.get_attribute("data-result") is None
+    expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
+
+
+@pytest.mark.parametrize("seed, text", [("-3", "between"), ("abc", "must be a number"), ("", "empty"),
+                                        ("<b class=injected>1</b>", "must be a number")])
+def test_accum_curves_refuse_bad_seed(chapter3, seed, text):
+    w = widget(chapter3, "accum-curves")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill(seed)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ("done", "error")) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
+    no_injected_markup(chapter3)
