@@ -85,7 +85,7 @@ def compare_denominators(counts, loss_sums):
         "token_weighted": token_weighted_mean(counts, loss_sums),
         "mean_of_means": mean_of_sequence_means(counts, loss_sums),
         "sequence_means": [(s / n) if n > 0 else None for n, s in zip(counts, loss_sums)],
-        "weights": token_weights(counts),
+        "token_weights": token_weights(counts),  # not "weights": the worker transfers a result's .weights buffer
         "total_tokens": int(sum(counts)),
         "total_loss": float(sum(loss_sums)),
     }

@@ -72,8 +72,8 @@ export async function mount(root, client) {
       rows().forEach((tr, i) => {
         const mean = r.sequence_means[i];
         tr.querySelector(".ld-mean").textContent = mean == null ? "(none counted)" : mean.toFixed(4);
-        tr.querySelector(".ld-w1").textContent = r.counts[i] ? r.weights[i].token_weighted.toPrecision(3) : "–";
-        tr.querySelector(".ld-w2").textContent = r.counts[i] ? r.weights[i].mean_of_means.toPrecision(3) : "–";
+        tr.querySelector(".ld-w1").textContent = r.counts[i] ? r.token_weights[i].token_weighted.toPrecision(3) : "–";
+        tr.querySelector(".ld-w2").textContent = r.counts[i] ? r.token_weights[i].mean_of_means.toPrecision(3) : "–";
       });
       root.dataset.result = JSON.stringify({ token_weighted: r.token_weighted, mean_of_means: r.mean_of_means,
         total_tokens: r.total_tokens, counts: r.counts });
