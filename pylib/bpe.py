@@ -35,7 +35,7 @@ def pair_counts(ids, K, stop_id=None):
     if stop_id is not None:
         codes = codes[(ids[:-1] != stop_id) & (ids[1:] != stop_id)]
     if K * K <= 1 << 22:  # a dense count is fastest while the table is small
-        counts = np.bincount(codes, minlength=0)
+        counts = np.bincount(codes.astype(np.intp))  # intp: Pyodide's wasm32 bincount takes int32 only
         nz = np.flatnonzero(counts)
         return nz, counts[nz]
     return np.unique(codes, return_counts=True)  # sorted codes, like the dense path

@@ -47,7 +47,7 @@ def mixture_steps(state, model_cfg, train_cfg, n_steps):
             break
         x, y, which = data.mixture_batch(train_tokens, state["weights"], tc.batch_size, model_cfg.block_size,
                                          state["batch_rng"])
-        state["drawn"] += np.bincount(which, minlength=len(train_tokens))
+        state["drawn"] += np.bincount(which.astype(np.intp), minlength=len(train_tokens))  # intp: wasm32
         lr = warmup_cosine_lr(state["step"], tc.lr, tc.warmup_steps, tc.steps, tc.min_lr)
         loss, grads = model.loss_and_grads(params, model_cfg, x, y)
         grad_norm = optim.clip_grad_norm(grads, tc.grad_clip)

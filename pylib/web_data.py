@@ -26,8 +26,23 @@ DATA_LIMITS = {
 _RUNS = {}  # "bpe" | "mix" | "own" -> the state of that chunked run
 
 
+LABELS = {"start": "Start position", "position": "Position", "n_chars": "Characters", "vocab_size": "Vocabulary size",
+          "weight": "Weight", "split": "Split"}
+
+
 def _field_error(field, message):
     return InputError({field: message})
+
+
+def _labelled(parse, raw, field, *bounds):
+    """pylib.web's parser, with this module's reader-facing field label at the start of its message."""
+    try:
+        return parse(raw, field, *bounds)
+    except InputError as e:
+        msg = e.errors[field]
+        if field in LABELS and msg.startswith(field):
+            msg = LABELS[field] + msg[len(field):]
+        raise InputError({field: msg}) from None
 
 
 def _text(raw, field, limit, label="Text"):
@@ -63,7 +78,7 @@ def window(session, args):
     """The block_size+1 tokens at start: inputs and targets side by side."""
     T = model.GPTConfig().block_size
     tokens = _tokens(session, args.get("split", "train"))
-    start = parse_int(args.get("start"), "start", 0, len(tokens) - T - 1)
+    start = _labelled(parse_int, args.get("start"), "start", 0, len(tokens) - T - 1)
     x, y = data.window_at(tokens, start, T)
     return {"start": start, "max_start": len(tokens) - T - 1, "block_size": T,
             "x": [_show(session, int(i)) for i in x], "y": [_show(session, int(i)) for i in y]}
@@ -72,9 +87,9 @@ def window(session, args):
 def excerpt(session, args):
     """Corpus text (decoded ids) from start, for the BPE widget."""
     tokens = _tokens(session, args.get("split", "train"))
-    length = parse_int(args.get("length"), "length", 1, DATA_LIMITS["excerpt_max"])
-    start = parse_int(args.get("start"), "start", 0, max(0, len(tokens) - length))
-    ids = tokens[start:start + length]
+    n_chars = _labelled(parse_int, args.get("n_chars"), "n_chars", 1, DATA_LIMITS["excerpt_max"])
+    start = _labelled(parse_int, args.get("start"), "start", 0, max(0, len(tokens) - n_chars))
+    ids = tokens[start:start + n_chars]
     return {"text": "".join("\n\n" if i == session.vocab.eos_id else session.vocab.chars[i] for i in ids)}
 
 
@@ -86,7 +101,7 @@ def bpe_start(session, args):
     """Validate the text and target vocabulary; set up the merges."""
     text = _text(args.get("text"), "text", DATA_LIMITS["bpe_text_max"])
     base, ids = bpe.text_base(text)
-    vocab_size = parse_int(args.get("vocab_size"), "vocab_size", len(base) + 1,
+    vocab_size = _labelled(parse_int, args.get("vocab_size"), "vocab_size", len(base) + 1,
                            max(len(base) + 1, DATA_LIMITS["bpe_vocab_max"]))
     _RUNS["bpe"] = {"base": base, "ids": ids, "n_chars": len(text), "target": vocab_size, "merges": [],
                     "strings": list(base), "done": False}
@@ -143,7 +158,7 @@ def pack_window(session, args):
     tokens = _tokens(session, args.get("split", "val"))
     raw = args.get("start")
     start = first_boundary_window(tokens, session.vocab.eos_id, T) if raw in (None, "auto") else \
-        parse_int(raw, "start", 0, len(tokens) - T - 1)
+        _labelled(parse_int, raw, "start", 0, len(tokens) - T - 1)
     x, _ = data.window_at(tokens, start, T)
     doc_ids = data.doc_ids_from_eos(x[None], session.vocab.eos_id)  # (1, T)
     causal = np.isfinite(layers.causal_mask(T, np.float64))  # (T, T) True where attention is allowed
@@ -161,8 +176,8 @@ def leak_test(session, args):
     """
     T = model.GPTConfig().block_size
     tokens = _tokens(session, args.get("split", "val"))
-    start = parse_int(args.get("start"), "start", 0, len(tokens) - T - 1)
-    position = parse_int(args.get("position"), "position", 0, T - 1)
+    start = _labelled(parse_int, args.get("start"), "start", 0, len(tokens) - T - 1)
+    position = _labelled(parse_int, args.get("position"), "position", 0, T - 1)
     x, _ = data.window_at(tokens, start, T)
     x = x[None]  # (1, T)
     eos = session.vocab.eos_id
@@ -192,7 +207,7 @@ def leak_test(session, args):
 def mix_start(session, args):
     """Comedies at weight w, tragedies at 1 - w; the play spans come from the page (build-time data)."""
     session._need_corpus()
-    w = parse_number(args.get("weight"), "weight")
+    w = _labelled(parse_number, args.get("weight"), "weight")
     if not 0 <= w <= 1:
         raise _field_error("weight", f"Weight must be between 0 and 1; got {w:g}.")
     steps = parse_int(args.get("steps"), "steps", 1, DATA_LIMITS["mix_steps_max"])

@@ -19,7 +19,7 @@ export async function mount(root, client) {
   const chart = $('[data-role="chart"]');
   const readouts = Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((e) => [e.dataset.readout, e]));
   const setStatus = (status, text) => { root.dataset.status = status; message.textContent = text; };
-  const fields = ["text", "start", "length", "vocab_size"];
+  const fields = ["text", "start", "n_chars", "vocab_size"];
   const markInvalid = (errors) => fields.forEach((f) => errors && errors[f]
     ? form.elements[f].setAttribute("aria-invalid", "true") : form.elements[f].removeAttribute("aria-invalid"));
   let running = false;
@@ -34,7 +34,7 @@ export async function mount(root, client) {
   const loadExcerpt = async () => {
     markInvalid(null);
     try {
-      const r = await client.call("data_excerpt", { start: form.elements.start.value, length: form.elements.length.value });
+      const r = await client.call("data_excerpt", { start: form.elements.start.value, n_chars: form.elements.n_chars.value });
       form.elements.text.value = r.text;
       setStatus("ready", `Loaded ${r.text.length.toLocaleString("en")} characters of the training plays.`);
     } catch (err) {

@@ -29,7 +29,7 @@ export async function mount(root, client) {
         return cell;
       }));
       root.dataset.result = JSON.stringify({ start: w.start, x: w.x.join(""), y: w.y.join("") });
-      setStatus("done", `Window at ${w.start.toLocaleString("en")} (of 0–${w.max_start.toLocaleString("en")}): ` +
+      setStatus("done", `Window at position ${w.start.toLocaleString("en")} (positions 0–${w.max_start.toLocaleString("en")}): ` +
         `${w.block_size + 1} tokens give ${w.block_size} inputs and ${w.block_size} targets.`);
     } catch (err) {
       if (err.kind === "input") form.elements.start.setAttribute("aria-invalid", "true");

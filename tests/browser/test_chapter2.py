@@ -1,0 +1,277 @@
+"""Chapter 2 in a real browser: the window, BPE, packed-mask/leak, mixture and own-text widgets work
+on the real page and worker, agree with CPython where they compute the same thing, refuse bad
+input with a visible message (nothing injected), and stop when asked. One shared page
+(conftest.chapter2); a console error or a request off 127.0.0.1 fails any test."""
+
+import json
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import SITE, chapter_fixture
+
+chapter2 = chapter_fixture("02-")
+TIMEOUT = 120_000  # ms
+MARKUP = '<img src=x onerror="window.__pwned=1"><b>bold</b><script>window.__pwned=1</script>'
+
+
+def widget(page, name):
+    return page.locator(f'[data-widget="{name}"]').first
+
+
+def wait_status(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
+    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)", arg=[w.element_handle(), list(statuses)],
+                             timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def submit(w, action="run", **fields):
+    """Fill fields (by name), clear data-status to 'pending', press the action button."""
+    expect(w.locator(f'[data-action="{action}"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in fields.items():
+        w.locator(f'[name="{name}"]').fill(str(value))
+    w.evaluate("el => { el.dataset.status = 'pending'; }")
+    w.locator(f'[data-action="{action}"]').click()
+
+
+def nothing_injected(page):
+    assert page.evaluate("() => window.__pwned === undefined")
+    assert page.locator('.widget img, .widget b, .widget script:not([type="application/json"])').count() == 0
+
+
+def corpus():
+    from pylib import data
+
+    meta = json.loads((SITE / "data" / "vocab.json").read_text())
+    vocab = data.CharVocab(chars=tuple(meta["chars"]))
+    return vocab, np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8), np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
+
+
+def session():
+    from pylib import web
+
+    s = web.Session()
+    s.vocab, s.train_tokens, s.val_tokens = corpus()
+    return s
+
+
+# ---------------------------------------------------------------------------
+# Windows
+
+
+def test_window_widget_shows_targets_shifted_by_one_as_cpython(chapter2):
+    w = widget(chapter2, "windows")
+    submit(w, start="12345")
+    assert wait_status(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    vocab, train, _ = corpus()
+    assert r["start"] == 12345 and r["x"] == vocab.decode(train[12345:12409]).replace("\u2404\n\n", "\u2404")
+    assert r["x"][1:] == r["y"][:-1]
+    assert w.locator(".dw-cell").count() == 64
+
+
+@pytest.mark.parametrize("raw", ["", "-5", "🎭", MARKUP, "1e99", "NaN"])
+def test_window_widget_refuses_bad_start(chapter2, raw):
+    w = widget(chapter2, "windows")
+    submit(w, start=raw)
+    assert wait_status(w) == "error"
+    expect(w.locator('[data-role="message"]')).not_to_be_empty()
+    expect(w.locator('input[name="start"]')).to_have_attribute("aria-invalid", "true")
+    nothing_injected(chapter2)
+    submit(w, start="0")
+    assert wait_status(w) == "done"
+
+
+# ---------------------------------------------------------------------------
+# BPE
+
+
+def test_bpe_widget_learns_the_wikipedia_merges(chapter2):
+    w = widget(chapter2, "bpe")
+    submit(w, text="aaabdaaabac", vocab_size="100")
+    assert wait_status(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    assert r["vocab_size"] == 7 and r["n_merges"] == 3 and r["n_tokens"] == 5
+    assert [t.strip() for t in w.locator('[data-role="merges"] .m-token').all_text_contents()] == ["aa", "ab", "aaab"]
+    assert w.locator('[data-role="tokens"] .tok').all_text_contents() == ["aaab", "d", "aaab", "a", "c"]
+
+
+def test_bpe_widget_on_corpus_text_matches_cpython(chapter2):
+    from pylib import bpe
+
+    w = widget(chapter2, "bpe")
+    submit(w, "excerpt", start="1000", n_chars="3000")
+    chapter2.wait_for_function("el => el.value.length > 2000", arg=w.locator("textarea").element_handle())
+    text = w.locator("textarea").input_value()
+    submit(w, vocab_size="120")
+    assert wait_status(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    tok, ids = bpe.train_bpe_on_text(text, 120 - len(set(text)))
+    assert r["vocab_size"] == tok.vocab_size and r["n_tokens"] == ids.size
+
+
+@pytest.mark.parametrize("text, vocab, needle", [
+    ("", "100", "empty"), ("   \n ", "100", "empty"), ("x" * 20001, "100", "limit"),
+    ("hello hello", "NaN", "finite"), ("hello hello", "-4", "between"), ("hello hello", "🎭", "number"),
+])
+def test_bpe_widget_refuses_bad_input(chapter2, text, vocab, needle):
+    w = widget(chapter2, "bpe")
+    w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
+    submit(w, vocab_size=vocab)
+    assert wait_status(w) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(needle)
+
+
+def test_bpe_widget_keeps_emoji_and_markup_as_text(chapter2):
+    w = widget(chapter2, "bpe")
+    text = (MARKUP + " 🎭😀 to be 🎭 ") * 20
+    w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
+    submit(w, vocab_size="80")
+    assert wait_status(w) == "done"
+    shown = "".join(w.locator('[data-role="tokens"] .tok').all_text_contents())
+    assert "🎭" in shown and "<img" in shown
+    nothing_injected(chapter2)
+
+
+def test_bpe_widget_stops(chapter2):
+    w = widget(chapter2, "bpe")
+    submit(w, "excerpt", start="0", n_chars="20000")
+    chapter2.wait_for_function("el => el.value.length > 15000", arg=w.locator("textarea").element_handle())
+    submit(w, vocab_size="1000")
+    chapter2.wait_for_function("el => el.querySelectorAll('.bpe-merges li').length > 0", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w) == "stopped"
+    r = json.loads(w.get_attribute("data-result"))
+    assert r["stopped"] and 0 < r["n_merges"] < 1000 - 60
+
+
+# ---------------------------------------------------------------------------
+# Packing mask and leak test
+
+
+def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
+    w = widget(chapter2, "packmask")
+    assert wait_status(w, ("done", "error")) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    assert r["n_docs"] >= 2 and r["allowed_doc_mask"] < r["allowed_causal"] == 64 * 65 // 2
+    submit(w, "leak", position="5")
+    chapter2.wait_for_function("el => el.dataset.leak !== undefined", arg=w.element_handle(), timeout=TIMEOUT)
+    leak = json.loads(w.get_attribute("data-leak"))
+    assert leak["max_other_masked"] == 0.0 and leak["max_other_unmasked"] > 0.0
+    from pylib import web_data
+
+    expected = web_data.leak_test(session(), {"start": r["start"], "position": 5})
+    assert abs(leak["max_other_unmasked"] - expected["max_other_unmasked"]) <= 1e-9 * max(1.0, expected["max_other_unmasked"])
+    assert w.locator('[data-role="bars-masked"] rect').count() == 64
+
+
+@pytest.mark.parametrize("raw", ["", "64", "-1", "🎭", MARKUP])
+def test_leak_test_refuses_bad_positions(chapter2, raw):
+    w = widget(chapter2, "packmask")
+    w.locator('input[name="position"]').fill(raw)
+    w.evaluate("el => { delete el.dataset.leak; }")
+    w.locator('[data-action="leak"]').click()
+    expect(w.locator('[data-role="leak-message"]')).to_have_class("widget-message error", timeout=TIMEOUT)
+    expect(w.locator('input[name="position"]')).to_have_attribute("aria-invalid", "true")
+    nothing_injected(chapter2)
+
+
+@pytest.mark.parametrize("raw", ["-1", "🎭", "99999999999"])
+def test_packmask_refuses_bad_starts(chapter2, raw):
+    w = widget(chapter2, "packmask")
+    submit(w, start=raw)
+    assert wait_status(w) == "error"
+    expect(w.locator('[data-role="message"]')).not_to_be_empty()
+    submit(w, start="auto")
+    assert wait_status(w) == "done"
+
+
+# ---------------------------------------------------------------------------
+# Mixture
+
+
+def test_mixture_widget_runs_and_matches_cpython(chapter2):
+    from pylib import web_data
+
+    w = widget(chapter2, "mixture")
+    submit(w, weight="0.3", steps="20", seed="1")
+    assert wait_status(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    spans = json.loads(w.locator('[data-role="config"]').text_content())["spans"]
+    s = session()
+    web_data.mix_start(s, {"weight": "0.3", "steps": "20", "seed": "1", "spans": spans})
+    while not web_data.mix_chunk(s, {})["done"]:
+        pass
+    expected = web_data.mix_finish(s, {})
+    assert r["fractions"] == expected["fractions"]  # the same windows were drawn
+    np.testing.assert_allclose(r["held_out"], expected["held_out"], rtol=1e-4)
+
+
+@pytest.mark.parametrize("weight, steps", [("1.5", "20"), ("", "20"), ("NaN", "20"), ("0.5", "0"), ("0.5", "🎭"), (MARKUP, "5")])
+def test_mixture_widget_refuses_bad_input(chapter2, weight, steps):
+    w = widget(chapter2, "mixture")
+    submit(w, weight=weight, steps=steps)
+    assert wait_status(w) == "error"
+    expect(w.locator('[data-role="message"]')).not_to_be_empty()
+    nothing_injected(chapter2)
+
+
+def test_mixture_widget_stops(chapter2):
+    w = widget(chapter2, "mixture")
+    submit(w, weight="0.5", steps="2000", seed="0")
+    chapter2.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w) == "stopped"
+    assert json.loads(w.get_attribute("data-result"))["steps"] < 2000
+
+
+# ---------------------------------------------------------------------------
+# Own text
+
+
+OWN_TEXT = ("🎭 Now is the winter of our discontent, <b>made</b> glorious summer by this sun of York. 😀\n"
+            "And all the clouds that lour'd upon our house in the deep bosom of the ocean buried.\n") * 8
+
+
+def test_own_text_trains_and_samples_as_text(chapter2):
+    w = widget(chapter2, "owntext")
+    w.locator("textarea").fill(OWN_TEXT)
+    submit(w, steps="30", seed="0")
+    assert wait_status(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    assert r["steps"] == 30 and r["final_val_loss"] is not None
+    expect(w.locator('[data-role="sample"]')).not_to_be_empty()
+    assert w.locator('[data-readout="vocab"]').text_content() == str(len(set(OWN_TEXT)) + 1)  # all kinds kept, + EOS
+    nothing_injected(chapter2)
+
+
+@pytest.mark.parametrize("text, needle", [("", "empty"), ("short text", "at least"), (MARKUP, "at least")])
+def test_own_text_refuses_unusable_text(chapter2, text, needle):
+    w = widget(chapter2, "owntext")
+    w.locator("textarea").fill(text)
+    submit(w, steps="10")
+    assert wait_status(w) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(needle)
+    nothing_injected(chapter2)
+
+
+def test_own_text_rejects_a_10_mb_paste_with_a_message(chapter2):
+    w = widget(chapter2, "owntext")
+    w.locator("textarea").evaluate("el => { el.value = 'abcdefghij'.repeat(1000000); }")  # 10,000,000 characters
+    submit(w, steps="10")
+    assert wait_status(w, timeout=30_000) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("10,000,000 characters")
+    w.locator("textarea").fill(OWN_TEXT)  # and the widget keeps working
+    submit(w, steps="5")
+    assert wait_status(w) == "done"
+
+
+def test_own_text_stops(chapter2):
+    w = widget(chapter2, "owntext")
+    w.locator("textarea").fill(OWN_TEXT)
+    submit(w, steps="2000")
+    chapter2.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w) == "stopped"
+    expect(w.locator('[data-role="sample"]')).not_to_be_empty()
