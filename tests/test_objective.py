@@ -107,3 +107,17 @@ def test_grad_accumulation_of_four_matches_a_batch_four_times_larger():
     d = max(abs(a["loss"] - b["loss"]) for a, b in zip(ha, hb))
     assert d < 1e-4  # float32 rounding only (a different window would move the loss by ~1e-2)
     assert all(math.isfinite(r["loss"]) for r in ha)
+
+
+def test_results_json_was_measured_with_the_current_chapter3_settings():
+    import dataclasses
+    import json
+
+    import measure
+    from experiments import ch3
+    results = json.loads(measure.RESULTS_JSON.read_text())
+    _, acc = web_obj.accum_settings(0)
+    expected = {k: v for k, v in dataclasses.asdict(acc).items() if k != "seed"}
+    assert results["settings"]["ch3.accum"] == expected, "settings changed: run `python build.py --measure`"
+    assert results["values"]["ch3.mtp.lambda"] == ch3.MTP_WEIGHT
+    assert results["settings"]["ch3.grad"]["counts_per_window"] == ch3.GRAD_EXAMPLE_COUNTS
