@@ -16,7 +16,7 @@ function text(parent, x, y, s, anchor = "start") {
   return t;
 }
 
-const fmt = (v) => (Math.abs(v) >= 100 || v === 0 ? String(Math.round(v)) : Math.abs(v) < 0.01 ? v.toExponential(1) : v.toFixed(2));
+const fmt = (v) => (Number.isInteger(v) || Math.abs(v) >= 100 ? String(Math.round(v)) : Math.abs(v) < 0.01 ? v.toExponential(1) : v.toFixed(2));
 
 /** series: [{xs, ys, color, dots?}]; draws axes from the data range (or opts.xmin/xmax/ymin/ymax). */
 export function lineChart(svg, series, opts = {}) {
@@ -60,7 +60,7 @@ export function barChart(svg, values, colors, opts = {}) {
   text(svg, L - 4, H - B, "0", "end");
   if (opts.title) text(svg, L, T - 3, opts.title);
   values.forEach((v, i) => {
-    const h = top > 0 ? (v / top) * (H - T - B) : 0;
+    const h = top > 0 ? Math.min(v / top, 1) * (H - T - B) : 0; // a bar above ymax is clipped at the top
     el("rect", { x: L + i * bw + 0.5, y: H - B - h, width: Math.max(bw - 1, 1), height: h, fill: colors[i] }, svg);
   });
   text(svg, L, H - 4, "position 0", "start");

@@ -3,7 +3,7 @@
 
 import { barChart, DOC_COLORS } from "./data-svg.js";
 
-const SHOWN = { "\n": "↵\n" };
+const SHOWN = { "\n": "↵\n", "␄": "[EOS]" };
 
 export async function mount(root, client) {
   const $ = (sel) => root.querySelector(sel);
@@ -65,8 +65,10 @@ export async function mount(root, client) {
     if (!win) return;
     try {
       const r = await client.call("data_leak", { start: win.start, position: leakForm.elements.position.value });
-      const colors = r.doc_ids.map(color);
-      const top = Math.max(...r.masked, ...r.unmasked);
+      const colors = r.doc_ids.map((d, t) => (t === r.position ? "#bbb" : color(d)));
+      // The changed position itself moves most; the scale is set by the others (its grey bar is clipped).
+      const others = (v) => v.filter((_, t) => t !== r.position);
+      const top = Math.max(...others(r.masked), ...others(r.unmasked));
       barChart($('[data-role="bars-masked"]'), r.masked, colors, { ymax: top, title: "with the document mask" });
       barChart($('[data-role="bars-unmasked"]'), r.unmasked, colors, { ymax: top, title: "causal mask only" });
       root.dataset.leak = JSON.stringify({ position: r.position, max_other_masked: r.max_other_masked, max_other_unmasked: r.max_other_unmasked });

@@ -1,7 +1,7 @@
 // One training window (pylib.web_data.window): inputs x and targets y = x shifted by one.
 // Tokens from the corpus are shown with textContent.
 
-const SHOWN = { "\n": "↵", " ": "␣" };
+const SHOWN = { "\n": "↵", " ": "␣", "␄": "EOS" }; // ␄ is missing from many fonts
 const show = (ch) => SHOWN[ch] ?? ch;
 
 export async function mount(root, client) {
