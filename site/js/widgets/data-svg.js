@@ -50,7 +50,7 @@ export function lineChart(svg, series, opts = {}) {
 
 /** values: numbers per position; colors: a color per bar; one bar chart with its max on the y axis. */
 export function barChart(svg, values, colors, opts = {}) {
-  const W = 480, H = 120, L = 44, R = 6, T = 14, B = 18;
+  const W = 480, H = 120, L = 52, R = 6, T = 14, B = 18;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
   const top = opts.ymax ?? Math.max(...values, 0);
