@@ -106,7 +106,7 @@ async function dispatch({ id, op, args }) {
     const value = op === "train" ? await chunkedRun(id, "train", args)
       : op.startsWith("run:") ? await chunkedRun(id, op.slice(4), args)
       : callPython(op, args);
-    const transfer = value && value.weights ? [value.weights.buffer] : [];
+    const transfer = value && value.weights instanceof Uint8Array ? [value.weights.buffer] : [];
     post({ type: "result", id, value }, transfer);
   } catch (err) {
     const kind = err instanceof OpError ? err.kind : "internal";
