@@ -1,24 +1,19 @@
 // Batch x 4 against accumulation 4, step by step: a thin view over the chunked
 // run:objective_accum (pylib.web_objective, which calls pylib.train for both runs). It only draws.
 
+import { startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+
 const COLORS = { big: "#2a5db0", accum: "#d9480f" };
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
-  const runButton = $('[data-action="run"]');
-  const stopButton = $('[data-action="stop"]');
-  const message = $('[data-role="message"]');
+  const { $, form, message, runButton, stopButton } = widgetParts(root);
   const chartEl = $('[data-role="chart"]');
   const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
   let running = false;
   let plot = null;
   let data = [[], [], []];
 
-  const setStatus = (status, text) => {
-    root.dataset.status = status;
-    if (text !== undefined) message.textContent = text;
-  };
+  const setStatus = statusSetter(root, message);
   const size = () => {
     const width = Math.max(280, chartEl.clientWidth || 600);
     return { width, height: width < 500 ? 220 : 280 };
@@ -47,22 +42,10 @@ export async function mount(root, client) {
     new ResizeObserver(() => plot && plot.setSize(size())).observe(chartEl);
   }
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton]))) return;
   reset(1);
 
-  stopButton.addEventListener("click", () => {
-    if (!running) return;
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = "Stopping after this chunk…";
-  });
+  wireStop(stopButton, client, message, () => running);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

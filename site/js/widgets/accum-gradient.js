@@ -1,28 +1,17 @@
 // Accumulating microbatches with different token counts: a thin view over pylib.web_objective's
 // objective_accum_grads (pylib.objective.accumulation_errors). Shown with textContent only.
 
+import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
+
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
-  const runButton = $('[data-action="run"]');
-  const message = $('[data-role="message"]');
+  const { $, form, message, runButton } = widgetParts(root);
   const inputs = [...form.querySelectorAll("input")];
   const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
   let busy = false;
 
-  const setStatus = (status, text) => {
-    root.dataset.status = status;
-    if (text !== undefined) message.textContent = text;
-  };
+  const setStatus = statusSetter(root, message);
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton]))) return;
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

@@ -1,27 +1,23 @@
 // Live BPE (pylib.bpe through pylib.web_data's data_bpe_* ops, chunked and stoppable).
 // Merges and tokens are shown with textContent: pasted markup stays text.
 
+import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 import { lineChart } from "./data-svg.js";
 
 const SHOWN = { "\n": "↵", " ": "␣" };
 const show = (s) => [...s].map((ch) => SHOWN[ch] ?? ch).join("");
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const config = JSON.parse($('[data-role="config"]').textContent);
-  const form = $('[data-role="form"]');
-  const message = $('[data-role="message"]');
-  const runButton = $('[data-action="run"]');
-  const stopButton = $('[data-action="stop"]');
+  const { $, form, message, runButton, stopButton } = widgetParts(root);
+  const config = readConfig(root);
   const excerptButton = $('[data-action="excerpt"]');
   const mergesList = $('[data-role="merges"]');
   const tokensBox = $('[data-role="tokens"]');
   const chart = $('[data-role="chart"]');
-  const readouts = Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((e) => [e.dataset.readout, e]));
-  const setStatus = (status, text) => { root.dataset.status = status; message.textContent = text; };
+  const readouts = readoutMap(root);
+  const setStatus = statusSetter(root, message);
   const fields = ["text", "start", "n_chars", "vocab_size"];
-  const markInvalid = (errors) => fields.forEach((f) => errors && errors[f]
-    ? form.elements[f].setAttribute("aria-invalid", "true") : form.elements[f].removeAttribute("aria-invalid"));
+  const markInvalid = invalidMarker(fields, (name) => form.elements[name]);
   let running = false;
   let curve = { xs: [], ys: [] };
 
@@ -43,24 +39,12 @@ export async function mount(root, client) {
     }
   };
 
-  runButton.disabled = excerptButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton, excerptButton]))) return;
   await loadExcerpt();
   draw();
   runButton.disabled = excerptButton.disabled = false;
   excerptButton.addEventListener("click", loadExcerpt);
-  stopButton.addEventListener("click", () => {
-    if (!running) return;
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = "Stopping after this chunk…";
-  });
+  wireStop(stopButton, client, message, () => running);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

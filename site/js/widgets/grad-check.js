@@ -1,20 +1,16 @@
 // The streamed gradient check: a thin view over pylib.web_backprop's backprop_check_* ops, run by
 // the worker as "run:backprop_check" (one or more tensors per chunk, stoppable between chunks).
 
+import { startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+
 const sci = (v) => (v == null || !Number.isFinite(v) ? "–" : v.toExponential(2));
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const runButton = $('[data-action="run"]');
-  const stopButton = $('[data-action="stop"]');
-  const message = $('[data-role="message"]');
+  const { $, message, runButton, stopButton } = widgetParts(root);
   const tbody = $('[data-role="rows"]');
   const rowTemplate = $('template[data-role="row"]');
   let running = false;
-  const setStatus = (status, text) => {
-    root.dataset.status = status;
-    if (text !== undefined) message.textContent = text;
-  };
+  const setStatus = statusSetter(root, message);
 
   const addRow = (r) => {
     const tr = rowTemplate.content.firstElementChild.cloneNode(true);
@@ -26,23 +22,11 @@ export async function mount(root, client) {
     tbody.append(tr);
   };
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton]))) return;
   runButton.disabled = false;
   setStatus("ready", "Ready. Press Run to check every parameter tensor.");
 
-  stopButton.addEventListener("click", () => {
-    if (!running) return;
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = "Stopping after this tensor…";
-  });
+  wireStop(stopButton, client, message, () => running, "Stopping after this tensor…");
 
   runButton.addEventListener("click", async () => {
     if (running) return;

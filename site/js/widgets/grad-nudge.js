@@ -2,6 +2,8 @@
 // validation, both slopes and the error-vs-h sweep are computed in Python; this file only draws.
 // Everything typed by the reader is shown with textContent.
 
+import { invalidMarker, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+
 const FIELDS = ["name", "index", "h"];
 const sci = (v, digits = 6) => (v == null || !Number.isFinite(v) ? "–" : v.toExponential(digits));
 
@@ -28,34 +30,15 @@ function makeChart(el) {
 }
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
-  const runButton = $('[data-action="run"]');
-  const message = $('[data-role="message"]');
-  const readouts = Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((el) => [el.dataset.readout, el]));
-  const setStatus = (status, text = "") => {
-    root.dataset.status = status;
-    message.textContent = text;
-  };
-  const markInvalid = (errors) => {
-    for (const name of FIELDS) {
-      if (errors && errors[name]) form.elements[name].setAttribute("aria-invalid", "true");
-      else form.elements[name].removeAttribute("aria-invalid");
-    }
-  };
+  const { $, form, message, runButton } = widgetParts(root);
+  const readouts = readoutMap(root);
+  const setStatus = statusSetter(root, message);
+  const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
   const clearReadouts = () => Object.values(readouts).forEach((el) => (el.textContent = "–"));
   const chart = makeChart($('[data-role="chart"]'));
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
   let info;
-  try {
-    await client.start();
-    info = await client.call("backprop_params");
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton], async () => { info = await client.call("backprop_params"); }))) return;
   const list = $('[data-role="names"]');
   list.replaceChildren(
     ...info.params.map((p) => {

@@ -2,15 +2,13 @@
 // objective_logit_grad (pylib.loss's forward and backward) and, for the trained model, the chunked
 // run:objective_pretrain. Everything from the reader or the model is shown with textContent.
 
+import { invalidMarker, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+
 const SHOWN = { "\n": "↵", " ": "␣", "\t": "⇥" };
 const FIELDS = ["model", "window", "position", "k"];
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
-  const runButton = $('[data-action="run"]');
-  const stopButton = $('[data-action="stop"]');
-  const message = $('[data-role="message"]');
+  const { $, form, message, runButton, stopButton } = widgetParts(root);
   const output = $('[data-role="output"]');
   const rowTemplate = $('template[data-role="row"]');
   const charTemplate = $('template[data-role="char"]');
@@ -18,17 +16,8 @@ export async function mount(root, client) {
   let busy = false;
   let trained = false;
 
-  const setStatus = (status, text) => {
-    root.dataset.status = status;
-    if (text !== undefined) message.textContent = text;
-  };
-  const markInvalid = (errors) => {
-    for (const name of FIELDS) {
-      const el = name === "model" ? $('[data-role="model"]') : form.elements[name];
-      if (errors && errors[name]) el.setAttribute("aria-invalid", "true");
-      else el.removeAttribute("aria-invalid");
-    }
-  };
+  const setStatus = statusSetter(root, message);
+  const markInvalid = invalidMarker(FIELDS, (name) => (name === "model" ? $('[data-role="model"]') : form.elements[name]));
   const showError = (err) => {
     if (err.kind === "input" && err.errors) {
       markInvalid(err.errors);
@@ -38,14 +27,7 @@ export async function mount(root, client) {
     }
   };
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton]))) return;
 
   async function pretrain() {
     stopButton.disabled = false;
@@ -92,11 +74,7 @@ export async function mount(root, client) {
     output.hidden = false;
   }
 
-  stopButton.addEventListener("click", () => {
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = "Stopping after this chunk…";
-  });
+  wireStop(stopButton, client, message);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

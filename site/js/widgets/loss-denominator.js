@@ -1,22 +1,18 @@
 // The loss-denominator table: a thin view over pylib.web_objective's objective_denominators
 // (validation and both reductions in pylib.objective). Inputs are read as strings and sent as typed.
 
+import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
+
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
+  const { $, form, message, runButton } = widgetParts(root);
   const tbody = $('[data-role="rows"]');
-  const runButton = $('[data-action="run"]');
   const addButton = $('[data-action="add"]');
-  const message = $('[data-role="message"]');
   const rowTemplate = $('template[data-role="row"]');
   const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
   const rowsMax = Number(root.dataset.rowsMax);
   let examples = null;
 
-  const setStatus = (status, text) => {
-    root.dataset.status = status;
-    if (text !== undefined) message.textContent = text;
-  };
+  const setStatus = statusSetter(root, message);
   const rows = () => [...tbody.querySelectorAll("tr")];
   const renumber = () => {
     rows().forEach((tr, i) => { tr.querySelector(".ld-name").textContent = String(i + 1); });
@@ -44,15 +40,7 @@ export async function mount(root, client) {
     for (const r of example) addRow(r.count, r.loss);
   };
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-    examples = await client.call("objective_worked_examples");
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton], async () => { examples = await client.call("objective_worked_examples"); }))) return;
 
   let sequence = 0;
   async function compute() {

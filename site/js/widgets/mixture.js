@@ -1,40 +1,24 @@
 // A two-source mixture run (pylib.mixture via pylib.web_data's data_mix_* ops, chunked, stoppable).
 
+import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 import { lineChart } from "./data-svg.js";
 
 const FIELDS = ["weight", "steps", "seed"];
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const config = JSON.parse($('[data-role="config"]').textContent);
-  const form = $('[data-role="form"]');
-  const message = $('[data-role="message"]');
-  const runButton = $('[data-action="run"]');
-  const stopButton = $('[data-action="stop"]');
+  const { $, form, message, runButton, stopButton } = widgetParts(root);
+  const config = readConfig(root);
   const chart = $('[data-role="chart"]');
-  const readouts = Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((e) => [e.dataset.readout, e]));
-  const setStatus = (status, text) => { root.dataset.status = status; message.textContent = text; };
-  const markInvalid = (errors) => FIELDS.forEach((f) => errors && errors[f]
-    ? form.elements[f].setAttribute("aria-invalid", "true") : form.elements[f].removeAttribute("aria-invalid"));
+  const readouts = readoutMap(root);
+  const setStatus = statusSetter(root, message);
+  const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
   let running = false;
 
   form.elements.slider.addEventListener("input", () => { form.elements.weight.value = form.elements.slider.value; });
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton]))) return;
   runButton.disabled = false;
   setStatus("ready", "Ready. Choose a weight and press Train.");
-  stopButton.addEventListener("click", () => {
-    if (!running) return;
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = "Stopping after this chunk…";
-  });
+  wireStop(stopButton, client, message, () => running);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

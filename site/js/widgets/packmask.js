@@ -1,23 +1,21 @@
 // The attention mask of a packed window and the live leak test: a view over pylib.web_data's
 // data_pack_window (masks computed by pylib.layers) and data_leak (logits from pylib.model).
 
+import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
 import { barChart, DOC_COLORS } from "./data-svg.js";
 
 const SHOWN = { "\n": "↵\n", "␄": "[EOS]" };
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
+  const { $, form, message, runButton } = widgetParts(root);
   const leakForm = $('[data-role="leak-form"]');
-  const message = $('[data-role="message"]');
   const leakMessage = $('[data-role="leak-message"]');
   const canvas = $('[data-role="grid"]');
   const textBox = $('[data-role="text"]');
   const spanTemplate = $('template[data-role="span"]');
-  const runButton = $('[data-action="run"]');
   const leakButton = $('[data-action="leak"]');
   let win = null;
-  const setStatus = (status, text) => { root.dataset.status = status; message.textContent = text; };
+  const setStatus = statusSetter(root, message);
   const color = (d) => DOC_COLORS[d % DOC_COLORS.length];
 
   const drawGrid = () => {
@@ -84,14 +82,7 @@ export async function mount(root, client) {
     }
   };
 
-  runButton.disabled = leakButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton, leakButton]))) return;
   form.addEventListener("submit", (e) => { e.preventDefault(); show(); });
   form.elements.mask.addEventListener("change", drawGrid);
   leakForm.addEventListener("submit", (e) => { e.preventDefault(); leak(); });

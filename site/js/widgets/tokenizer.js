@@ -1,16 +1,15 @@
 // The vocabulary grid and the live tokenizer: a thin view over pylib.web's vocab_table and tokenize
 // (pylib.data.CharVocab.encode). Text from the reader is only ever shown with textContent.
 
+import { readConfig, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+
 const SHOWN = { "\n": "↵", " ": "␣", "\t": "⇥" }; // how invisible characters look in a token chip
 const NAMES = { "\n": "newline", " ": "space", "\t": "tab" };
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const config = JSON.parse($('[data-role="config"]').textContent);
-  const form = $('[data-role="form"]');
+  const { $, form, message, runButton } = widgetParts(root);
+  const config = readConfig(root);
   const textarea = $('[data-role="text"]');
-  const runButton = $('[data-action="run"]');
-  const message = $('[data-role="message"]');
   const summary = $('[data-role="summary"]');
   const tokens = $('[data-role="tokens"]');
   const dropped = $('[data-role="dropped"]');
@@ -18,21 +17,10 @@ export async function mount(root, client) {
   const cellTemplate = $('template[data-role="vocab-cell"]');
   let eosId = config.vocab_size - 1;
 
-  const setStatus = (status, text = "") => {
-    root.dataset.status = status;
-    message.textContent = text;
-  };
+  const setStatus = statusSetter(root, message);
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
   let vocab;
-  try {
-    await client.start();
-    vocab = await client.call("vocab");
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton], async () => { vocab = await client.call("vocab"); }))) return;
 
   const grid = $('[data-role="vocab"]');
   grid.replaceChildren(
@@ -80,7 +68,7 @@ export async function mount(root, client) {
       }
       root.dataset.result = JSON.stringify({ ids: r.ids, n_tokens: r.n_tokens, n_dropped: r.n_dropped, truncated: r.truncated });
       textarea.removeAttribute("aria-invalid");
-      setStatus("done");
+      setStatus("done", "");
     } catch (err) {
       if (mine !== sequence) return;
       tokens.replaceChildren();

@@ -3,6 +3,7 @@
 // is shown with textContent.
 
 import { LossChart } from "../chart.js";
+import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 
 const FIELDS = ["lr", "steps", "batch_size", "seed", "temperature"];
 
@@ -16,33 +17,20 @@ function format(key, v) {
 }
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const config = JSON.parse($('[data-role="config"]').textContent);
-  const form = $('[data-role="form"]');
-  const runButton = $('[data-action="run"]');
-  const stopButton = $('[data-action="stop"]');
-  const message = $('[data-role="message"]');
+  const { $, form, message, runButton, stopButton } = widgetParts(root);
+  const config = readConfig(root);
   const flag = $('[data-role="band-flag"]');
   const output = $('[data-role="output"]');
   const download = $('[data-role="download"]');
-  const readouts = Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((el) => [el.dataset.readout, el]));
+  const readouts = readoutMap(root);
   let running = false;
   let weightsURL = null;
 
-  const setStatus = (status, text) => {
-    root.dataset.status = status;
-    if (text !== undefined) message.textContent = text;
-  };
+  const setStatus = statusSetter(root, message);
   const setReadout = (key, value) => {
     if (readouts[key]) readouts[key].textContent = format(key, value);
   };
-  const markInvalid = (errors) => {
-    for (const name of FIELDS) {
-      const input = form.elements[name];
-      if (errors && errors[name]) input.setAttribute("aria-invalid", "true");
-      else input.removeAttribute("aria-invalid");
-    }
-  };
+  const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
 
   const d = config.derived;
   const chart = new LossChart($('[data-role="chart"]'), {
@@ -52,18 +40,12 @@ export async function mount(root, client) {
     ],
   });
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-    if (config.curve) {
-      const n = Math.max(config.defaults.steps, config.curve.steps[config.curve.steps.length - 1] + 1);
-      chart.reset(n, await client.call("band", { curve: config.curve, n_steps: n }));
-    }
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  const drawBand = async () => {
+    if (!config.curve) return;
+    const n = Math.max(config.defaults.steps, config.curve.steps[config.curve.steps.length - 1] + 1);
+    chart.reset(n, await client.call("band", { curve: config.curve, n_steps: n }));
+  };
+  if (!(await startPython(client, setStatus, [runButton], drawBand))) return;
   runButton.disabled = false;
   setStatus("ready", "Ready. Press Start to train in this page.");
 
@@ -73,12 +55,7 @@ export async function mount(root, client) {
     markInvalid(null);
   });
 
-  stopButton.addEventListener("click", () => {
-    if (!running) return;
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = "Stopping after this chunk…";
-  });
+  wireStop(stopButton, client, message, () => running);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

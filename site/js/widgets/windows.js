@@ -1,18 +1,17 @@
 // One training window (pylib.web_data.window): inputs x and targets y = x shifted by one.
 // Tokens from the corpus are shown with textContent.
 
+import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
+
 const SHOWN = { "\n": "↵", " ": "␣", "␄": "EOS" }; // ␄ is missing from many fonts
 const show = (ch) => SHOWN[ch] ?? ch;
 
 export async function mount(root, client) {
-  const $ = (sel) => root.querySelector(sel);
-  const form = $('[data-role="form"]');
-  const message = $('[data-role="message"]');
+  const { $, form, message, runButton } = widgetParts(root);
   const cells = $('[data-role="cells"]');
   const cellTemplate = $('template[data-role="cell"]');
-  const runButton = $('[data-action="run"]');
   let maxStart = null;
-  const setStatus = (status, text) => { root.dataset.status = status; message.textContent = text; };
+  const setStatus = statusSetter(root, message);
 
   const showWindow = async () => {
     form.elements.start.removeAttribute("aria-invalid");
@@ -37,14 +36,7 @@ export async function mount(root, client) {
     }
   };
 
-  runButton.disabled = true;
-  setStatus("loading", "Loading Python…");
-  try {
-    await client.start();
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
+  if (!(await startPython(client, setStatus, [runButton]))) return;
   form.addEventListener("submit", (e) => { e.preventDefault(); showWindow(); });
   $('[data-action="random"]').addEventListener("click", () => {
     form.elements.start.value = String(Math.floor(Math.random() * ((maxStart ?? 100000) + 1)));
