@@ -95,6 +95,28 @@ def layernorm_backward(dout, cache):
 
 
 # ---------------------------------------------------------------------------
+# RMSNorm (Zhang & Sennrich 2019), over the last axis: LayerNorm without the centring and bias
+
+
+def rmsnorm_forward(x, w, eps=1e-5):
+    """x / sqrt(mean(x^2) + eps) * w."""
+    rstd = (1.0 / np.sqrt(rowmean(x * x) + eps))[..., None]  # (..., 1)
+    xhat = x * rstd  # (..., C)
+    return xhat * w, (xhat, w, rstd)
+
+
+def rmsnorm_backward(dout, cache):
+    """Returns (dx, dw): LayerNorm's backward without the mean term (there is no centring)."""
+    xhat, w, rstd = cache
+    C = xhat.shape[-1]
+    dw = colsum(dout.reshape(-1, C) * xhat.reshape(-1, C))  # (C,)
+    dxhat = dout * w  # (..., C)
+    dx = dxhat - xhat * rowmean(dxhat * xhat)[..., None]
+    dx *= rstd
+    return dx, dw
+
+
+# ---------------------------------------------------------------------------
 # GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2's choice, PyTorch approximate='tanh')
 
 _GELU_K = math.sqrt(2.0 / math.pi)
@@ -169,16 +191,18 @@ def doc_mask(doc_ids, dtype):
     return np.where(same, 0.0, -np.inf).astype(dtype)[:, None]  # one mask shared by the H heads
 
 
-def attention_forward(qkv, n_head, extra_mask=None):
+def attention_forward(qkv, n_head, extra_mask=None, scale=None):
     """qkv (B, T, 3C) as nanoGPT's c_attn makes it -> y (B, T, C); cache holds the probabilities.
 
     extra_mask: optional additive mask broadcastable to (B, H, T, T), e.g. doc_mask(...), added to
     the causal one. Backward needs nothing more: masked entries have probability 0.
+    scale: the multiplier of q.k, 1/sqrt(D) by default (muP uses ~1/D: pylib.model.GPTConfig).
+    The attention logits are (q * scale) @ k.T, i.e. cache[0] @ cache[1].T.
     """
     B, T, C3 = qkv.shape
     C = C3 // 3
     D = C // n_head
-    scale = 1.0 / math.sqrt(D)
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
     q, k, v = qkv.reshape(B, T, 3, n_head, D).transpose(2, 0, 3, 1, 4)  # 3 x (B, H, T, D)
     q = q * scale  # scaling q (B*T*C numbers) is cheaper than scaling the (B, H, T, T) scores
     kt = k.transpose(0, 1, 3, 2)  # (B, H, D, T)

@@ -22,8 +22,13 @@ LINEAR = ("input", "weight", None, None)  # (x2, w, has_bias, x_shape)
 LAYERNORM = ("xhat", "weight", "rstd", None)  # (xhat, w, rstd, has_bias)
 ATTENTION = ("q_scaled", "qkv", "qkv", "probs", "heads_out", None)  # (q, k, v, att, yh, scale): k, v view qkv
 GELU = ("input", "tanh")  # (x, t)
-BLOCK = (("ln_1", LAYERNORM), ("attn.c_attn", LINEAR), ("attn", ATTENTION), ("attn.c_proj", LINEAR),
-         ("ln_2", LAYERNORM), ("mlp.c_fc", LINEAR), ("mlp.gelu", GELU), ("mlp.c_proj", LINEAR))
+# A block's cache is (c_ln1, (c_qkv, c_qk, c_att, c_aproj), c_ln2, (c_fc, c_gelu, c_mproj)),
+# c_qk being None or the two QK-norm caches (RMSNorm: (xhat, w, rstd), named like LAYERNORM's).
+BLOCK = (("ln_1", LAYERNORM),
+         (("attn.c_attn", LINEAR), (("attn.q_norm", LAYERNORM), ("attn.k_norm", LAYERNORM)),
+          ("attn", ATTENTION), ("attn.c_proj", LINEAR)),
+         ("ln_2", LAYERNORM),
+         (("mlp.c_fc", LINEAR), ("mlp.gelu", GELU), ("mlp.c_proj", LINEAR)))
 
 
 def owner(a):
@@ -43,9 +48,17 @@ def cache_arrays(cache, loss_cache=None):
     def add(prefix, fields, c):
         out.extend((f"{prefix}.{f}", v) for f, v in zip(fields, c) if f and isinstance(v, np.ndarray))
 
+    def walk(prefix, spec, c):  # spec is (name, fields) for one layer's cache, or a tuple of specs
+        if c is None:
+            return
+        if isinstance(spec[0], str):
+            add(prefix + spec[0], spec[1], c)
+        else:
+            for s, part in zip(spec, c):
+                walk(prefix, s, part)
+
     for l, block in enumerate(caches):
-        for (name, fields), c in zip(BLOCK, block):
-            add(f"h.{l}.{name}", fields, c)
+        walk(f"h.{l}.", BLOCK, block)
     add("ln_f", LAYERNORM, c_lnf)
     add("lm_head", LINEAR, c_head)
     if loss_cache is not None:

@@ -35,12 +35,37 @@ class GPTConfig:
     dropout: float = 0.0  # kept for nanoGPT parity; this library implements only 0
     gelu: str = "tanh"  # GELU's tanh approximation (GPT-2's; PyTorch approximate='tanh')
     ln_eps: float = 1e-5  # LayerNorm epsilon, PyTorch's default
+    # Variants for the chapters on initialisation, normalisation and stability (defaults: GPT-2).
+    norm: str = "layernorm"  # or "rmsnorm" (Zhang & Sennrich 2019): no centring, no bias
+    norm_position: str = "pre"  # "pre" (GPT-2) or "post" (Vaswani et al. 2017: norm after each add)
+    qk_norm: bool = False  # RMSNorm (learned gain) on each head's q and k (Dehghani et al. 2023)
+    init_std: float = 0.02  # std of the weights and embeddings at initialisation (GPT-2's 0.02)
+    mup_base_width: int = 0  # 0: standard parameterisation; > 0: muP relative to this n_embd
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
             raise ValueError("n_embd must be divisible by n_head")
         if self.dropout != 0.0 or self.gelu != "tanh":
             raise ValueError("only dropout=0 and gelu='tanh' are implemented")
+        if self.norm not in ("layernorm", "rmsnorm") or self.norm_position not in ("pre", "post"):
+            raise ValueError("norm must be 'layernorm' or 'rmsnorm', norm_position 'pre' or 'post'")
+        if not self.init_std > 0 or self.mup_base_width < 0:
+            raise ValueError("init_std must be > 0 and mup_base_width >= 0")
+        if self.mup_base_width and self.mup_base_width % self.n_head:
+            raise ValueError("mup_base_width must be divisible by n_head")
+
+    @property
+    def width_mult(self):
+        """muP's width multiplier n_embd / base width (1.0 under standard parameterisation)."""
+        return self.n_embd / self.mup_base_width if self.mup_base_width else 1.0
+
+    @property
+    def attn_scale(self):
+        """Multiplier of q.k: 1/sqrt(D); under muP sqrt(D_base)/D, i.e. 1/D up to a constant."""
+        D = self.n_embd // self.n_head
+        if not self.mup_base_width:
+            return 1.0 / math.sqrt(D)
+        return math.sqrt(self.mup_base_width // self.n_head) / D  # equals 1/sqrt(D) at the base width
 
     @classmethod
     def preset(cls, name):
@@ -60,19 +85,24 @@ def param_shapes(cfg):
     C, V = cfg.n_embd, cfg.vocab_size
     shapes = {"wte": (V, C), "wpe": (cfg.block_size, C)}
 
-    def add(name, out_in):
+    def add(name, out_in, bias=cfg.bias):
         shapes[name + ".weight"] = out_in
-        if cfg.bias:
+        if bias:
             shapes[name + ".bias"] = out_in[:1]
 
+    norm_bias = cfg.bias and cfg.norm == "layernorm"  # RMSNorm has a gain only
+    D = C // cfg.n_head
     for l in range(cfg.n_layer):
-        add(f"h.{l}.ln_1", (C,))
+        add(f"h.{l}.ln_1", (C,), norm_bias)
         add(f"h.{l}.attn.c_attn", (3 * C, C))
+        if cfg.qk_norm:
+            add(f"h.{l}.attn.q_norm", (D,), False)  # one gain per head dimension, shared by heads
+            add(f"h.{l}.attn.k_norm", (D,), False)
         add(f"h.{l}.attn.c_proj", (C, C))
-        add(f"h.{l}.ln_2", (C,))
+        add(f"h.{l}.ln_2", (C,), norm_bias)
         add(f"h.{l}.mlp.c_fc", (4 * C, C))
         add(f"h.{l}.mlp.c_proj", (C, 4 * C))
-    add("ln_f", (C,))
+    add("ln_f", (C,), norm_bias)
     return shapes
 
 
@@ -81,20 +111,44 @@ def count_params(cfg):
     return sum(math.prod(s) for s in param_shapes(cfg).values())
 
 
+def is_norm_param(name):
+    """True for the gains and biases of the norms (LayerNorm/RMSNorm, QK-norm)."""
+    return ".ln_" in name or name.startswith("ln_") or name.endswith("_norm.weight")
+
+
+def is_hidden_matrix(name):
+    """True for the 2-D weights inside the blocks (not the embeddings): muP's "hidden" weights."""
+    return name.startswith("h.") and name.endswith(".weight") and not is_norm_param(name)
+
+
 def init_params(cfg, seed, dtype=np.float32):
-    """nanoGPT's init: N(0, 0.02) weights and embeddings, residual projections N(0, 0.02/sqrt(2L))."""
+    """nanoGPT's init: N(0, std) weights and embeddings, residual projections N(0, std/sqrt(2L)).
+
+    std is cfg.init_std (0.02). Under muP the hidden matrices' std is further divided by
+    sqrt(width_mult), so that their variance scales as 1/fan_in; embeddings keep std.
+    """
     rng = np.random.default_rng(seed)
     values = {}
     for name, shape in param_shapes(cfg).items():
-        if ".ln_" in name or name.startswith("ln_"):
+        if is_norm_param(name):
             value = np.ones(shape) if name.endswith(".weight") else np.zeros(shape)
         elif name.endswith(".bias"):
             value = np.zeros(shape)
         else:
-            std = 0.02 / math.sqrt(2 * cfg.n_layer) if name.endswith("c_proj.weight") else 0.02
+            std = cfg.init_std
+            if name.endswith("c_proj.weight"):
+                std /= math.sqrt(2 * cfg.n_layer)
+            if is_hidden_matrix(name):
+                std /= math.sqrt(cfg.width_mult)
             value = rng.normal(0.0, std, size=shape)
         values[name] = value
     return pack_params(values, dtype)
+
+
+def lr_multipliers(cfg):
+    """Per-parameter learning-rate multipliers: 1 everywhere, except 1/width_mult on the hidden
+    matrices under muP with Adam (Yang et al. 2022, Tensor Programs V, Table 3)."""
+    return {name: (1.0 / cfg.width_mult if is_hidden_matrix(name) else 1.0) for name in param_shapes(cfg)}
 
 
 def pack_params(values, dtype=None):
@@ -125,12 +179,94 @@ def doc_positions(doc_ids):
     return t - np.maximum.accumulate(np.where(starts, t, 0), axis=1)  # t minus its run's start
 
 
-def forward(params, cfg, x, doc_ids=None, reset_positions=False):
+def _put(g, name, dw, db=None):
+    g[name + ".weight"] = dw
+    if db is not None:
+        g[name + ".bias"] = db
+
+
+def _norm_forward(cfg, p, name, x):
+    """The config's norm (LayerNorm or RMSNorm) with the params under name."""
+    if cfg.norm == "rmsnorm":
+        return layers.rmsnorm_forward(x, p[name + ".weight"], cfg.ln_eps)
+    return layers.layernorm_forward(x, p[name + ".weight"], p.get(name + ".bias"), cfg.ln_eps)
+
+
+def _norm_backward(cfg, g, name, dout, cache):
+    """Backward of _norm_forward: puts the param grads into g, returns dx."""
+    if cfg.norm == "rmsnorm":
+        dx, dw = layers.rmsnorm_backward(dout, cache)
+        _put(g, name, dw)
+    else:
+        dx, dw, db = layers.layernorm_backward(dout, cache)
+        _put(g, name, dw, db)
+    return dx
+
+
+def _attn_forward(cfg, p, n, a, extra_mask):
+    """The attention sublayer of block n: c_attn, optional QK-norm, attention, c_proj."""
+    get = p.get
+    qkv, c_qkv = layers.linear_forward(a, p[n + "attn.c_attn.weight"], get(n + "attn.c_attn.bias"))  # (B, T, 3C)
+    c_qk = None
+    if cfg.qk_norm:  # normalise each head's query and key vectors (D numbers) before the dot product
+        B, T, C3 = qkv.shape
+        H = cfg.n_head
+        q5 = qkv.reshape(B, T, 3, H, C3 // (3 * H)).copy()  # (B, T, 3, H, D)
+        q5[:, :, 0], c_q = layers.rmsnorm_forward(q5[:, :, 0], p[n + "attn.q_norm.weight"], cfg.ln_eps)
+        q5[:, :, 1], c_k = layers.rmsnorm_forward(q5[:, :, 1], p[n + "attn.k_norm.weight"], cfg.ln_eps)
+        qkv, c_qk = q5.reshape(B, T, C3), (c_q, c_k)
+    y, c_att = layers.attention_forward(qkv, cfg.n_head, extra_mask, cfg.attn_scale)  # (B, T, C)
+    y, c_aproj = layers.linear_forward(y, p[n + "attn.c_proj.weight"], get(n + "attn.c_proj.bias"))
+    return y, (c_qkv, c_qk, c_att, c_aproj)
+
+
+def _attn_backward(cfg, g, n, dy, cache):
+    c_qkv, c_qk, c_att, c_aproj = cache
+    dy, dw, db = layers.linear_backward(dy, c_aproj)
+    _put(g, n + "attn.c_proj", dw, db)
+    dqkv = layers.attention_backward(dy, c_att)  # (B, T, 3C)
+    if c_qk is not None:
+        B, T, C3 = dqkv.shape
+        H = cfg.n_head
+        d5 = dqkv.reshape(B, T, 3, H, C3 // (3 * H))
+        d5[:, :, 0], dw = layers.rmsnorm_backward(d5[:, :, 0].copy(), c_qk[0])
+        _put(g, n + "attn.q_norm", dw)
+        d5[:, :, 1], dw = layers.rmsnorm_backward(d5[:, :, 1].copy(), c_qk[1])
+        _put(g, n + "attn.k_norm", dw)
+    da, dw, db = layers.linear_backward(dqkv, c_qkv)
+    _put(g, n + "attn.c_attn", dw, db)
+    return da
+
+
+def _mlp_forward(p, n, m):
+    get = p.get
+    m, c_fc = layers.linear_forward(m, p[n + "mlp.c_fc.weight"], get(n + "mlp.c_fc.bias"))  # (B, T, 4C)
+    m, c_gelu = layers.gelu_forward(m)
+    m, c_mproj = layers.linear_forward(m, p[n + "mlp.c_proj.weight"], get(n + "mlp.c_proj.bias"))  # (B, T, C)
+    return m, (c_fc, c_gelu, c_mproj)
+
+
+def _mlp_backward(g, n, dm, cache):
+    c_fc, c_gelu, c_mproj = cache
+    dm, dw, db = layers.linear_backward(dm, c_mproj)
+    _put(g, n + "mlp.c_proj", dw, db)
+    dm = layers.gelu_backward(dm, c_gelu)
+    dm, dw, db = layers.linear_backward(dm, c_fc)
+    _put(g, n + "mlp.c_fc", dw, db)
+    return dm
+
+
+def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
     """Integer ids x (B, T) -> (logits (B, T, V), cache for backward).
 
     doc_ids (B, T), optional: each token's document (pylib.data.doc_ids_from_eos). Given, attention
     is also block-diagonal (a token sees only earlier tokens of its own document), and with
     reset_positions the position embedding restarts at 0 with each document.
+    trace, optional list: the residual stream (B, T, C) after the embeddings and after each block
+    is appended to it (copies), for activation statistics.
+
+    Pre-norm (GPT-2):  h = h + attn(norm_1(h));  h = h + mlp(norm_2(h))
+    Post-norm:         h = norm_1(h + attn(h));  h = norm_2(h + mlp(h))
     """
     B, T = x.shape
     if T > cfg.block_size:
@@ -138,67 +274,63 @@ def forward(params, cfg, x, doc_ids=None, reset_positions=False):
     if reset_positions and doc_ids is None:
         raise ValueError("reset_positions needs doc_ids")
     p = params
-    get = p.get  # biases are None when cfg.bias is False
     tok, c_tok = layers.embedding_forward(x, p["wte"])  # (B, T, C)
     pos = doc_positions(doc_ids) if reset_positions else None  # (B, T) or None: 0..T-1 for all
     h = tok + (p["wpe"][:T] if pos is None else p["wpe"][pos])  # (B, T, C)
     extra_mask = None if doc_ids is None else layers.doc_mask(doc_ids, h.dtype)  # (B, 1, T, T)
+    if trace is not None:
+        trace.append(h.copy())
     caches = []
     for l in range(cfg.n_layer):
         n = f"h.{l}."
-        a, c_ln1 = layers.layernorm_forward(h, p[n + "ln_1.weight"], get(n + "ln_1.bias"), cfg.ln_eps)
-        qkv, c_qkv = layers.linear_forward(a, p[n + "attn.c_attn.weight"], get(n + "attn.c_attn.bias"))  # (B, T, 3C)
-        y, c_att = layers.attention_forward(qkv, cfg.n_head, extra_mask)  # (B, T, C)
-        y, c_aproj = layers.linear_forward(y, p[n + "attn.c_proj.weight"], get(n + "attn.c_proj.bias"))
-        h = h + y
-        m, c_ln2 = layers.layernorm_forward(h, p[n + "ln_2.weight"], get(n + "ln_2.bias"), cfg.ln_eps)
-        m, c_fc = layers.linear_forward(m, p[n + "mlp.c_fc.weight"], get(n + "mlp.c_fc.bias"))  # (B, T, 4C)
-        m, c_gelu = layers.gelu_forward(m)
-        m, c_mproj = layers.linear_forward(m, p[n + "mlp.c_proj.weight"], get(n + "mlp.c_proj.bias"))  # (B, T, C)
-        h = h + m
-        caches.append((c_ln1, c_qkv, c_att, c_aproj, c_ln2, c_fc, c_gelu, c_mproj))
-    f, c_lnf = layers.layernorm_forward(h, p["ln_f.weight"], get("ln_f.bias"), cfg.ln_eps)
+        if cfg.norm_position == "pre":
+            a, c_ln1 = _norm_forward(cfg, p, n + "ln_1", h)
+            y, c_attn = _attn_forward(cfg, p, n, a, extra_mask)
+            h = h + y
+            m, c_ln2 = _norm_forward(cfg, p, n + "ln_2", h)
+            m, c_mlp = _mlp_forward(p, n, m)
+            h = h + m
+        else:
+            y, c_attn = _attn_forward(cfg, p, n, h, extra_mask)
+            h, c_ln1 = _norm_forward(cfg, p, n + "ln_1", h + y)
+            m, c_mlp = _mlp_forward(p, n, h)
+            h, c_ln2 = _norm_forward(cfg, p, n + "ln_2", h + m)
+        if trace is not None:
+            trace.append(h.copy())
+        caches.append((c_ln1, c_attn, c_ln2, c_mlp))
+    f, c_lnf = _norm_forward(cfg, p, "ln_f", h)
     logits, c_head = layers.linear_forward(f, p["wte"], None)  # (B, T, V), tied to the embedding
+    if cfg.mup_base_width:
+        logits *= 1.0 / cfg.width_mult  # muP's output multiplier: logits stay O(1) as width grows
     return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape, pos)
 
 
 def backward(dlogits, cache, df_extra=None):
     """dlogits (B, T, V) -> grads, a dict with the same keys (and shapes) as params.
 
-    df_extra (B*T, C), optional: more gradient on the final LayerNorm's output (the head's input,
+    df_extra (B*T, C), optional: more gradient on the final norm's output (the head's input,
     cache[5][0]) from another head that reads it, e.g. pylib.mtp's multi-token head."""
     cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape, pos = cache
     g = {}
-
-    def put(name, dw, db):
-        g[name + ".weight"] = dw
-        if db is not None:
-            g[name + ".bias"] = db
-
+    if cfg.mup_base_width:
+        dlogits = dlogits * (1.0 / cfg.width_mult)
     df, dwte_head, _ = layers.linear_backward(dlogits, c_head)
     if df_extra is not None:
         df = df + df_extra.reshape(df.shape)
-    dh, dw, db = layers.layernorm_backward(df, c_lnf)
-    put("ln_f", dw, db)
+    dh = _norm_backward(cfg, g, "ln_f", df, c_lnf)
     for l in reversed(range(cfg.n_layer)):
         n = f"h.{l}."
-        c_ln1, c_qkv, c_att, c_aproj, c_ln2, c_fc, c_gelu, c_mproj = caches[l]
-        dm, dw, db = layers.linear_backward(dh, c_mproj)
-        put(n + "mlp.c_proj", dw, db)
-        dm = layers.gelu_backward(dm, c_gelu)
-        dm, dw, db = layers.linear_backward(dm, c_fc)
-        put(n + "mlp.c_fc", dw, db)
-        dm, dw, db = layers.layernorm_backward(dm, c_ln2)
-        put(n + "ln_2", dw, db)
-        dh = dh + dm  # the residual branch and the skip both reach h
-        dy, dw, db = layers.linear_backward(dh, c_aproj)
-        put(n + "attn.c_proj", dw, db)
-        dqkv = layers.attention_backward(dy, c_att)
-        da, dw, db = layers.linear_backward(dqkv, c_qkv)
-        put(n + "attn.c_attn", dw, db)
-        da, dw, db = layers.layernorm_backward(da, c_ln1)
-        put(n + "ln_1", dw, db)
-        dh = dh + da
+        c_ln1, c_attn, c_ln2, c_mlp = caches[l]
+        if cfg.norm_position == "pre":
+            dm = _mlp_backward(g, n, dh, c_mlp)
+            dh = dh + _norm_backward(cfg, g, n + "ln_2", dm, c_ln2)  # the branch and the skip both reach h
+            da = _attn_backward(cfg, g, n, dh, c_attn)
+            dh = dh + _norm_backward(cfg, g, n + "ln_1", da, c_ln1)
+        else:  # every gradient passes through both norms of every block on its way down
+            ds = _norm_backward(cfg, g, n + "ln_2", dh, c_ln2)
+            dh = ds + _mlp_backward(g, n, ds, c_mlp)
+            ds = _norm_backward(cfg, g, n + "ln_1", dh, c_ln1)
+            dh = ds + _attn_backward(cfg, g, n, ds, c_attn)
     C = dh.shape[-1]
     if pos is None:
         dwpe = np.zeros(wpe_shape, dtype=dh.dtype)
@@ -219,10 +351,12 @@ def forward_logits(params, cfg, x, doc_ids=None, reset_positions=False):
 # Loss
 
 
-def loss_and_grads(params, cfg, x, y, mask=None, denom=None, doc_ids=None, reset_positions=False):
-    """Mean cross-entropy over counted tokens and its grads; denom overrides the count (see pylib.loss)."""
+def loss_and_grads(params, cfg, x, y, mask=None, denom=None, doc_ids=None, reset_positions=False, z_loss=0.0):
+    """Mean cross-entropy over counted tokens and its grads; denom overrides the count (see pylib.loss).
+
+    z_loss > 0 adds PaLM's z-loss term to the loss and its gradient (pylib.loss)."""
     logits, cache = forward(params, cfg, x, doc_ids, reset_positions)
-    loss, c_loss = xent.cross_entropy_forward(logits, y, mask, denom)
+    loss, c_loss = xent.cross_entropy_forward(logits, y, mask, denom, z_loss)
     return loss, backward(xent.cross_entropy_backward(c_loss), cache)
 
 

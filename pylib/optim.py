@@ -51,8 +51,10 @@ def sgd_init(params):
     return {"t": 0, "buf": {n: np.zeros_like(p) for n, p in params.items()}}
 
 
-def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=None):
-    """p -= lr * (momentum buffer); weight decay is L2 (added to the grad), as torch.optim.SGD."""
+def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=None, lr_mult=None):
+    """p -= lr * (momentum buffer); weight decay is L2 (added to the grad), as torch.optim.SGD.
+
+    lr_mult, optional: {name: multiplier} of the learning rate per tensor."""
     decay = set((groups or param_groups(params))["decay"]) if weight_decay else set()
     state["t"] += 1
     for n, p in params.items():
@@ -62,7 +64,7 @@ def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=No
             buf *= momentum
             buf += g
             g = buf
-        p -= lr * g
+        p -= (lr if lr_mult is None else lr * lr_mult[n]) * g
 
 
 # ---------------------------------------------------------------------------
@@ -94,8 +96,15 @@ def adamw_init(params):
     return {"t": 0, "m": np.zeros(n, dtype), "v": np.zeros(n, dtype)}
 
 
-def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None):
-    """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update."""
+def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None,
+               lr_mult=None, decoupled=True):
+    """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update.
+
+    decoupled=False is Adam with L2 instead: wd*p is added to the gradient before the moments,
+    as torch.optim.Adam(weight_decay=...) does, so the decay is divided by sqrt(v) like the rest.
+    lr_mult, optional: {name: multiplier} of the learning rate per tensor (muP's, see
+    pylib.model.lr_multipliers); it scales the decoupled decay too, as lr does.
+    """
     # All parameters as one flat vector, with torch.optim.AdamW's order of operations. Params
     # that are not views of one buffer are gathered here and written back at the end.
     groups = groups or param_groups(params)
@@ -107,8 +116,12 @@ def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weigh
     t = state["t"]
     bc1 = 1.0 - beta1**t  # bias corrections: m and v start at 0, so early averages are too small
     bc2 = 1.0 - beta2**t
-    if weight_decay:
-        p *= 1.0 - (lr * weight_decay) * decay_mask(params, groups, state)
+    mult = None if lr_mult is None else flat_multipliers(params, lr_mult, state)
+    if weight_decay and decoupled:
+        shrink = (lr * weight_decay) * decay_mask(params, groups, state)
+        p *= 1.0 - (shrink if mult is None else shrink * mult)
+    elif weight_decay:
+        g += weight_decay * decay_mask(params, groups, state) * p  # L2: part of the gradient
     m *= beta1
     m += (1.0 - beta1) * g
     v *= beta2
@@ -118,6 +131,8 @@ def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weigh
     denom += eps
     step = m / denom
     step *= lr / bc1
+    if mult is not None:
+        step *= mult
     p -= step
     if flat is None:  # write back into the caller's separate arrays
         offset = 0
@@ -136,3 +151,13 @@ def decay_mask(params, groups, state):
             [np.full(p.size, 1.0 if n in decay else 0.0, dtype=dtype) for n, p in params.items()])
         state["decay_key"] = key
     return state["decay_mask"]
+
+
+def flat_multipliers(params, lr_mult, state):
+    """Flat vector of per-tensor learning-rate multipliers; built once and kept in the state."""
+    key = tuple(float(lr_mult[n]) for n in params)
+    if state.get("mult_key") != key:
+        dtype = state["m"].dtype
+        state["mult"] = np.concatenate([np.full(p.size, lr_mult[n], dtype=dtype) for n, p in params.items()])
+        state["mult_key"] = key
+    return state["mult"]

@@ -17,6 +17,16 @@ One record per step, JSON-ready (Python floats and ints; None instead of NaN or 
   and every eval_interval steps, on the params the step starts from (nanoGPT's convention), and
   at the last step, after its update, so the last record describes the model that is returned.
 
+Optional per-run hooks, kept in the train state (not in the config, which must stay a value):
+  state["batch_hook"](step, x, y) -> (x, y) may replace a microbatch (e.g. inject a corrupted
+  batch); state["grad_hook"](record, grads) sees the step's gradients before clipping and may
+  add entries to the record (e.g. per-layer gradient norms).
+
+Outlier skipping (skip_factor > 0): a step whose gradient norm exceeds skip_factor times the
+median of the last 20 applied steps' norms (once 10 have been applied) is not applied and is
+marked {"skipped": True}; the run goes on with the next batch. A clipped step is marked
+{"clipped": True}.
+
 Divergence: a step whose loss or gradient norm is not finite, or whose loss exceeds 2 ln V, is
 marked {"diverged": True} (and has no tokens_per_s), is not applied, and ends the run. A loss of
 2 ln V means the model gives the right token probability 1/V^2 on (geometric) average, far worse
@@ -31,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pylib import model, optim
-from pylib.schedules import warmup_cosine_lr
+from pylib.schedules import lr_at
 
 # ---------------------------------------------------------------------------
 # Config
@@ -39,9 +49,11 @@ from pylib.schedules import warmup_cosine_lr
 
 @dataclass(frozen=True)
 class TrainConfig:
-    optimizer: str = "adamw"  # "adamw" or "sgd"
+    optimizer: str = "adamw"  # see OPTIMIZERS
     lr: float = 2e-2  # peak learning rate; a 5k-parameter model takes a large one
     min_lr_ratio: float = 0.1  # the cosine ends at lr * min_lr_ratio (nanoGPT, Chinchilla)
+    schedule: str = "cosine"  # "cosine", "wsd" or "constant" (pylib.schedules), after the warmup
+    decay_frac: float = 0.2  # WSD only: the fraction of the steps spent decaying
     warmup_steps: int = 20
     steps: int = 400  # ~2 s in CPython, ~10-20 s in the page
     batch_size: int = 16  # B windows per microbatch
@@ -52,19 +64,30 @@ class TrainConfig:
     eps: float = 1e-8
     momentum: float = 0.9  # SGD only
     grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
+    skip_factor: float = 0.0  # skip a step whose grad norm > this x the recent median; 0: off
+    z_loss: float = 0.0  # PaLM's z-loss coefficient (pylib.loss); 0: off
     seed: int = 0
     eval_interval: int = 10  # fine enough to see the short stay at the unigram loss
     eval_windows: int = 64  # fixed windows per split for train_eval / val
 
     def __post_init__(self):
-        if self.optimizer not in ("adamw", "sgd"):
+        if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}")
+        if self.schedule not in ("cosine", "wsd", "constant"):
+            raise ValueError(f"unknown schedule {self.schedule!r}")
         if self.steps < 1 or self.batch_size < 1 or self.grad_accum < 1 or self.eval_interval < 1:
             raise ValueError("steps, batch_size, grad_accum and eval_interval must be >= 1")
 
     @property
     def min_lr(self):
         return self.lr * self.min_lr_ratio
+
+
+OPTIMIZERS = {
+    "adamw": "AdamW: Adam with decoupled weight decay",
+    "adam_l2": "Adam with L2 weight decay added to the gradient",
+    "sgd": "SGD, with momentum unless momentum = 0",
+}
 
 
 def divergence_threshold(vocab_size):
@@ -79,11 +102,13 @@ def divergence_threshold(vocab_size):
 def init_train_state(model_cfg, train_cfg):
     """Fresh params, optimiser state, step 0, the batch rng, and diverged = False."""
     params = model.init_params(model_cfg, train_cfg.seed)
-    opt = optim.adamw_init(params) if train_cfg.optimizer == "adamw" else optim.sgd_init(params)
+    opt = optim.sgd_init(params) if train_cfg.optimizer == "sgd" else optim.adamw_init(params)
     return {
         "params": params,
         "opt": opt,
         "groups": optim.param_groups(params),
+        "lr_mult": model.lr_multipliers(model_cfg) if model_cfg.mup_base_width else None,
+        "recent_norms": [],  # the last applied steps' gradient norms, for skip_factor
         "step": 0,
         "batch_rng": np.random.default_rng([train_cfg.seed, 1]),
         "diverged": False,
@@ -115,7 +140,7 @@ def _evaluate(params, model_cfg, train_cfg, train_tokens, val_tokens):
         }
 
 
-def _accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng):
+def _accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng, batch_hook=None, step=0):
     """Loss and grads over grad_accum microbatches, normalised by the total token count."""
     from pylib.data import get_batch
 
@@ -124,7 +149,10 @@ def _accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng):
     loss, grads = 0.0, None
     for _ in range(train_cfg.grad_accum):
         x, y = get_batch(tokens, B, T, rng)
-        micro_loss, micro_grads = model.loss_and_grads(params, model_cfg, x, y, denom=total)
+        if batch_hook is not None:
+            x, y = batch_hook(step, x, y)
+        micro_loss, micro_grads = model.loss_and_grads(params, model_cfg, x, y, denom=total,
+                                                       z_loss=train_cfg.z_loss)
         loss += micro_loss
         if grads is None:
             grads = micro_grads
@@ -148,10 +176,12 @@ def train_steps(state, model_cfg, train_cfg, train_tokens, val_tokens, n_steps, 
         if step % tc.eval_interval == 0 and not last:
             record.update(_evaluate(params, model_cfg, tc, train_tokens, val_tokens))
         t0 = time.perf_counter()
-        lr = warmup_cosine_lr(step, tc.lr, tc.warmup_steps, tc.steps, tc.min_lr)
+        lr = lr_at(tc.schedule, step, tc.lr, tc.warmup_steps, tc.steps, tc.min_lr, tc.decay_frac)
         with np.errstate(all="ignore"):  # a diverging run overflows; it is caught just below
             loss, grads, n_tokens = _accumulated_loss_and_grads(
-                params, model_cfg, tc, train_tokens, state["batch_rng"])
+                params, model_cfg, tc, train_tokens, state["batch_rng"], state.get("batch_hook"), step)
+            if state.get("grad_hook"):
+                state["grad_hook"](record, grads)
             grad_norm = optim.clip_grad_norm(grads, tc.grad_clip)
         record.update(loss=_finite_or_none(loss), lr=float(lr), grad_norm=_finite_or_none(grad_norm))
         if not (math.isfinite(loss) and math.isfinite(grad_norm)) or loss > limit:
@@ -161,11 +191,15 @@ def train_steps(state, model_cfg, train_cfg, train_tokens, val_tokens, n_steps, 
             if on_step:
                 on_step(record)
             break
-        if tc.optimizer == "adamw":
-            optim.adamw_step(params, grads, state["opt"], lr, tc.beta1, tc.beta2, tc.eps,
-                             tc.weight_decay, state["groups"])
+        recent = state.setdefault("recent_norms", [])
+        if tc.skip_factor > 0 and len(recent) >= 10 and grad_norm > tc.skip_factor * float(np.median(recent)):
+            record["skipped"] = True  # an outlier: this batch's update is dropped
         else:
-            optim.sgd_step(params, grads, state["opt"], lr, tc.momentum, tc.weight_decay, state["groups"])
+            if tc.grad_clip > 0 and grad_norm > tc.grad_clip:
+                record["clipped"] = True
+            _apply_update(state, tc, grads, lr)
+            recent.append(grad_norm)
+            del recent[:-20]
         record["tokens_per_s"] = n_tokens / max(time.perf_counter() - t0, 1e-9)
         state["step"] += 1
         if last:
@@ -174,6 +208,16 @@ def train_steps(state, model_cfg, train_cfg, train_tokens, val_tokens, n_steps, 
         if on_step:
             on_step(record)
     return records
+
+
+def _apply_update(state, tc, grads, lr):
+    """One optimiser step on state["params"], by tc.optimizer."""
+    params, opt, groups, mult = state["params"], state["opt"], state["groups"], state.get("lr_mult")
+    if tc.optimizer in ("adamw", "adam_l2"):
+        optim.adamw_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups,
+                         lr_mult=mult, decoupled=tc.optimizer == "adamw")
+    else:
+        optim.sgd_step(params, grads, opt, lr, tc.momentum, tc.weight_decay, groups, lr_mult=mult)
 
 
 def train(model_cfg, train_cfg, train_tokens, val_tokens, on_step=None):
