@@ -2,6 +2,7 @@
 
     python build.py              build _site/ (needs `npm ci` and the cached Pyodide bundle)
     python build.py --measure    run the CPU experiments, write results.json + results.md, build
+    python build.py --measure --only ch5 ch6    re-run only those chapters' experiments
     python build.py --bench      time the training step, write the timings into results, build
     python build.py --serve      build, then serve _site/ at http://127.0.0.1:8000
 
@@ -497,6 +498,8 @@ def serve(port, directory=OUT):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--measure", action="store_true", help="run the experiments, write results")
+    parser.add_argument("--only", nargs="+", metavar="chN",
+                        help="with --measure: re-run only these chapters' experiments, keep the rest")
     parser.add_argument("--bench", action="store_true", help="time the training step, write timings")
     parser.add_argument("--serve", action="store_true", help="serve _site/ after building")
     parser.add_argument("--no-build", action="store_true", help="with --serve: serve what is built")
@@ -506,7 +509,7 @@ def main(argv=None):
     try:
         if args.measure or args.bench:
             import measure
-            measure.main(measure=args.measure, bench=args.bench)
+            measure.main(measure=args.measure, bench=args.bench, only=args.only)
         if not args.no_build:
             chapters = build_site()
             print(corpus_report())

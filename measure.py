@@ -34,10 +34,13 @@ def experiment_modules():
     return [importlib.import_module(f"experiments.{name}") for name in names]
 
 
-def run_experiments(corpus):
-    """Every chapter's experiments, merged; a key measured twice is an error."""
-    results = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+def run_experiments(corpus, only=None, results=None):
+    """Every chapter's experiments (or those named in only, e.g. ["ch5"]), merged into results;
+    a key measured twice is an error."""
+    results = results or {"values": {}, "curves": {}, "settings": {}, "timings": {}}
     for module in experiment_modules():
+        if only and module.__name__.split(".")[-1] not in only:
+            continue
         t0 = time.perf_counter()
         part = module.run(corpus)
         for section, entries in part.items():
@@ -124,10 +127,28 @@ def results_markdown(results):
     return "\n".join(lines) + "\n"
 
 
-def main(measure=True, bench=False):
+def without_chapters(results, only):
+    """A copy of results without the keys of the chapters in only ("ch5" owns every "ch5.*" key)."""
+    prefixes = tuple(f"{name}." for name in only)
+    return {section: {k: v for k, v in entries.items() if not k.startswith(prefixes)}
+            for section, entries in results.items() if section != "meta"}
+
+
+def main(measure=True, bench=False, only=None):
+    """only: re-measure just these chapters (e.g. ["ch5"]) and keep the other chapters' results."""
     from pylib import data
     previous = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.is_file() else None
-    if measure:
+    if measure and only:
+        if not previous:
+            raise SystemExit("--only needs an existing results.json: run `python build.py --measure` first")
+        unknown = set(only) - {m.__name__.split(".")[-1] for m in experiment_modules()}
+        if unknown:
+            raise SystemExit(f"--only: no experiments/{sorted(unknown)[0]}.py")
+        corpus = data.build_corpus()
+        results = run_experiments(corpus, only, without_chapters(previous, only))
+        results["timings"]["measure.total_seconds"] = sum(
+            v for k, v in results["timings"].items() if k.endswith(".total_seconds") and k.startswith("ch"))
+    elif measure:
         t0 = time.perf_counter()
         corpus = data.build_corpus()
         results = run_experiments(corpus)
