@@ -87,6 +87,7 @@ OPTIMIZERS = {
     "adamw": "AdamW: Adam with decoupled weight decay",
     "adam_l2": "Adam with L2 weight decay added to the gradient",
     "sgd": "SGD, with momentum unless momentum = 0",
+    "muon": "Muon on the hidden matrices, AdamW on the rest (pylib.muon)",
 }
 
 
@@ -102,7 +103,11 @@ def divergence_threshold(vocab_size):
 def init_train_state(model_cfg, train_cfg):
     """Fresh params, optimiser state, step 0, the batch rng, and diverged = False."""
     params = model.init_params(model_cfg, train_cfg.seed)
-    opt = optim.sgd_init(params) if train_cfg.optimizer == "sgd" else optim.adamw_init(params)
+    if train_cfg.optimizer == "muon":
+        from pylib import muon
+        opt = muon.muon_init(params)
+    else:
+        opt = optim.sgd_init(params) if train_cfg.optimizer == "sgd" else optim.adamw_init(params)
     return {
         "params": params,
         "opt": opt,
@@ -216,6 +221,9 @@ def _apply_update(state, tc, grads, lr):
     if tc.optimizer in ("adamw", "adam_l2"):
         optim.adamw_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups,
                          lr_mult=mult, decoupled=tc.optimizer == "adamw")
+    elif tc.optimizer == "muon":
+        from pylib import muon
+        muon.muon_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups, lr_mult=mult)
     else:
         optim.sgd_step(params, grads, opt, lr, tc.momentum, tc.weight_decay, groups, lr_mult=mult)
 
