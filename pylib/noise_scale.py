@@ -1,0 +1,80 @@
+"""The gradient noise scale and the critical batch size (McCandlish, Kaplan, Amodei et al. 2018,
+"An Empirical Model of Large-Batch Training", arXiv:1812.06162).
+
+A batch gradient G_B is the mean of B per-example gradients, so it is the true gradient G plus
+noise with covariance Sigma / B:  E|G_B|^2 = |G|^2 + tr(Sigma) / B.  The simple noise scale
+
+    B_simple = tr(Sigma) / |G|^2
+
+is the batch size at which the noise in a batch gradient is as large as the signal. Measuring
+|G_B|^2 at two batch sizes B_small < B_big and solving the two equations gives unbiased estimates
+of |G|^2 and tr(Sigma) (their appendix A.1); here the two squared norms are averaged over many
+batches first, and B_simple is the ratio of the two averaged estimates.
+
+Steps to a target against batch size follow S = S_min (1 + B_noise / B) in their model, i.e.
+S = S_min + E_min / B with E_min = S_min * B_noise the fewest examples; the critical batch is
+B_crit = E_min / S_min (their equation 2.11 and section 2.3). `fit_critical_batch` fits that line.
+
+An "example" here is one window of T tokens: the batch size B counts windows, as everywhere in
+the course. Shapes: B windows, T tokens per window.
+"""
+
+import numpy as np
+
+from pylib import data, model
+
+# ---------------------------------------------------------------------------
+# |G_B|^2 and the two-batch-size estimator
+
+
+def grad_sq_norm(params, cfg, x, y):
+    """|G_B|^2: the squared global norm (float64) of the mean-loss gradient on the batch x, y (B, T)."""
+    _, grads = model.loss_and_grads(params, cfg, x, y)
+    return float(sum(np.sum(np.square(g, dtype=np.float64)) for g in grads.values()))
+
+
+def unbiased_estimates(g2_small, g2_big, b_small, b_big):
+    """(|G|^2, tr(Sigma)) from mean squared gradient norms at two batch sizes (McCandlish et al., A.1)."""
+    if not 0 < b_small < b_big:
+        raise ValueError("need 0 < b_small < b_big")
+    g2 = (b_big * g2_big - b_small * g2_small) / (b_big - b_small)
+    trace = (g2_small - g2_big) / (1.0 / b_small - 1.0 / b_big)
+    return g2, trace
+
+
+def simple_noise_scale(g2, trace):
+    """B_simple = tr(Sigma) / |G|^2, or None when the |G|^2 estimate is not positive (noise swamps it)."""
+    return trace / g2 if g2 > 0 else None
+
+
+def estimate_noise_scale(params, cfg, tokens, b_small, b_big, n_batches, rng):
+    """B_simple on the model params from n_batches random batches at each of two sizes.
+
+    Returns {"g2_small", "g2_big" (the mean |G_B|^2 at each size), "g2", "trace", "b_simple"}.
+    """
+    T = cfg.block_size
+    small = [grad_sq_norm(params, cfg, *data.get_batch(tokens, b_small, T, rng)) for _ in range(n_batches)]
+    big = [grad_sq_norm(params, cfg, *data.get_batch(tokens, b_big, T, rng)) for _ in range(n_batches)]
+    g2_small, g2_big = float(np.mean(small)), float(np.mean(big))
+    g2, trace = unbiased_estimates(g2_small, g2_big, b_small, b_big)
+    return {"g2_small": g2_small, "g2_big": g2_big, "g2": g2, "trace": trace,
+            "b_simple": simple_noise_scale(g2, trace)}
+
+
+# ---------------------------------------------------------------------------
+# Steps to a target: the critical batch
+
+
+def steps_to_target(evals, target):
+    """The first step whose loss is at or below target, from [(step, loss)] in step order; None if never."""
+    return next((step for step, loss in evals if loss is not None and loss <= target), None)
+
+
+def fit_critical_batch(batch_sizes, steps):
+    """Least-squares fit of S = S_min + E_min / B; returns {"s_min", "e_min", "b_crit" (= E_min / S_min)}."""
+    b = np.asarray(batch_sizes, dtype=np.float64)
+    s = np.asarray(steps, dtype=np.float64)
+    A = np.stack([np.ones_like(b), 1.0 / b], axis=1)  # (n, 2): S = [1, 1/B] @ [S_min, E_min]
+    (s_min, e_min), *_ = np.linalg.lstsq(A, s, rcond=None)
+    return {"s_min": float(s_min), "e_min": float(e_min),
+            "b_crit": float(e_min / s_min) if s_min > 0 else None}

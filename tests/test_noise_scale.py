@@ -1,0 +1,93 @@
+"""The gradient noise scale (McCandlish et al. 2018) and the critical-batch fit: known answers from
+synthetic gradients whose mean and covariance are set by the test, and the model's batch gradient
+as the mean of per-window gradients."""
+
+import numpy as np
+import pytest
+
+from pylib import data, lr_sweep, model, noise_scale
+
+CFG = model.GPTConfig()
+
+
+def test_unbiased_estimates_invert_the_expected_squared_norm():
+    # E|G_B|^2 = |G|^2 + tr(Sigma) / B, exactly, at two batch sizes -> both recovered exactly
+    g2, trace = 0.3, 4.5
+    expected = lambda b: g2 + trace / b
+    got_g2, got_trace = noise_scale.unbiased_estimates(expected(2), expected(32), 2, 32)
+    assert got_g2 == pytest.approx(g2, rel=1e-12)
+    assert got_trace == pytest.approx(trace, rel=1e-12)
+    assert noise_scale.simple_noise_scale(got_g2, got_trace) == pytest.approx(trace / g2, rel=1e-12)
+
+
+def test_unbiased_estimates_need_two_different_batch_sizes():
+    with pytest.raises(ValueError):
+        noise_scale.unbiased_estimates(1.0, 1.0, 8, 8)
+
+
+def test_noise_scale_is_undefined_when_the_signal_estimate_is_not_positive():
+    assert noise_scale.simple_noise_scale(-0.01, 3.0) is None
+    assert noise_scale.simple_noise_scale(0.0, 3.0) is None
+
+
+def test_estimator_recovers_the_noise_scale_of_synthetic_per_example_gradients():
+    # per-example gradients G + noise, noise ~ N(0, diag(sigma^2)): B_simple = sum(sigma^2) / |G|^2 = 40
+    rng = np.random.default_rng(0)
+    P = 50
+    G = rng.normal(size=P)
+    G *= 0.5 / np.linalg.norm(G)  # |G|^2 = 0.25
+    sigma = np.full(P, np.sqrt(10.0 / P))  # tr(Sigma) = 10
+    def mean_sq_norm(b, n):
+        batches = G + rng.normal(size=(n, b, P)) * sigma  # (n, b, P)
+        return float(np.mean(np.sum(batches.mean(axis=1) ** 2, axis=1)))
+    g2, trace = noise_scale.unbiased_estimates(mean_sq_norm(2, 20000), mean_sq_norm(32, 20000), 2, 32)
+    # 20,000 batches: the relative standard error of each mean is well under 1%
+    assert trace == pytest.approx(10.0, rel=0.03)
+    assert g2 == pytest.approx(0.25, rel=0.1)
+    assert noise_scale.simple_noise_scale(g2, trace) == pytest.approx(40.0, rel=0.12)
+
+
+def test_batch_gradient_is_the_mean_of_per_window_gradients():
+    # the "example" of the estimator is one window: |G_B|^2 is the squared norm of the mean of B window gradients
+    corpus_tokens = np.arange(5000) % CFG.vocab_size
+    x, y = data.get_batch(corpus_tokens.astype(np.uint8), 4, CFG.block_size, np.random.default_rng(3))
+    params = model.init_params(CFG, 0, dtype=np.float64)
+    per_window = [model.loss_and_grads(params, CFG, x[i:i + 1], y[i:i + 1])[1] for i in range(4)]
+    mean = {k: sum(g[k] for g in per_window) / 4 for k in per_window[0]}
+    expected = sum(float(np.sum(v ** 2)) for v in mean.values())
+    assert noise_scale.grad_sq_norm(params, CFG, x, y) == pytest.approx(expected, rel=1e-10)
+
+
+def test_fit_critical_batch_recovers_a_known_line():
+    # S = 50 + 800 / B  ->  S_min = 50, E_min = 800, B_crit = 16
+    bs = [2, 4, 8, 16, 32, 64]
+    fit = noise_scale.fit_critical_batch(bs, [50 + 800 / b for b in bs])
+    assert fit["s_min"] == pytest.approx(50)
+    assert fit["e_min"] == pytest.approx(800)
+    assert fit["b_crit"] == pytest.approx(16)
+
+
+def test_steps_to_target_is_the_first_eval_at_or_below_the_target():
+    evals = [(10, 3.0), (20, 2.7), (30, None), (40, 2.6), (50, 2.5)]
+    assert noise_scale.steps_to_target(evals, 2.65) == 40
+    assert noise_scale.steps_to_target(evals, 2.7) == 20
+    assert noise_scale.steps_to_target(evals, 1.0) is None
+
+
+def test_ladder_is_half_decades():
+    assert lr_sweep.ladder(1e-3, 1) == [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
+    assert lr_sweep.ladder(0.01, 0.01) == [0.01]
+
+
+def test_good_band_excludes_diverged_rates_and_rates_far_from_the_best():
+    rates = [0.001, 0.01, 0.1, 1.0, 10.0]
+    means = [3.0, 2.55, 2.5, 2.58, None]
+    assert lr_sweep.good_band(rates, means, [0, 0, 0, 0, 3], tolerance=0.1) == (0.01, 1.0)
+    assert lr_sweep.good_band(rates, means, [0, 0, 0, 1, 3], tolerance=0.1) == (0.01, 0.1)  # one seed diverged at 1
+    assert lr_sweep.good_band(rates, [None] * 5, [3] * 5) is None
+
+
+def test_rung_outcome_reports_divergence_step():
+    assert lr_sweep.rung_outcome([{"step": 0}, {"step": 1, "diverged": True}]) == \
+        {"final_val": None, "final_train": None, "diverged_at": 1}
+    assert lr_sweep.rung_outcome([{"step": 199, "val": 2.5, "train_eval": 2.4}])["final_val"] == 2.5

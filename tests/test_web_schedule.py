@@ -1,0 +1,149 @@
+"""Chapter 6's page ops: the schedule plotter's curve is pylib.schedules', reader input is refused
+with a message per field, the live ladder labels divergence, and a mid-run learning-rate change
+keeps the params and the optimiser state."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from pylib import lr_sweep, model, schedules, train, web, web_schedule
+from pylib.web import InputError
+
+GOOD = {"kind": "cosine", "lr": "0.02", "warmup": "20", "steps": "400", "min_ratio": "0.1", "decay_frac": "0.2"}
+BAD_VALUES = ["", "   ", "NaN", "inf", "-1", "1e400", "🙂", "<b class=injected>x</b>", None, "0x10"]
+
+
+@pytest.fixture(scope="module")
+def session():
+    from pylib import data
+    corpus = data.build_corpus()
+    s = web.Session()
+    s.vocab, s.train_tokens, s.val_tokens = corpus.vocab, corpus.train, corpus.val
+    return s
+
+
+@pytest.mark.parametrize("kind", ["cosine", "wsd", "constant"])
+def test_schedule_curve_is_pylib_schedules(kind):
+    out = web_schedule.schedule_curve({**GOOD, "kind": kind})
+    expected = [schedules.lr_at(kind, t, 0.02, 20, 400, 0.002, 0.2) for t in range(400)]
+    assert out["lrs"] == expected
+    assert out["peak_lr"] == pytest.approx(0.02) and out["peak_step"] == 20
+
+
+def test_wsd_holds_the_peak_then_decays_over_the_last_fraction():
+    lrs = web_schedule.schedule_curve({**GOOD, "kind": "wsd", "decay_frac": "0.25"})["lrs"]
+    assert lrs[20] == lrs[299] == pytest.approx(0.02)  # stable until the last quarter
+    assert lrs[300] == pytest.approx(0.02) and lrs[301] < 0.02 and lrs[-1] < lrs[350]
+
+
+@pytest.mark.parametrize("field", ["lr", "warmup", "steps", "min_ratio", "decay_frac"])
+@pytest.mark.parametrize("bad", BAD_VALUES)
+def test_schedule_plotter_refuses_bad_input_with_a_message(field, bad):
+    with pytest.raises(InputError) as e:
+        web_schedule.schedule_curve({**GOOD, field: bad})
+    assert field in e.value.errors and e.value.errors[field]
+
+
+def test_schedule_plotter_refuses_unknown_kind_and_warmup_past_the_end():
+    with pytest.raises(InputError) as e:
+        web_schedule.schedule_curve({**GOOD, "kind": "<script>"})
+    assert "kind" in e.value.errors
+    with pytest.raises(InputError) as e:
+        web_schedule.schedule_curve({**GOOD, "warmup": "500"})
+    assert "warmup" in e.value.errors
+
+
+def test_handle_returns_json_errors_not_exceptions():
+    out = json.loads(web.handle("schedule_curve", json.dumps({**GOOD, "lr": "🙂"})))
+    assert out["ok"] is False and out["kind"] == "input" and "lr" in out["errors"]
+
+
+@pytest.mark.parametrize("raw", ["", "abc", "0.1, -1", "0.1,,NaN", "1e9", "1,2,3,4,5,6,7", "x" * 300, None])
+def test_sweep_rates_are_validated(raw):
+    with pytest.raises(InputError) as e:
+        web_schedule.parse_rates(raw)
+    assert "rates" in e.value.errors
+
+
+def test_sweep_rates_are_sorted_and_distinct():
+    assert web_schedule.parse_rates("1; 0.01, 0.01 ,0.1") == [0.01, 0.1, 1.0]
+
+
+def _run_chunks(session, name, until_done=True):
+    chunks = []
+    while True:
+        chunk = web_schedule.OPS[f"schedule_{name}_chunk"](session, {})
+        chunks.append(chunk)
+        if chunk["done"] or not until_done:
+            return chunks
+
+
+def test_live_sweep_matches_the_ladder_runs_and_labels_divergence(session):
+    web_schedule.sweep_start(session, {"rates": "0.03, 10", "seed": "1"})
+    chunks = _run_chunks(session, "sweep")
+    rungs = web_schedule.sweep_finish(session, {})["rungs"]
+    assert [r["lr"] for r in rungs] == [0.03, 10.0]
+    assert sum(len(c["finished"]) for c in chunks) == 2
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
+    _, h = train.train(mcfg, lr_sweep.rung_config(0.03, 1), session.train_tokens, session.val_tokens)
+    assert rungs[0]["final_val"] == h[-1]["val"] and rungs[0]["diverged_at"] is None
+    assert rungs[1]["final_val"] is None and rungs[1]["diverged_at"] is not None
+
+
+def test_lr_change_keeps_params_and_optimiser_state(session):
+    web_schedule.lrchange_start(session, {"lr": "0.02", "seed": "0"})
+    run = web_schedule._RUNS["lrchange"]
+    while run["state"]["step"] < 30:
+        web_schedule.lrchange_chunk(session, {})
+    k = run["state"]["step"]
+    opt = run["state"]["opt"]
+    m_before, v_before, t_before = opt["m"].copy(), opt["v"].copy(), opt["t"]
+    change = web_schedule.lrchange_set(session, {"new_lr": "0.005"})
+    assert change == {"step": k, "lr": 0.005}
+    assert run["state"]["step"] == k  # nothing restarted
+    assert run["state"]["opt"] is opt and opt["t"] == t_before == k  # Adam's step count goes on
+    np.testing.assert_array_equal(opt["m"], m_before)
+    np.testing.assert_array_equal(opt["v"], v_before)
+    records = web_schedule.lrchange_chunk(session, {})["records"]
+    assert records[0]["step"] == k
+    assert records[0]["lr"] == pytest.approx(schedules.lr_at("cosine", k, 0.005, 20, 600, 0.0005))
+    # the same run done by hand: train to k, then replace the config's lr and continue
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
+    cfg = dataclasses.replace(train.TrainConfig(), lr=0.02, seed=0, steps=600, eval_interval=25)
+    state = train.init_train_state(mcfg, cfg)
+    train.train_steps(state, mcfg, cfg, session.train_tokens, session.val_tokens, k)
+    by_hand = train.train_steps(state, mcfg, dataclasses.replace(cfg, lr=0.005), session.train_tokens,
+                                session.val_tokens, len(records))
+    assert [r["loss"] for r in by_hand] == [r["loss"] for r in records]
+    web_schedule.lrchange_finish(session, {})
+
+
+def test_lr_change_refuses_bad_values_without_stopping_the_run(session):
+    web_schedule.lrchange_start(session, {"lr": "0.02", "seed": "0"})
+    web_schedule.lrchange_chunk(session, {})
+    for bad in BAD_VALUES + ["0", "5000"]:
+        with pytest.raises(InputError) as e:
+            web_schedule.lrchange_set(session, {"new_lr": bad})
+        assert "new_lr" in e.value.errors
+    assert web_schedule._RUNS["lrchange"]["changes"] == []
+    assert not web_schedule.lrchange_chunk(session, {})["done"]
+    web_schedule.lrchange_finish(session, {})
+
+
+def test_absurd_new_lr_ends_in_a_labelled_divergence(session):
+    web_schedule.lrchange_start(session, {"lr": "0.02", "seed": "0"})
+    web_schedule.lrchange_chunk(session, {})
+    web_schedule.lrchange_set(session, {"new_lr": "500"})
+    chunks = _run_chunks(session, "lrchange")
+    result = web_schedule.lrchange_finish(session, {})
+    assert result["diverged_at"] is not None and result["diverged_at"] < 600
+    assert result["final_loss"] is None
+    assert all(r["loss"] is None or np.isfinite(r["loss"]) for c in chunks for r in c["records"])
+
+
+def test_lr_change_without_a_run_is_refused():
+    web_schedule._RUNS.pop("lrchange", None)
+    with pytest.raises(InputError):
+        web_schedule.lrchange_set(None, {"new_lr": "0.01"})
