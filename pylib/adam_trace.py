@@ -1,0 +1,85 @@
+"""Adam, one weight at a time: its moments, bias correction, and where weight decay goes.
+
+`first_steps` runs pylib.optim.adamw_step on a single weight for a given sequence of gradients
+and reports, per step, the moments m and v that it keeps, their bias-corrected versions, and the
+step taken with the correction (what Adam does; Kingma & Ba 2015, Algorithm 1) and without it.
+m and v start at zero, so for the first steps they are too small by the factors 1 - beta1^t and
+1 - beta2^t; with beta2 close to 1, v is far too small for a long time, and the uncorrected step
+m / sqrt(v) is too large.
+
+`decay_split` shows decoupled decay (AdamW) against L2 (Adam with wd * p in the gradient) on two
+weights of the same value whose gradients differ in scale: L2's decay passes through the division
+by sqrt(v), so the weight with the large gradients is barely decayed (Loshchilov & Hutter 2019,
+section 2).
+"""
+
+import numpy as np
+
+from pylib import optim
+
+# ---------------------------------------------------------------------------
+
+
+def first_steps(grads, lr=1.0, beta1=0.9, beta2=0.999, eps=1e-8):
+    """Per step t = 1..len(grads): g, m, v, m_hat, v_hat, step (corrected) and step_uncorrected.
+
+    The corrected step is the change pylib.optim.adamw_step makes to the weight (sign flipped);
+    the uncorrected one is lr * m / (sqrt(v) + eps) from the same m and v.
+    """
+    params = {"w": np.zeros(1, dtype=np.float64)}
+    state = optim.adamw_init(params)
+    rows = []
+    for g in grads:
+        before = float(params["w"][0])
+        optim.adamw_step(params, {"w": np.array([g], dtype=np.float64)}, state, lr, beta1, beta2, eps)
+        t = state["t"]
+        m, v = float(state["m"][0]), float(state["v"][0])
+        rows.append({"t": t, "g": float(g), "m": m, "v": v,
+                     "m_hat": m / (1.0 - beta1**t), "v_hat": v / (1.0 - beta2**t),
+                     "step": before - float(params["w"][0]),
+                     "step_uncorrected": float(lr * m / (np.sqrt(v) + eps))})
+    return rows
+
+
+def decay_split(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1, steps=100, seed=0,
+                beta1=0.9, beta2=0.99):
+    """How much weight decay each weight received: AdamW vs Adam + L2, after `steps` steps.
+
+    Two weights start at `weight`; weight i gets random-sign gradients of size grad_scales[i]
+    (the same signs under both optimisers). The decay's share is measured as the difference
+    from a run without decay. Returns {"adamw": [...], "adam_l2": [...]}: per weight, the total
+    shrinkage caused by the decay.
+    """
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(steps, len(grad_scales)))
+    scales = np.asarray(grad_scales, dtype=np.float64)
+
+    def run(wd, decoupled):
+        params = {"w": np.full((1, len(scales)), weight, dtype=np.float64)}  # 2-D: in the decay group
+        state = optim.adamw_init(params)
+        for s in signs:
+            optim.adamw_step(params, {"w": (s * scales)[None, :]}, state, lr, beta1, beta2, 1e-8,
+                             weight_decay=wd, decoupled=decoupled)
+        return params["w"][0]
+
+    free = run(0.0, True)
+    return {"adamw": (free - run(weight_decay, True)).tolist(),
+            "adam_l2": (free - run(weight_decay, False)).tolist(),
+            "grad_scales": scales.tolist()}
+
+
+def derived_values():
+    """ch5.adam.* and ch5.decay_split.* for the chapter (build time)."""
+    rows = first_steps([1.0] * 10, lr=1.0, beta1=0.9, beta2=0.999)
+    split = decay_split()
+    return {
+        "ch5.adam.first_step": rows[0]["step"],
+        "ch5.adam.first_step_uncorrected": rows[0]["step_uncorrected"],
+        "ch5.adam.tenth_step_uncorrected": rows[9]["step_uncorrected"],
+        "ch5.decay_split.small_grad": split["grad_scales"][0],
+        "ch5.decay_split.large_grad": split["grad_scales"][1],
+        "ch5.decay_split.adamw_small": split["adamw"][0],
+        "ch5.decay_split.adamw_large": split["adamw"][1],
+        "ch5.decay_split.l2_small": split["adam_l2"][0],
+        "ch5.decay_split.l2_large": split["adam_l2"][1],
+    }
