@@ -1,0 +1,225 @@
+"""Chapter 6 in a real browser: the schedule plotter, the live learning-rate sweep and the run whose
+learning rate changes mid-run, each with bad input refused visibly and nothing injected, Stop
+mid-run, and divergence labelled. The page's numbers are compared with the same pylib calls in
+CPython. One shared page (conftest.chapter_fixture); a console error or a request off 127.0.0.1
+fails a test."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import SITE, chapter_fixture
+
+chapter6 = chapter_fixture("06-")
+
+TIMEOUT = 180_000  # ms: the longest op here is a few short training runs in the page
+BAD = ["", "NaN", "-1", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
+
+
+def widget(page, name):
+    return page.locator(f'[data-widget="{name}"]').first
+
+
+def wait_status(w, statuses, timeout=TIMEOUT):
+    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
+                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def clear_status(w):
+    """Forget the last status, so that the next wait sees only the next outcome."""
+    w.evaluate("el => { el.dataset.status = 'test-pending'; }")
+
+
+def result(w):
+    raw = w.get_attribute("data-result")
+    return json.loads(raw) if raw else None
+
+
+def no_injected_markup(page):
+    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
+
+
+def corpus():
+    from pylib import data
+    meta = json.loads((SITE / "data" / "vocab.json").read_text())
+    vocab = data.CharVocab(chars=tuple(meta["chars"]))
+    return vocab, np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8), np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
+
+
+# ---------------------------------------------------------------------------
+# The schedule plotter
+
+
+def test_schedule_plot_draws_the_default_schedule(chapter6):
+    from pylib import schedules, train
+    w = widget(chapter6, "schedule-plot")
+    assert wait_status(w, ["done", "error"]) == "done"
+    r = result(w)
+    d = train.TrainConfig()
+    assert r["kind"] == d.schedule and r["steps"] == d.steps and r["peak_step"] == d.warmup_steps
+    assert r["peak_lr"] == pytest.approx(d.lr)
+    assert r["final_lr"] == pytest.approx(schedules.lr_at(d.schedule, d.steps - 1, d.lr, d.warmup_steps, d.steps, d.min_lr))
+    expect(w.locator("canvas").first).to_be_visible()
+
+
+def test_schedule_plot_redraws_as_the_reader_types(chapter6):
+    from pylib import schedules
+    w = widget(chapter6, "schedule-plot")
+    w.locator('select[name="kind"]').select_option("wsd")
+    w.locator('input[name="steps"]').fill("1000")
+    w.locator('input[name="decay_frac"]').fill("0.5")
+    chapter6.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).steps === 1000 "
+                               "&& JSON.parse(el.dataset.result).kind === 'wsd'", arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    assert r["final_lr"] == pytest.approx(schedules.lr_at("wsd", 999, 0.02, 20, 1000, 0.002, 0.5))
+    expect(w.locator('[data-readout="peak_lr"]')).to_have_text("0.0200")
+
+
+@pytest.mark.parametrize("field", ["lr", "warmup", "steps", "min_ratio", "decay_frac"])
+def test_schedule_plot_refuses_bad_input_and_recovers(chapter6, field):
+    w = widget(chapter6, "schedule-plot")
+    field_input = w.locator(f'input[name="{field}"]')
+    good = field_input.input_value()
+    for bad in BAD + ["1e999"]:
+        field_input.fill(bad)
+        clear_status(w)
+        w.locator('[data-action="run"]').click()
+        assert wait_status(w, ["error"]) == "error"
+        expect(field_input).to_have_attribute("aria-invalid", "true")
+        expect(w.locator('[data-role="message"]')).not_to_be_empty()
+        no_injected_markup(chapter6)
+    field_input.fill(good)
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_status(w, ["done"]) == "done"
+    expect(field_input).not_to_have_attribute("aria-invalid", "true")
+
+
+# ---------------------------------------------------------------------------
+# The live sweep
+
+
+def test_lr_sweep_matches_pylib_and_labels_divergence(chapter6):
+    from pylib import lr_sweep, model, train
+    w = widget(chapter6, "lr-sweep")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="rates"]').fill("30, 0.03")
+    w.locator('input[name="seed"]').fill("1")
+    w.locator('[data-action="run"]').click()
+    assert wait_status(w, ["done", "error"]) == "done"
+    rungs = result(w)["rungs"]
+    assert [r["lr"] for r in rungs] == [0.03, 30.0]
+    vocab, train_tokens, val_tokens = corpus()
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=vocab.size)
+    _, h = train.train(cfg, lr_sweep.rung_config(0.03, 1), train_tokens, val_tokens)
+    assert rungs[0]["final_val"] == pytest.approx(h[-1]["val"], abs=1e-3)
+    assert rungs[1]["final_val"] is None and rungs[1]["diverged_at"] is not None
+    expect(w.locator("svg text.diverged-label", has_text=f"diverged at step {rungs[1]['diverged_at']}")).to_have_count(1)
+    expect(w.locator('[data-role="message"]')).to_contain_text("diverged at step")
+
+
+def test_lr_sweep_refuses_bad_rates_and_keeps_working(chapter6):
+    w = widget(chapter6, "lr-sweep")
+    rates = w.locator('input[name="rates"]')
+    for bad in BAD + ["0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7", "0.1, 1e9"]:
+        rates.fill(bad)
+        clear_status(w)
+        w.locator('[data-action="run"]').click()
+        assert wait_status(w, ["error"]) == "error"
+        expect(rates).to_have_attribute("aria-invalid", "true")
+        expect(w.locator('[data-role="message"]')).not_to_be_empty()
+        no_injected_markup(chapter6)
+    rates.fill("0.01")
+    w.locator('input[name="seed"]').fill("-3")
+    w.locator('[data-action="run"]').click()
+    assert wait_status(w, ["error"]) == "error"
+    expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
+
+
+def test_lr_sweep_stops_mid_run(chapter6):
+    w = widget(chapter6, "lr-sweep")
+    w.locator('input[name="rates"]').fill("0.001, 0.01, 0.1")
+    w.locator('input[name="seed"]').fill("0")
+    w.locator('[data-action="run"]').click()
+    chapter6.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w, ["stopped", "done"]) == "stopped"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
+
+
+# ---------------------------------------------------------------------------
+# Changing the learning rate mid-run
+
+
+def _start_lr_change(page, lr="0.02"):
+    w = widget(page, "lr-change")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="lr"]').fill(lr)
+    w.locator('[data-action="run"]').click()
+    expect(w.locator('[data-action="apply"]')).to_be_enabled(timeout=TIMEOUT)
+    return w
+
+
+def _step(w):
+    text = w.locator('[data-readout="step"]').text_content()
+    return int(text) if text.isdigit() else 0
+
+
+def test_lr_change_applies_a_new_rate_and_refuses_bad_ones_without_stopping(chapter6):
+    w = _start_lr_change(chapter6)
+    chapter6.wait_for_function("el => +el.querySelector('[data-readout=step]').textContent >= 30",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    new_lr = w.locator('input[name="new_lr"]')
+    for bad in BAD + ["0", "1e9"]:
+        new_lr.fill(bad)
+        w.evaluate("el => { el.querySelector('[data-role=apply-message]').textContent = ''; }")
+        w.locator('[data-action="apply"]').click()
+        expect(w.locator('[data-role="apply-message"]')).not_to_be_empty()
+        expect(new_lr).to_have_attribute("aria-invalid", "true")
+        no_injected_markup(chapter6)
+    assert w.get_attribute("data-status") == "running"
+    expect(w.locator('[data-readout="changes"]')).to_have_text("0")
+    new_lr.fill("0.005")
+    w.locator('[data-action="apply"]').click()
+    expect(w.locator('[data-readout="changes"]')).to_have_text("1", timeout=TIMEOUT)
+    expect(new_lr).not_to_have_attribute("aria-invalid", "true")
+    expect(w.locator('[data-role="apply-message"]')).to_be_empty()
+    step_at_apply = _step(w)
+    chapter6.wait_for_function("([el, s]) => +el.querySelector('[data-readout=step]').textContent >= s + 10",
+                               arg=[w.element_handle(), step_at_apply], timeout=TIMEOUT)
+    assert w.get_attribute("data-status") == "running"
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w, ["stopped", "done"]) == "stopped"
+    expect(w.locator('[data-role="message"]')).to_contain_text("0.005 at step")
+    expect(w.locator('[data-action="apply"]')).to_be_disabled()
+
+
+def test_lr_change_to_an_absurd_rate_ends_in_a_labelled_divergence(chapter6):
+    w = _start_lr_change(chapter6)
+    chapter6.wait_for_function("el => +el.querySelector('[data-readout=step]').textContent >= 10",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('input[name="new_lr"]').fill("500")
+    w.locator('[data-action="apply"]').click()
+    assert wait_status(w, ["done", "error", "stopped"]) == "done"
+    r = result(w)
+    assert r["diverged_at"] is not None and r["changes"][0]["lr"] == 500
+    assert r["diverged_at"] >= r["changes"][0]["step"]
+    expect(w.locator('[data-role="message"]')).to_contain_text(f"Diverged at step {r['diverged_at']}")
+
+
+def test_lr_change_refuses_a_bad_starting_rate(chapter6):
+    w = widget(chapter6, "lr-change")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for bad in BAD:
+        w.locator('input[name="lr"]').fill(bad)
+        clear_status(w)
+        w.locator('[data-action="run"]').click()
+        assert wait_status(w, ["error"]) == "error"
+        expect(w.locator('input[name="lr"]')).to_have_attribute("aria-invalid", "true")
+        no_injected_markup(chapter6)
