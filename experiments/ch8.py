@@ -62,6 +62,7 @@ def bad_run(corpus, cure, seed, bad_steps):
 
 
 def run(corpus):
+    from pylib import train
     values, curves, timings = {}, {}, {}
     t0 = time.perf_counter()
     for name, (qk, zl) in ATTN_SETTINGS.items():
@@ -109,7 +110,7 @@ def run(corpus):
                 reports[kind].append(rep)
         for kind, reps in reports.items():
             base = f"ch8.bad.{cure}.{kind}"
-            for field in ("height", "lasting_excess", "grad_norm_ratio", "clipped_fraction", "skipped_fraction"):
+            for field in ("height", "lasting_excess", "grad_norm", "grad_norm_ratio", "clipped_fraction", "skipped_fraction"):
                 values[f"{base}.{field}.mean"], values[f"{base}.{field}.sd"] = mean_sd([r[field] for r in reps])
             rec = [r["recovery_steps"] for r in reps]
             values[f"{base}.recovered_runs"] = sum(1 for r in rec if r is not None)
@@ -128,7 +129,20 @@ def run(corpus):
                     out[s] = None  # the corrupted batch's own loss is not the text's
                 curve[f"{kind}_{name}"] = out
         curves[f"ch8.bad.{cure}"] = curve
-    clean_norms = [r["grad_norm"] for h in runs["clean"] for r in h[BAD["inject_step"] - 20:BAD["inject_step"]]]
+    clean_norms = [r["grad_norm"] for h in runs["clean"] for r in h[BAD["inject_step"] - stability.NORM_WINDOW:BAD["inject_step"]]]
+    # The optimisation-driven spike: no bad batch, a learning rate far too large, no clipping.
+    diverged, peaks = [], []
+    for seed in SEEDS:
+        mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "none", seed, lr=BAD["lr_spike"])
+        h = train.train(mcfg, tcfg, corpus.train, corpus.val)[1]
+        at = next((r["step"] for r in h if r.get("diverged")), None)
+        diverged.append(at)
+        norms = [r["grad_norm"] for r in h if r.get("grad_norm") is not None and not r.get("diverged")]
+        peaks.append(float(np.median(norms[-stability.PRE_SPIKE_STEPS:])))  # the steps just before it
+    values["ch8.lr_spike.diverged_runs"] = sum(1 for d in diverged if d is not None)
+    if None not in diverged:
+        values["ch8.lr_spike.diverged_at.mean"], values["ch8.lr_spike.diverged_at.sd"] = mean_sd(diverged)
+    values["ch8.lr_spike.norm_before.mean"], values["ch8.lr_spike.norm_before.sd"] = mean_sd(peaks)
     values["ch8.bad.clean_grad_norm_median"] = float(np.median(clean_norms))
     timings["ch8.bad.seconds"] = time.perf_counter() - t0
 
@@ -151,7 +165,7 @@ def run(corpus):
 
 def derived(corpus):
     """The settings the chapter and its widgets quote, and the NaN demonstrations' inputs."""
-    from pylib import model, stability, train
+    from pylib import model, stability, train, web_stability
     return {
         "ch8.attn_lr": ATTN["lr"],
         "ch8.attn_lr_ratio": ATTN["lr"] / train.TrainConfig().lr,
@@ -168,6 +182,25 @@ def derived(corpus):
         "ch8.z_loss": ATTN["z_loss"],
         "ch8.stats_interval": ATTN["stats_interval"],
         "ch8.stats_windows": ATTN["stats_windows"],
+        "ch8.attn_layers": stability.attn_configs(corpus.vocab.size)[0].n_layer,
+        "ch8.attn_width": stability.attn_configs(corpus.vocab.size)[0].n_embd,
+        "ch8.attn_heads": stability.attn_configs(corpus.vocab.size)[0].n_head,
+        "ch8.attn_warmup": ATTN["warmup_steps"],
+        "ch8.default_lr": train.TrainConfig().lr,
+        "ch8.warmup_steps": train.TrainConfig().warmup_steps,
+        "ch8.beta2": train.TrainConfig().beta2,
+        "ch8.lr_spike": BAD["lr_spike"],
+        "ch8.lr_spike_ratio": BAD["lr_spike"] / train.TrainConfig().lr,
+        "ch8.recovery_tolerance": stability.RECOVERY["tolerance"],
+        "ch8.recovery_window": stability.RECOVERY["window"],
+        "ch8.lasting_tail": stability.RECOVERY["tail"],
+        "ch8.norm_window": stability.NORM_WINDOW,
+        "ch8.pre_spike_steps": stability.PRE_SPIKE_STEPS,
+        "ch8.logit_max": web_stability.LIMITS["logit_max"],  # the page's input limits
+        "ch8.widget_lr_max": web_stability.LIMITS["lr_max"],
+        "ch8.skip_factor_min": web_stability.LIMITS["skip_factor_min"],
+        "ch8.float16_max": float(np.finfo(np.float16).max),
+        "ch8.float32_log_underflow": float(-np.log(np.finfo(np.float32).smallest_subnormal)),
         "ch8.float32_exp_limit": float(np.log(np.finfo(np.float32).max)),
     }
 
@@ -199,4 +232,7 @@ def markdown(results):
             lines.append(f"| {cure} | {n} | {pm(b + '.height')} | {pm(b + '.recovery_steps', '.1f')} "
                          f"({v[b + '.recovered_runs']}) | {pm(b + '.lasting_excess')} | {pm(b + '.grad_norm_ratio', '.1f')} | "
                          f"{pm(b + '.clipped_fraction', '.4f')} | {pm(b + '.skipped_fraction', '.4f')} |")
+    lines += ["", f"Learning rate {BAD['lr_spike']} (no bad batch, no clipping): diverged in "
+              f"{v['ch8.lr_spike.diverged_runs']} of {len(SEEDS)} seeds, at step {pm('ch8.lr_spike.diverged_at', '.1f')}; "
+              f"median grad norm of the {stability.PRE_SPIKE_STEPS} steps before: {pm('ch8.lr_spike.norm_before', '.2f')}."]
     return lines + [""]

@@ -29,7 +29,11 @@ ATTN = {  # attention-logit growth: a 2-layer model at 5x the default peak lr, h
 }
 BAD = {  # one bad batch: the default model and settings, shorter; a bad stretch of `repeats` steps
     "steps": 300, "inject_step": 150, "repeats": 3, "token": " ", "clip": 1.0, "skip_factor": 4.0,
+    "lr_spike": 1.5,  # 75x the default peak lr, no bad batch: the optimisation-driven spike
 }
+RECOVERY = {"tolerance": 0.05, "window": 10, "tail": 50}  # spike_report's defaults: nats, steps, steps
+PRE_SPIKE_STEPS = 10  # the steps "just before" a divergence whose gradient norms are reported
+NORM_WINDOW = 20  # grad_norm_ratio compares a step's norm with the median of this many steps before it
 CURES = ("none", "clip", "skip")
 
 
@@ -151,7 +155,8 @@ def bad_batch_hook(steps, token_id):
 # Spike diagnosis
 
 
-def spike_report(history, ref_history, inject_step, tolerance=0.05, window=10, tail=50):
+def spike_report(history, ref_history, inject_step, tolerance=RECOVERY["tolerance"], window=RECOVERY["window"],
+                 tail=RECOVERY["tail"]):
     """How a run with a bad batch at inject_step differs from the same run without it.
 
     Both histories are pylib.train records of the same seed, so every clean batch is identical
@@ -192,7 +197,7 @@ def spike_report(history, ref_history, inject_step, tolerance=0.05, window=10, t
     }
 
 
-def grad_norm_ratio(history, step, window=20):
+def grad_norm_ratio(history, step, window=NORM_WINDOW):
     """A step's gradient norm over the median of the window steps before it (None if unknown)."""
     before = [r["grad_norm"] for r in history if step - window <= r["step"] < step and r.get("grad_norm")]
     now = next((r.get("grad_norm") for r in history if r["step"] == step), None)

@@ -1,0 +1,240 @@
+"""Chapter 8 in a real browser: the NaN sources, one bad batch (live, with Inject now, Stop and a
+diverging run labelled) and attention-logit growth, each with bad input refused visibly and nothing
+injected. The page's numbers are compared with the same pylib calls in CPython. One shared page
+(conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture
+
+chapter8 = chapter_fixture("08-")
+
+TIMEOUT = 180_000  # ms: the longest op here is a 300-step run of the default model in the page
+
+NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
+
+
+def widget(page, name):
+    return page.locator(f'[data-widget="{name}"]').first
+
+
+def wait_settled(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
+    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
+                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def result(w):
+    raw = w.get_attribute("data-result")
+    return json.loads(raw) if raw else None
+
+
+def no_injected_markup(page):
+    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
+
+
+def message(w):
+    return w.locator('[data-role="message"]').inner_text()
+
+
+# ---------------------------------------------------------------------------
+# NaN sources
+
+
+def run_nan(page, which, logit="200"):
+    w = widget(page, "nan-sources")
+    button = w.locator(f'[data-action="run"][data-which="{which}"]')
+    expect(button).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="logit"]').fill(logit)
+    button.click()
+    return w, wait_settled(w, ("done", "error"))
+
+
+@pytest.mark.parametrize("which", ["log0", "overflow", "masked_row"])
+def test_each_nan_source_shows_nan_unguarded_and_a_number_guarded(chapter8, which):
+    w, status = run_nan(chapter8, which)
+    assert status == "done"
+    r = result(w)
+    assert r == {"which": which, "naive_bad": True, "guarded_bad": False}
+    naive = w.locator('td[data-cell="naive"]').all_inner_texts()
+    guarded = w.locator('td[data-cell="guarded"]').all_inner_texts()
+    assert any("nan" in t or "inf" in t for t in naive)
+    assert not any("nan" in t or "inf" in t for t in guarded)
+    assert w.locator(".nan-bad").count() >= 1
+    assert w.locator('[data-role="explain"]').inner_text().strip()
+
+
+def test_nan_demo_matches_pylib(chapter8):
+    from pylib import stability
+    w, status = run_nan(chapter8, "log0", "200")
+    assert status == "done"
+    cells = w.locator("tbody tr").nth(1).locator("td").all_inner_texts()
+    assert cells[0] == "inf"
+    assert float(cells[1]) == pytest.approx(stability.guarded_cross_entropy([0.0, -200.0], 1), rel=1e-4)
+
+
+def test_small_logits_give_no_nan_and_say_so(chapter8):
+    w, status = run_nan(chapter8, "overflow", "3")
+    assert status == "done" and result(w)["naive_bad"] is False
+    assert "No nan or inf" in message(w)
+
+
+@pytest.mark.parametrize("raw", [v for v in NASTY if v != "-5"] + ["2e6", "-2e6"])  # -5 is a fine logit
+def test_nan_demo_refuses_bad_logits_visibly(chapter8, raw):
+    w, status = run_nan(chapter8, "log0", raw)
+    assert status == "error"
+    assert "logit" in message(w).lower()
+    assert w.locator('input[name="logit"]').get_attribute("aria-invalid") == "true"
+    assert w.locator('[data-role="output"]').is_hidden()
+    no_injected_markup(chapter8)
+    w2, status = run_nan(chapter8, "masked_row", raw)  # the third demo needs no logit: it still works
+    assert status == "done" and result(w2)["which"] == "masked_row"
+
+
+# ---------------------------------------------------------------------------
+# One bad batch
+
+
+def fill_bad(page, **fields):
+    w = widget(page, "bad-batch")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    cure = fields.pop("cure", "none")
+    w.locator(f'input[name="cure"][value="{cure}"]').check()
+    defaults = {"inject_step": "150", "clip": "1", "skip_factor": "4", "lr": "0.02", "seed": "0"}
+    for name, value in {**defaults, **fields}.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    return w
+
+
+def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
+    from pylib import data, stability, train
+    w = fill_bad(chapter8, cure="skip", inject_step="150")
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w) == "done"
+    r = result(w)
+    assert r["steps"] == 300 and r["diverged_at"] is None
+    assert r["bad_steps_taken"] == 3 and r["bad_skipped"] == 3 and r["skipped_steps"] == 3
+    assert r["grad_norm_ratio"] > 5
+    assert w.locator('[data-readout="skipped"]').inner_text() == "3"
+    # the same run in CPython
+    corpus = data.build_corpus()
+    mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "skip", 0)
+    state = train.init_train_state(mcfg, tcfg)
+    state["batch_hook"] = stability.bad_batch_hook({150, 151, 152}, int(corpus.vocab.encode(" ")[0][0]))
+    h = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    assert r["final_loss"] == pytest.approx(h[-1]["loss"], abs=2e-3)
+    assert r["skipped_steps"] == sum(1 for x in h if x.get("skipped"))
+
+
+def test_bad_batch_inject_now_and_stop_mid_run(chapter8):
+    w = fill_bad(chapter8, cure="clip", inject_step="299")
+    w.locator('[data-action="run"]').click()
+    chapter8.wait_for_function("el => { const s = el.querySelector('[data-readout=\"step\"]').textContent; "
+                               "return s !== '–' && +s >= 30; }", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="inject"]').click()
+    expect(w.locator('[data-role="message"]')).to_contain_text("Injecting bad batches", timeout=TIMEOUT)
+    chapter8.wait_for_function("el => +el.querySelector('[data-readout=\"step\"]').textContent >= 60",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    text = message(w)
+    assert "Stopped after" in text and "3 bad batches met" in text
+    assert int(w.locator('[data-readout="clipped"]').inner_text()) >= 3  # the bad ones were clipped
+    assert w.get_attribute("data-result") is None
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
+    expect(w.locator('[data-action="inject"]')).to_be_disabled()
+
+
+def test_bad_batch_diverging_run_is_labelled(chapter8):
+    w = fill_bad(chapter8, cure="none", inject_step="299", lr="5")
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w) == "done"
+    r = result(w)
+    assert r["diverged_at"] is not None and r["steps"] < 300
+    flag = w.locator('[data-role="flag"]')
+    expect(flag).to_be_visible()
+    assert f"Diverged at step {r['diverged_at']}" in flag.inner_text()
+    assert f"Diverged at step {r['diverged_at']}" in message(w)
+
+
+@pytest.mark.parametrize("field,raw", [("inject_step", "300"), ("inject_step", "1e9"), ("inject_step", "-1"),
+                                       ("lr", "0"), ("lr", "-0.02"), ("lr", "100")]
+                         + [("inject_step", v) for v in NASTY] + [("lr", v) for v in NASTY])
+def test_bad_batch_refuses_bad_input_visibly(chapter8, field, raw):
+    w = fill_bad(chapter8, **{field: raw})
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ("error",)) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    no_injected_markup(chapter8)
+
+
+@pytest.mark.parametrize("cure,field,raw", [("clip", "clip", "0"), ("clip", "clip", "🙂"), ("skip", "skip_factor", "0.5"),
+                                            ("skip", "skip_factor", "")])
+def test_bad_batch_refuses_bad_cure_settings(chapter8, cure, field, raw):
+    w = fill_bad(chapter8, cure=cure, **{field: raw})
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ("error",)) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+
+
+# ---------------------------------------------------------------------------
+# Attention-logit growth
+
+
+def start_attn(page, qk_norm=False, **fields):
+    w = widget(page, "attn-growth")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in {"lr": "0.1", "seed": "0", **fields}.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    w.locator('input[name="qk_norm"]').set_checked(qk_norm)
+    w.locator('input[name="z_loss"]').set_checked(False)
+    w.locator('[data-action="run"]').click()
+    return w
+
+
+def test_attn_growth_qk_norm_keeps_logits_small_and_matches_pylib(chapter8):
+    from pylib import data, stability, train
+    w = start_attn(chapter8, qk_norm=True)
+    assert wait_settled(w) == "done"
+    r = result(w)
+    assert r["steps"] == stability.ATTN["steps"] and r["diverged_at"] is None
+    last = r["last"]
+    corpus = data.build_corpus()
+    mcfg, tcfg = stability.attn_configs(corpus.vocab.size, qk_norm=True, seed=0)
+    params, _ = train.train(mcfg, tcfg, corpus.train, corpus.val)
+    x, _ = data.eval_windows(corpus.val, stability.ATTN["stats_windows"], mcfg.block_size)
+    ref = stability.attention_stats(params, mcfg, x)
+    assert last["max_logit"] == pytest.approx(ref["max_logit"], rel=0.05)
+    assert last["entropy"] == pytest.approx(ref["entropy"], rel=0.05)
+    assert max(last["max_logit"]) < 50
+
+
+def test_attn_growth_stop_mid_run(chapter8):
+    w = start_attn(chapter8, qk_norm=False)
+    chapter8.wait_for_function("el => { const s = el.querySelector('[data-readout=\"step\"]').textContent; "
+                               "return s !== '–' && +s >= 20; }", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    assert "Stopped after" in message(w)
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
+
+
+def test_attn_growth_diverging_run_is_labelled(chapter8):
+    w = start_attn(chapter8, lr="3")
+    assert wait_settled(w) == "done"
+    r = result(w)
+    assert r["diverged_at"] is not None
+    assert f"Diverged at step {r['diverged_at']}" in w.locator('[data-role="flag"]').inner_text()
+
+
+@pytest.mark.parametrize("field,raw", [("lr", v) for v in NASTY + ["0", "11"]] + [("seed", "-1"), ("seed", "1.5")])
+def test_attn_growth_refuses_bad_input_visibly(chapter8, field, raw):
+    w = start_attn(chapter8, **{field: raw})
+    assert wait_settled(w, ("error",)) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    no_injected_markup(chapter8)
