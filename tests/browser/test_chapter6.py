@@ -103,23 +103,33 @@ def test_schedule_plot_refuses_bad_input_and_recovers(chapter6, field):
 # The live sweep
 
 
+# Float32 throughout, and training is chaotic: in CPython, nudging one weight by one float32 ulp moves
+# the final validation loss of a 200-step rung at lr 0.03 (seed 1) by 0.042 (at lr 0.01: 0.031). The
+# page's NumPy has no BLAS and rounds differently, so a trained rung can only agree to that order;
+# RUNG_TOL is about 3x it. A diverging rung ends within a few steps, before rounding has grown, so
+# its divergence step must agree exactly: that pins the page's lr, warmup, seed and batches.
+RUNG_TOL = 0.15
+
+
 def test_lr_sweep_matches_pylib_and_labels_divergence(chapter6):
     from pylib import lr_sweep, model, train
     w = widget(chapter6, "lr-sweep")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('input[name="rates"]').fill("30, 0.03")
+    w.locator('input[name="rates"]').fill("3, 0.03")
     w.locator('input[name="seed"]').fill("1")
     w.locator('[data-action="run"]').click()
     assert wait_status(w, ["done", "error"]) == "done"
     rungs = result(w)["rungs"]
-    assert [r["lr"] for r in rungs] == [0.03, 30.0]
+    assert [r["lr"] for r in rungs] == [0.03, 3.0]
     vocab, train_tokens, val_tokens = corpus()
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=vocab.size)
-    _, h = train.train(cfg, lr_sweep.rung_config(0.03, 1), train_tokens, val_tokens)
-    assert rungs[0]["final_val"] == pytest.approx(h[-1]["val"], abs=1e-3)
-    assert rungs[1]["final_val"] is None and rungs[1]["diverged_at"] is not None
+    ref = [lr_sweep.rung_outcome(train.train(cfg, lr_sweep.rung_config(lr, 1), train_tokens, val_tokens)[1])
+           for lr in (0.03, 3.0)]
+    assert ref[1]["diverged_at"] is not None and rungs[1]["diverged_at"] == ref[1]["diverged_at"]
+    assert rungs[1]["final_val"] is None
+    assert rungs[0]["diverged_at"] is None and abs(rungs[0]["final_val"] - ref[0]["final_val"]) < RUNG_TOL
     expect(w.locator("svg text.diverged-label", has_text=f"diverged at step {rungs[1]['diverged_at']}")).to_have_count(1)
-    expect(w.locator('[data-role="message"]')).to_contain_text("diverged at step")
+    expect(w.locator('[data-role="message"]')).to_contain_text(f"lr 3: diverged at step {rungs[1]['diverged_at']}")
 
 
 def test_lr_sweep_refuses_bad_rates_and_keeps_working(chapter6):

@@ -101,6 +101,7 @@ export async function mount(root, client) {
     runButton.disabled = true;
     stopButton.disabled = false;
     delete root.dataset.result;
+    delete root.dataset.diverged;
     for (const name of ["lr", "seed"]) form.elements[name].removeAttribute("aria-invalid");
     applyForm.elements.new_lr.removeAttribute("aria-invalid");
     applyMessage.textContent = "";
@@ -141,6 +142,7 @@ export async function mount(root, client) {
       const changes = r.changes.map((c) => `${lrText(c.lr)} at step ${c.step}`).join(", ") || "none";
       if (r.diverged_at != null) {
         root.dataset.result = JSON.stringify(r);
+        root.dataset.diverged = "true";
         setStatus("done", `Diverged at step ${r.diverged_at}: the loss passed 2 ln V or stopped being a number, so the run ended. Changes: ${changes}.`);
       } else if (value.stopped) {
         setStatus("stopped", `Stopped at step ${r.steps}. Changes: ${changes}. Press Start to train again from step 0.`);

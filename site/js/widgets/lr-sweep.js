@@ -79,7 +79,9 @@ function drawChart(svg, cfg, live, rates) {
       el("circle", { cx: px(r.lr), cy: py(r.final_val), r: 5, fill: COLORS.live }, svg);
     } else {
       el("path", { d: `M${px(r.lr) - 6},${top + 12} l6,-11 l6,11 z`, fill: COLORS.diverged }, svg);
-      text(svg, px(r.lr) + 8, top + 10, `diverged at step ${r.diverged_at}`, { class: "diverged-label" });
+      const right = px(r.lr) < W - 150;
+      text(svg, px(r.lr) + (right ? 8 : -8), top + 10, `diverged at step ${r.diverged_at}`,
+        { class: "diverged-label", "text-anchor": right ? "start" : "end" });
     }
   }
 }
