@@ -202,15 +202,21 @@ def test_attn_growth_qk_norm_keeps_logits_small_and_matches_pylib(chapter8):
     assert wait_settled(w) == "done"
     r = result(w)
     assert r["steps"] == stability.ATTN["steps"] and r["diverged_at"] is None
-    last = r["last"]
+    points = {p["step"]: p for p in r["points"]}
+    assert sorted(points) == list(range(0, r["steps"], 10)) + [r["steps"]] and r["last"] == points[r["steps"]]
+    # At step 0 the page's statistics are CPython's. Later ones are not compared: at this learning
+    # rate the page's and CPython's losses agree to ~1e-6 for the first five steps, then float32
+    # rounding differences (no BLAS in the page) are amplified from step to step (measured once
+    # with both: 1e-3 at step 6, 0.1 nats at step 10); only QK-norm's bound is checked there.
     corpus = data.build_corpus()
     mcfg, tcfg = stability.attn_configs(corpus.vocab.size, qk_norm=True, seed=0)
-    params, _ = train.train(mcfg, tcfg, corpus.train, corpus.val)
+    state = train.init_train_state(mcfg, tcfg)
     x, _ = data.eval_windows(corpus.val, stability.ATTN["stats_windows"], mcfg.block_size)
-    ref = stability.attention_stats(params, mcfg, x)
-    assert last["max_logit"] == pytest.approx(ref["max_logit"], rel=0.05)
-    assert last["entropy"] == pytest.approx(ref["entropy"], rel=0.05)
-    assert max(last["max_logit"]) < 50
+    ref = stability.attention_stats(state["params"], mcfg, x)
+    assert points[0]["max_logit"] == pytest.approx(ref["max_logit"], rel=1e-4)
+    assert points[0]["entropy"] == pytest.approx(ref["entropy"], rel=1e-4)
+    D = mcfg.n_embd // mcfg.n_head
+    assert max(v for p in r["points"] for v in p["max_logit"]) < 10 * D  # QK-norm: |q||k|/sqrt(D) = sqrt(D) x gains
 
 
 def test_attn_growth_stop_mid_run(chapter8):

@@ -102,11 +102,13 @@ export async function mount(root, client) {
     setStatus("running", "Starting…");
     const args = { lr: form.elements.lr.value, seed: form.elements.seed.value, qk_norm: form.elements.qk_norm.checked, z_loss: form.elements.z_loss.checked };
     const setting = args.qk_norm ? (args.z_loss ? "qk_norm_z_loss" : "qk_norm") : (args.z_loss ? "z_loss" : "baseline");
+    const received = []; // every statistics point, as the worker sent it
     const onEvent = (ev) => {
       if (ev.kind === "start") {
         reset(ev.info.steps, ev.info.stats_interval, setting);
       } else if (ev.kind === "chunk") {
         const c = ev.chunk;
+        received.push(...c.points);
         addPoints(c.points);
         const lastLoss = c.losses.filter((r) => r.loss != null).pop();
         readouts.step.textContent = String(c.step);
@@ -126,7 +128,7 @@ export async function mount(root, client) {
       if (value.stopped) {
         setStatus("stopped", `Stopped after ${r.steps} steps: ${stats}. Press Start to run again from step 0.`);
       } else {
-        root.dataset.result = JSON.stringify({ steps: r.steps, diverged_at: r.diverged_at, last });
+        root.dataset.result = JSON.stringify({ steps: r.steps, diverged_at: r.diverged_at, last, points: received });
         setStatus("done", r.diverged_at != null ? `Diverged at step ${r.diverged_at}; ${stats}.` : `Done: ${r.steps} steps; ${stats}.`);
       }
     } catch (err) {

@@ -98,7 +98,9 @@ export async function mount(root, client) {
     // markers: bad steps at the loss line's recent level; clipped / skipped at their loss
     for (const r of records) {
       if (r.step >= n || r.diverged) continue;
-      const near = data.loss[1][r.step - 1] ?? data.loss[1][r.step - 2] ?? r.loss;
+      let near = null; // the last clean loss before this step: a bad batch's own loss is not the text's
+      for (let i = r.step - 1; i >= 0 && near == null; i--) near = data.loss[1][i];
+      if (near == null) near = r.loss;
       if (r.bad) data.loss[2][r.step] = near;
       if (r.clipped) data.loss[6][r.step] = r.bad ? near : r.loss;
       if (r.skipped) data.loss[7][r.step] = r.bad ? near : r.loss;
