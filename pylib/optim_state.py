@@ -27,13 +27,14 @@ COMPARISON_EVAL_WINDOWS = 32
 
 # name -> (TrainConfig overrides, learning rates swept, label)
 COMPARISON = {
-    "sgd": (dict(optimizer="sgd", momentum=0.0, weight_decay=0.0), [0.1, 0.3, 1.0, 3.0], "SGD"),
-    "momentum": (dict(optimizer="sgd", momentum=0.9, weight_decay=0.0), [0.03, 0.1, 0.3, 1.0],
+    "sgd": (dict(optimizer="sgd", momentum=0.0, weight_decay=0.0), [0.1, 0.3, 1.0, 3.0, 10.0], "SGD"),
+    "momentum": (dict(optimizer="sgd", momentum=0.9, weight_decay=0.0), [0.03, 0.1, 0.3, 1.0, 3.0],
                  "SGD + momentum 0.9"),
-    "adam": (dict(optimizer="adamw", weight_decay=0.0), [0.003, 0.01, 0.03, 0.1], "Adam"),
-    "adamw": (dict(optimizer="adamw"), [0.003, 0.01, 0.03, 0.1], "AdamW (decay 0.1)"),
-    "muon": (dict(optimizer="muon"), [0.01, 0.03, 0.1, 0.3], "Muon + AdamW"),
+    "adam": (dict(optimizer="adamw", weight_decay=0.0), [0.003, 0.01, 0.03, 0.1, 0.3], "Adam"),
+    "adamw": (dict(optimizer="adamw"), [0.003, 0.01, 0.03, 0.1, 0.3], "AdamW (decay 0.1)"),
+    "muon": (dict(optimizer="muon"), [0.01, 0.03, 0.1, 0.3, 1.0], "Muon + AdamW"),
 }
+N_RATES = 5  # every optimiser sweeps this many rates (the chapter's table has one column per rate)
 
 
 def comparison_config(name, lr, seed):
