@@ -13,7 +13,7 @@ batches first, and B_simple is the ratio of the two averaged estimates.
 
 Steps to a target against batch size follow S = S_min (1 + B_noise / B) in their model, i.e.
 S = S_min + E_min / B with E_min = S_min * B_noise the fewest examples; the critical batch is
-B_crit = E_min / S_min (their equation 2.11 and section 2.3). `fit_critical_batch` fits that line.
+B_crit = E_min / S_min (their section 2.3). `fit_critical_batch` fits that line.
 
 An "example" here is one window of T tokens: the batch size B counts windows, as everywhere in
 the course. Shapes: B windows, T tokens per window.
