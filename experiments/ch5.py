@@ -138,7 +138,10 @@ def derived(corpus):
     lo, hi = muon.ns_singular_value_band(NS_BAND_FROM)
     return {**optim_state.derived_values(), **quadratic.derived_values(), **adam_trace.derived_values(),
             "ch5.ns.band_from": NS_BAND_FROM, "ch5.ns.band_lo": lo, "ch5.ns.band_hi": hi,
-            "ch5.ns.steps": muon.NS_STEPS, "ch5.muon.momentum": muon.MOMENTUM, "ch5.muon.rms": muon.RMS_MATCH}
+            "ch5.ns.steps": muon.NS_STEPS, "ch5.muon.momentum": muon.MOMENTUM, "ch5.muon.rms": muon.RMS_MATCH,
+            "ch5.comparison.momentum": SWEEP["momentum"][0]["momentum"],
+            "ch5.comparison.momentum_gain": 1.0 / (1.0 - SWEEP["momentum"][0]["momentum"]),
+            "ch5.comparison.weight_decay": sweep_config("adamw", 1.0, 0).weight_decay}
 
 
 def markdown(results):

@@ -72,7 +72,11 @@ def derived_values():
     """ch5.adam.* and ch5.decay_split.* for the chapter (build time)."""
     rows = first_steps([1.0] * 10, lr=1.0, beta1=0.9, beta2=0.999)
     split = decay_split()
+    defaults = decay_split.__defaults__  # grad_scales, weight, lr, weight_decay, steps, ...
     return {
+        "ch5.decay_split.lr": defaults[2],
+        "ch5.decay_split.weight_decay": defaults[3],
+        "ch5.decay_split.steps": defaults[4],
         "ch5.adam.first_step": rows[0]["step"],
         "ch5.adam.first_step_uncorrected": rows[0]["step_uncorrected"],
         "ch5.adam.tenth_step_uncorrected": rows[9]["step_uncorrected"],
