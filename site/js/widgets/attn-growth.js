@@ -86,7 +86,11 @@ export async function mount(root, client) {
   }
 
   if (!(await startPython(client, setStatus, [runButton]))) return;
-  reset(1, 1, null);
+  const settingOf = (qk, z) => (qk ? (z ? "qk_norm_z_loss" : "qk_norm") : (z ? "z_loss" : "baseline"));
+  // Before a run: the measured band of the ticked setting.
+  const idleView = () => reset(config.steps, config.interval, settingOf(form.elements.qk_norm.checked, form.elements.z_loss.checked));
+  idleView();
+  for (const box of [form.elements.qk_norm, form.elements.z_loss]) box.addEventListener("change", () => { if (!running) idleView(); });
   wireStop(stopButton, client, message, () => running);
 
   form.addEventListener("submit", async (event) => {
@@ -101,7 +105,7 @@ export async function mount(root, client) {
     for (const el of Object.values(readouts)) el.textContent = "–";
     setStatus("running", "Starting…");
     const args = { lr: form.elements.lr.value, seed: form.elements.seed.value, qk_norm: form.elements.qk_norm.checked, z_loss: form.elements.z_loss.checked };
-    const setting = args.qk_norm ? (args.z_loss ? "qk_norm_z_loss" : "qk_norm") : (args.z_loss ? "z_loss" : "baseline");
+    const setting = settingOf(args.qk_norm, args.z_loss);
     const received = []; // every statistics point, as the worker sent it
     const onEvent = (ev) => {
       if (ev.kind === "start") {

@@ -118,7 +118,15 @@ export async function mount(root, client) {
   }
 
   if (!(await startPython(client, setStatus, [runButton]))) return;
-  reset(1, [], "none");
+  // Before a run: the measured band of the chosen cure over the measured run's length.
+  const idleView = () => {
+    const band = config.bands[form.elements.cure.value];
+    reset(band ? band.clean.length : 1, [], form.elements.cure.value);
+  };
+  idleView();
+  for (const radio of form.querySelectorAll('input[name="cure"]')) {
+    radio.addEventListener("change", () => { if (!running) idleView(); });
+  }
 
   wireStop(stopButton, client, message, () => running);
   injectButton.addEventListener("click", async () => {
