@@ -15,7 +15,7 @@ def normalised_singular_values(G):
 @pytest.mark.parametrize("shape", [(48, 16), (16, 64), (64, 16)])
 def test_newton_schulz_singular_values_lie_in_the_quintic_band(shape):
     # The quintic does not drive singular values to 1 exactly: five iterations map every
-    # normalised singular value in [0.01, 1] into a band, about [0.68, 1.14], that
+    # normalised singular value in [0.01, 1] into a band, about [0.68, 1.13], that
     # ns_singular_value_band computes from the polynomial itself.
     rng = np.random.default_rng(0)
     G = rng.standard_normal(shape)
