@@ -1,0 +1,245 @@
+"""Chapter 7 in a real browser: the init-scale view, pre-/post-LN at init, a short training run
+through depth (with the measured band, Stop and divergence), and the µP coordinate check, each
+with bad input refused visibly and nothing injected. The page's numbers are compared with the same
+pylib calls in CPython. One shared page (conftest.chapter_fixture); a console error or a request
+off 127.0.0.1 fails a test."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import SITE, chapter_fixture
+
+chapter7 = chapter_fixture("07-")
+
+TIMEOUT = 180_000  # ms: the longest op here is a short run of an 8-layer model in the page
+
+# Float32 in both, but the page's NumPy has no BLAS and sums matmuls in another order (see
+# test_chapter1's PAGE_VS_CPYTHON_TOL); statistics at init agree to a few float32 ulps, relative.
+REL = 1e-4
+
+
+def widget(page, name):
+    return page.locator(f'[data-widget="{name}"]').first
+
+
+def wait_settled(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
+    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
+                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def result(w):
+    raw = w.get_attribute("data-result")
+    return json.loads(raw) if raw else None
+
+
+def corpus():
+    from pylib import data
+    meta = json.loads((SITE / "data" / "vocab.json").read_text())
+    vocab = data.CharVocab(chars=tuple(meta["chars"]))
+    val = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
+    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
+    return vocab, train, val
+
+
+def base_cfg():
+    from pylib import model
+    return dataclasses.replace(model.GPTConfig(), vocab_size=corpus()[0].size)
+
+
+def probe():
+    from pylib import data, web_init
+    return data.eval_windows(corpus()[2], web_init.LIMITS["probe_windows"], base_cfg().block_size)
+
+
+def submit(w, **fields):
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in fields.items():
+        field = w.locator(f'[name="{name}"]')
+        if field.evaluate("el => el.tagName") == "SELECT":
+            field.select_option(str(value))
+        else:
+            field.fill(str(value))
+    w.locator('[data-action="run"]').click()
+
+
+BAD = ["", "0", "-0.02", "NaN", "1e9", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
+
+
+# ---------------------------------------------------------------------------
+# init-scale
+
+
+def test_init_scale_matches_pylib(chapter7):
+    from pylib import init_study
+    w = widget(chapter7, "init-scale")
+    submit(w, init_std="0.2", depth="3")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.2",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w) == "done"
+    r = result(w)
+    x, y = probe()
+    ref = init_study.init_stats(dataclasses.replace(base_cfg(), n_layer=3, init_std=0.2), 0, x, y)
+    assert r["loss"] == pytest.approx(ref["loss"], rel=REL)
+    assert r["act_std"] == pytest.approx(ref["act_std"], rel=REL)
+    assert w.locator('[data-role="chart-acts"] [data-series="live"] circle').count() == 4
+    assert w.locator('[data-role="chart-loss"] [data-series="measured"] polyline').count() == 1
+
+
+@pytest.mark.parametrize("value", BAD)
+def test_init_scale_refuses_bad_std_then_recovers(chapter7, value):
+    w = widget(chapter7, "init-scale")
+    submit(w, init_std=value, depth="2")
+    assert wait_settled(w, ("error",)) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Init std")
+    expect(w.locator('[data-role="message"]')).to_be_visible()
+    assert w.locator('input[name="init_std"]').get_attribute("aria-invalid") == "true"
+    assert result(w) is None
+    assert chapter7.locator("b.injected, [data-widget] img").count() == 0
+    submit(w, init_std="0.02", depth="2")
+    assert wait_settled(w) == "done" and result(w)["depth"] == 2
+
+
+def test_init_scale_flags_a_loss_above_the_divergence_limit(chapter7):
+    w = widget(chapter7, "init-scale")
+    submit(w, init_std="2", depth="4")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 2",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    expect(w.locator('[data-role="message"]')).to_contain_text("diverged")
+
+
+@pytest.mark.parametrize("value", ["0", "9", "2.5", "abc"])
+def test_init_scale_refuses_bad_depth(chapter7, value):
+    w = widget(chapter7, "init-scale")
+    submit(w, init_std="0.02", depth=value)
+    assert wait_settled(w, ("error",)) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Depth")
+
+
+# ---------------------------------------------------------------------------
+# depth-norms
+
+
+def test_depth_norms_match_pylib(chapter7):
+    from pylib import init_study
+    w = widget(chapter7, "depth-norms")
+    submit(w, depth="6")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 6",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    x, y = probe()
+    ref = init_study.depth_stats(base_cfg(), [6], ("pre", "post"), 0, x, y)
+    for pos in ("pre", "post"):
+        assert r[pos]["act_std"] == pytest.approx(ref[pos][0]["act_std"], rel=REL)
+        assert r[pos]["grad_norm"] == pytest.approx(ref[pos][0]["grad_norm"], rel=1e-3)
+    assert r["post"]["act_std"][1:] == pytest.approx([1.0] * 6, abs=1e-3)
+    assert w.locator('[data-role="chart-grads"] [data-series="pre"] circle').count() == 6
+
+
+@pytest.mark.parametrize("value", ["", "0", "-2", "1e9", "🎭", "<b class=injected>x</b>"])
+def test_depth_norms_refuses_bad_depth_then_recovers(chapter7, value):
+    w = widget(chapter7, "depth-norms")
+    submit(w, depth=value)
+    assert wait_settled(w, ("error",)) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Depth")
+    assert chapter7.locator("b.injected").count() == 0
+    submit(w, depth="2")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 2",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------
+# depth-train
+
+
+def test_depth_train_runs_to_the_end_and_matches_cpython(chapter7):
+    from pylib import init_study, train
+    w = widget(chapter7, "depth-train")
+    submit(w, depth="2", position="pre", warmup="yes", seed="1")
+    assert wait_settled(w) == "done", w.locator('[data-role="message"]').text_content()
+    r = result(w)
+    _, tr, val = corpus()
+    mcfg, tcfg = init_study.depth_train_config(base_cfg(), 2, "pre", True, 1)
+    _, hist = train.train(mcfg, tcfg, tr, val)
+    assert r["steps"] == tcfg.steps and not r["diverged"]
+    assert r["final_val_loss"] == pytest.approx(hist[-1]["val"], abs=1e-4)
+    expect(w.locator('[data-role="band-note"]')).to_contain_text("No measured band")
+
+
+def test_depth_train_draws_the_band_and_stops_mid_run(chapter7):
+    w = widget(chapter7, "depth-train")
+    submit(w, depth="8", position="post", warmup="no", seed="0")
+    expect(w.locator('[data-role="band-note"]')).to_contain_text("measured band of this setting", timeout=TIMEOUT)
+    chapter7.wait_for_function("el => Number(el.querySelector('[data-readout=step]').textContent) >= 5",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Stopped at step")
+    assert result(w) is None
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
+
+
+@pytest.mark.parametrize("field, value", [("depth", "0"), ("depth", "<b class=injected>x</b>"), ("seed", "-1"),
+                                          ("seed", "🎭"), ("depth", "")])
+def test_depth_train_refuses_bad_input(chapter7, field, value):
+    w = widget(chapter7, "depth-train")
+    submit(w, **{"depth": "2", "seed": "0", field: value})
+    assert wait_settled(w, ("error",)) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    expect(w.locator('[data-role="message"]')).to_be_visible()
+    assert chapter7.locator("b.injected").count() == 0
+
+
+# ---------------------------------------------------------------------------
+# coord-check
+
+
+def test_coord_check_matches_pylib_and_is_flat_under_mup(chapter7):
+    from pylib import init_study
+    w = widget(chapter7, "coord-check")
+    submit(w, lr="0.01", seed="0")
+    assert wait_settled(w) == "done", w.locator('[data-role="message"]').text_content()
+    r = result(w)
+    items = {(it["param"], it["width"]): it for it in r["items"]}
+    assert len(items) == 2 * len(init_study.COORD_WIDTHS)
+    _, tr, _ = corpus()
+    x = probe()[0][: init_study.COORD_PROBE_WINDOWS]
+    mcfg, tcfg = init_study.coord_train_config(base_cfg(), 32, True, 0, 0.01)
+    ref = init_study.coord_check(mcfg, tcfg, tr, x, init_study.COORD_STEPS)
+    assert items[("mup", 32)]["residual"] == pytest.approx(ref["residual"], rel=1e-3)
+    lo, hi = init_study.COORD_WIDTHS[0], init_study.COORD_WIDTHS[-1]
+    assert items[("sp", hi)]["residual"][-1] > 3 * items[("sp", lo)]["residual"][-1]
+    assert 0.5 < items[("mup", hi)]["residual"][-1] / items[("mup", lo)]["residual"][-1] < 2
+    assert w.locator('[data-role="chart"] [data-series="measured-mup"] polyline').count() == 1
+
+
+def test_coord_check_labels_divergence(chapter7):
+    w = widget(chapter7, "coord-check")
+    submit(w, lr="10", seed="0")
+    assert wait_settled(w) == "done"
+    expect(w.locator('[data-role="diverged"]')).to_contain_text("diverged at step")
+    assert "NaN" not in w.inner_text()
+
+
+def test_coord_check_stops_mid_run(chapter7):
+    w = widget(chapter7, "coord-check")
+    submit(w, lr="0.01", seed="2")
+    expect(w.locator('[data-role="message"]')).to_contain_text("1 of", timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
+    assert result(w) is None
+
+
+@pytest.mark.parametrize("field, value", [("lr", v) for v in BAD] + [("seed", "1.5"), ("seed", "")])
+def test_coord_check_refuses_bad_input(chapter7, field, value):
+    w = widget(chapter7, "coord-check")
+    submit(w, **{"lr": "0.01", "seed": "0", field: value})
+    assert wait_settled(w, ("error",)) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    expect(w.locator('[data-role="message"]')).to_be_visible()
+    assert chapter7.locator("b.injected, [data-widget] img").count() == 0
