@@ -125,7 +125,8 @@ def depth_start(session, args):
     curves = args.get("curves") if isinstance(args.get("curves"), dict) else {}
     curve = curves.get(key) if key in init_study.depth_train_settings() else None
     _RUNS["depth"] = {"model_cfg": mcfg, "train_cfg": tcfg, "state": train.init_train_state(mcfg, tcfg),
-                      "ema": 0.0, "ema_weight": 0.0, "diverged_at": None, "last_val": None, "last_loss": None}
+                      "ema": 0.0, "ema_weight": 0.0, "diverged_at": None, "last_val": None, "last_loss": None,
+                      "losses": []}
     return {"steps": tcfg.steps, "depth": depth, "position": position, "warmup": warmup, "seed": seed,
             "warmup_steps": tcfg.warmup_steps, "lr": tcfg.lr, "batch_size": tcfg.batch_size,
             "params": model.count_params(mcfg), "band": band_series(curve, tcfg.steps) if curve else None,
@@ -148,6 +149,7 @@ def depth_chunk(session, args):
                 run["ema_weight"] = s * run["ema_weight"] + (1 - s)
                 r["loss_smooth"] = run["ema"] / run["ema_weight"]
                 run["last_loss"] = r["loss"]
+                run["losses"].append(r["loss"])
             if r["val"] is not None:
                 run["last_val"] = r["val"]
             out.append(r)
@@ -161,6 +163,7 @@ def depth_finish(session, args):
     run = _RUNS.pop("depth")
     return {"steps": run["state"]["step"], "final_val_loss": run["last_val"], "final_train_loss": run["last_loss"],
             "diverged": run["diverged_at"] is not None, "diverged_at": run["diverged_at"],
+            "losses": run["losses"],  # every applied step's batch loss, for comparison with CPython
             "divergence_limit": train.divergence_threshold(run["model_cfg"].vocab_size)}
 
 

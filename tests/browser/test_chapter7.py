@@ -20,6 +20,10 @@ TIMEOUT = 180_000  # ms: the longest op here is a short run of an 8-layer model 
 # Float32 in both, but the page's NumPy has no BLAS and sums matmuls in another order (see
 # test_chapter1's PAGE_VS_CPYTHON_TOL); statistics at init agree to a few float32 ulps, relative.
 REL = 1e-4
+# Steps of a page run compared with CPython's. Measured (2 layers, pre-LN, warmup, seed 1): the batch
+# losses agree to < 1e-5 for the first 15 steps, then the rounding differences compound (4.7e-4 at
+# step 19, 1e-2 in the final validation loss), as the learning rate reaches its peak.
+FIRST_STEPS = 10
 
 
 def widget(page, name):
@@ -166,7 +170,14 @@ def test_depth_train_runs_to_the_end_and_matches_cpython(chapter7):
     mcfg, tcfg = init_study.depth_train_config(base_cfg(), 2, "pre", True, 1)
     _, hist = train.train(mcfg, tcfg, tr, val)
     assert r["steps"] == tcfg.steps and not r["diverged"]
-    assert r["final_val_loss"] == pytest.approx(hist[-1]["val"], abs=1e-4)
+    # The same run step by step. Rounding differences (no BLAS in the page) grow with the steps and
+    # the run is chaotic, so the steps are compared while they are still a few float32 ulps apart,
+    # as test_chapter1's PAGE_VS_CPYTHON_TOL does; a different batch, step or update moves the loss by
+    # 1e-3 or more.
+    cpython = [rec["loss"] for rec in hist]
+    assert len(r["losses"]) == len(cpython)
+    assert r["losses"][:FIRST_STEPS] == pytest.approx(cpython[:FIRST_STEPS], abs=1e-5)
+    assert r["final_val_loss"] < hist[0]["val"] - 0.5  # it learnt
     expect(w.locator('[data-role="band-note"]')).to_contain_text("No measured band")
 
 

@@ -71,7 +71,7 @@ export async function mount(root, client) {
     try {
       const value = await client.call("run:init_depth", args, { onEvent });
       const r = value.result;
-      const summary = { steps: r.steps, final_val_loss: r.final_val_loss, final_train_loss: r.final_train_loss, diverged: r.diverged, diverged_at: r.diverged_at };
+      const summary = { steps: r.steps, final_val_loss: r.final_val_loss, final_train_loss: r.final_train_loss, diverged: r.diverged, diverged_at: r.diverged_at, losses: r.losses };
       if (!value.stopped) root.dataset.result = JSON.stringify(summary);
       if (r.diverged) {
         setStatus("error", `The run diverged at step ${r.diverged_at}: its loss passed 2 ln V = ${r.divergence_limit.toFixed(2)} or stopped being a number, so training stopped there.`);

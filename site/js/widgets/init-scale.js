@@ -50,6 +50,7 @@ export async function mount(root, client) {
       else if (r.loss > r.divergence_limit) text += ` That is above 2 ln V = ${num(r.divergence_limit, 2)}: the trainer would stop this run at step 0 as diverged.`;
       setStatus("done", text);
     } catch (err) {
+      for (const key of Object.keys(readouts)) set(key, "–");  // the figures above were for other input
       if (err.kind === "input" && err.errors) {
         markInvalid(err.errors);
         setStatus("error", Object.values(err.errors).join("\n"));
