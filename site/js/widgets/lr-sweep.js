@@ -24,7 +24,7 @@ const lrText = (lr) => (lr >= 0.01 && lr < 1000 ? String(+lr.toPrecision(3)) : l
 
 /** The chart: measured ladder (mean ± sd, diverged counts), the good band, and the live rungs. */
 function drawChart(svg, cfg, live, rates) {
-  const W = 640, H = 300, L = 52, R = 16, T = 40, B = 36;
+  const W = 640, H = 320, L = 52, R = 16, T = 60, B = 36;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
   const ladder = cfg.ladder;
@@ -39,7 +39,7 @@ function drawChart(svg, cfg, live, rates) {
   y0 -= pad; y1 += pad;
   const px = (lr) => L + ((Math.log10(lr) - lx0) / (lx1 - lx0)) * (W - L - R);
   const py = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
-  const top = T - 22; // the strip for diverged markers
+  const liveRow = 16, measuredRow = 36; // the strips for diverged markers: this page's, then measured
   // the good band, behind everything
   if (cfg.good_band && cfg.good_band[0] != null) {
     const a = px(cfg.good_band[0] / 10 ** 0.25), b = px(cfg.good_band[1] * 10 ** 0.25);
@@ -58,7 +58,8 @@ function drawChart(svg, cfg, live, rates) {
     el("line", { x1: L - 4, y1: py(v), x2: L, y2: py(v), stroke: COLORS.axis }, svg);
     text(svg, L - 6, py(v) + 4, v.toFixed(2), { "text-anchor": "end" });
   }
-  text(svg, L + 4, top + 8, "diverged:", { class: "diverged-label" });
+  text(svg, 4, liveRow + 4, "diverged here:", { class: "diverged-label" });
+  if (ladder) text(svg, 4, measuredRow + 4, "measured, seeds diverged:", {});
   // the measured ladder
   if (ladder) {
     ladder.lrs.forEach((lr, i) => {
@@ -68,8 +69,8 @@ function drawChart(svg, cfg, live, rates) {
         el("circle", { cx: px(lr), cy: py(m), r: 4, fill: COLORS.measured, opacity: 0.6 }, svg);
       }
       if (ladder.diverged[i] > 0) {
-        el("path", { d: `M${px(lr) - 5},${top + 10} l5,-9 l5,9 z`, fill: COLORS.measured, opacity: 0.6 }, svg);
-        text(svg, px(lr), top + 22, `${ladder.diverged[i]}/3`, { "text-anchor": "middle" });
+        el("path", { d: `M${px(lr) - 5},${measuredRow + 4} l5,-9 l5,9 z`, fill: COLORS.measured, opacity: 0.6 }, svg);
+        text(svg, px(lr) + 8, measuredRow + 4, `${ladder.diverged[i]}/3`, {});
       }
     });
   }
@@ -78,9 +79,9 @@ function drawChart(svg, cfg, live, rates) {
     if (r.final_val != null) {
       el("circle", { cx: px(r.lr), cy: py(r.final_val), r: 5, fill: COLORS.live }, svg);
     } else {
-      el("path", { d: `M${px(r.lr) - 6},${top + 12} l6,-11 l6,11 z`, fill: COLORS.diverged }, svg);
+      el("path", { d: `M${px(r.lr) - 6},${liveRow + 5} l6,-11 l6,11 z`, fill: COLORS.diverged }, svg);
       const right = px(r.lr) < W - 150;
-      text(svg, px(r.lr) + (right ? 8 : -8), top + 10, `diverged at step ${r.diverged_at}`,
+      text(svg, px(r.lr) + (right ? 8 : -8), liveRow + 4, `diverged at step ${r.diverged_at}`,
         { class: "diverged-label", "text-anchor": right ? "start" : "end" });
     }
   }
