@@ -17,7 +17,14 @@ Every figure is rendered with its label (measured, derived or cited).
 """
 
 import argparse
-import base64
+import os
+
+# One BLAS thread unless the caller says otherwise, set before NumPy is first imported: the
+# measurements' timings then use the same thread count as the benchmark, and a --measure run next
+# to other processes (a browser, the tests) does not oversubscribe the 2 cores.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import base64  # noqa: E402 (after the thread setting)
 import dataclasses
 import functools
 import hashlib

@@ -171,7 +171,8 @@ def main(measure=True, bench=False, only=None):
             "command": "python build.py --measure",
             "date": datetime.date.today().isoformat(),
             "versions": library_versions(),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                       f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}",
             "seeds": list(common.SEEDS),
         }
     if bench:
