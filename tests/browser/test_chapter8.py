@@ -76,6 +76,16 @@ def test_nan_demo_matches_pylib(chapter8):
     assert float(cells[1]) == pytest.approx(stability.guarded_cross_entropy([0.0, -200.0], 1), rel=1e-4)
 
 
+def test_enter_in_the_logit_field_runs_the_first_demo_without_leaving_the_page(chapter8):
+    w, status = run_nan(chapter8, "overflow", "100")
+    url = chapter8.url
+    w.locator('input[name="logit"]').fill("300")
+    w.locator('input[name="logit"]').press("Enter")
+    chapter8.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).which === 'log0'",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert chapter8.url == url and result(w)["naive_bad"] is True
+
+
 def test_small_logits_give_no_nan_and_say_so(chapter8):
     w, status = run_nan(chapter8, "overflow", "3")
     assert status == "done" and result(w)["naive_bad"] is False

@@ -85,6 +85,7 @@ export async function mount(root, client) {
     plots.entropy.setData(data.entropy);
   }
 
+  form.addEventListener("submit", (event) => event.preventDefault()); // never reload the page, even before Python is up
   if (!(await startPython(client, setStatus, [runButton]))) return;
   const settingOf = (qk, z) => (qk ? (z ? "qk_norm_z_loss" : "qk_norm") : (z ? "z_loss" : "baseline"));
   // Before a run: the measured band of the ticked setting.

@@ -117,6 +117,7 @@ export async function mount(root, client) {
     for (const key of Object.keys(plots)) plots[key].setData(data[key]);
   }
 
+  form.addEventListener("submit", (event) => event.preventDefault()); // never reload the page, even before Python is up
   if (!(await startPython(client, setStatus, [runButton]))) return;
   // Before a run: the measured band of the chosen cure over the measured run's length.
   const idleView = () => {

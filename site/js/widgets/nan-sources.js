@@ -47,6 +47,11 @@ export async function mount(root, client) {
     output.hidden = false;
   }
 
+  // Enter in the logit field would submit (and reload) the page: it runs the first demo instead.
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!buttons[0].disabled) buttons[0].click();
+  });
   if (!(await startPython(client, setStatus, buttons))) return;
 
   for (const button of buttons) {
