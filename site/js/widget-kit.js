@@ -35,6 +35,17 @@ export const invalidMarker = (fields, fieldFor) => (errors) => {
   }
 };
 
+// A failed run: reader-input errors mark their fields and are listed one per line; anything else
+// (a worker or Python error) is shown as its message.
+export function showRunError(err, setStatus, markInvalid) {
+  if (err.kind === "input" && err.errors) {
+    markInvalid(err.errors);
+    setStatus("error", Object.values(err.errors).join("\n"));
+  } else {
+    setStatus("error", err.message);
+  }
+}
+
 // Disables buttons, shows "Loading Python…", starts Python and runs setUp; false (error shown) on failure.
 export async function startPython(client, setStatus, buttons, setUp = null) {
   for (const button of buttons) button.disabled = true;

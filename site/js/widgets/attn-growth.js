@@ -1,7 +1,7 @@
 // Attention-logit growth, live: a thin view over run:stability_attn (pylib.web_stability, which runs
 // pylib.train and reads pylib.stability.attention_stats). It only draws what the worker sends.
 
-import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 
 const FIELDS = ["lr", "seed"];
 const LAYER = ["#2a5db0", "#d9480f"];
@@ -137,12 +137,7 @@ export async function mount(root, client) {
         setStatus("done", r.diverged_at != null ? `Diverged at step ${r.diverged_at}; ${stats}.` : `Done: ${r.steps} steps; ${stats}.`);
       }
     } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     } finally {
       running = false;
       runButton.disabled = false;

@@ -1,7 +1,7 @@
 // One bad batch, live: a thin view over run:stability_bad (pylib.web_stability, which runs pylib.train
 // with pylib.stability's batch and gradient hooks). It only draws what the worker sends.
 
-import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 
 const FIELDS = ["inject_step", "clip", "skip_factor", "lr", "seed"];
 const LAYER_COLORS = ["#2a5db0", "#d9480f", "#1b7a43", "#7b3fb0", "#b08a00", "#0b7285", "#c2255c", "#495057"];
@@ -185,12 +185,7 @@ export async function mount(root, client) {
         setStatus("done", r.diverged_at != null ? `Diverged at step ${r.diverged_at}: ${summary}.` : `Done: ${r.steps} steps; ${summary}.`);
       }
     } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     } finally {
       running = false;
       runButton.disabled = false;

@@ -1,7 +1,7 @@
 // The µP coordinate check: a thin view over the chunked run:init_coord (pylib.web_init ->
 // pylib.init_study.coord_check), one width per chunk, drawn over the measured curves.
 
-import { invalidMarker, readConfig, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 import { drawChart } from "./init-plot.js";
 
 const COLORS = { sp: "#2a5db0", mup: "#d9480f" };
@@ -73,12 +73,7 @@ export async function mount(root, client) {
         setStatus("done", `Done: ${r.items.length} runs at learning rate ${r.lr}` + (diverged ? `; ${diverged} diverged (see below).` : "."));
       }
     } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     } finally {
       running = false;
       runButton.disabled = false;

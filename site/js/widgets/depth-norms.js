@@ -1,7 +1,7 @@
 // Pre-LN against post-LN at initialisation: a thin view over pylib.web_init's init_depth_norms op
 // (pylib.init_study.depth_stats), with the measured three-seed means from results.json behind.
 
-import { invalidMarker, readConfig, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, startPython, statusSetter, widgetParts } from "../widget-kit.js";
 import { drawChart } from "./init-plot.js";
 
 const COLORS = { pre: "#2a5db0", post: "#d9480f" };
@@ -41,12 +41,7 @@ export async function mount(root, client) {
       setStatus("done", `${r.depth} layer${r.depth > 1 ? "s" : ""}: the last block's output has std ${last(r.pre.act_std).toFixed(3)} pre-LN and ` +
         `${last(r.post.act_std).toFixed(3)} post-LN; block 1's gradient norm is ${r.pre.grad_norm[0].toFixed(3)} pre-LN and ${r.post.grad_norm[0].toFixed(3)} post-LN.`);
     } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     }
   }
 

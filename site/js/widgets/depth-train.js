@@ -3,7 +3,7 @@
 // setting (results.json, via pylib.web.band_series) is drawn behind the live curve.
 
 import { LossChart } from "../chart.js";
-import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 
 const FIELDS = ["depth", "position", "warmup", "seed"];
 
@@ -82,12 +82,7 @@ export async function mount(root, client) {
         setStatus("done", `Done: ${r.steps} steps${val}.`);
       }
     } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     } finally {
       running = false;
       runButton.disabled = false;

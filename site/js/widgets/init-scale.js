@@ -1,7 +1,7 @@
 // Loss and activation std at initialisation: a thin view over pylib.web_init's init_scale op
 // (pylib.init_study.init_stats). It only draws; reader input is validated in pylib.
 
-import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
 import { drawChart } from "./init-plot.js";
 
 const FIELDS = ["init_std", "depth"];
@@ -51,12 +51,7 @@ export async function mount(root, client) {
       setStatus("done", text);
     } catch (err) {
       for (const key of Object.keys(readouts)) set(key, "–");  // the figures above were for other input
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     }
   }
 

@@ -2,7 +2,7 @@
 // objective_logit_grad (pylib.loss's forward and backward) and, for the trained model, the chunked
 // run:objective_pretrain. Everything from the reader or the model is shown with textContent.
 
-import { invalidMarker, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { invalidMarker, showRunError, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 
 const SHOWN = { "\n": "↵", " ": "␣", "\t": "⇥" };
 const FIELDS = ["model", "window", "position", "k"];
@@ -19,12 +19,7 @@ export async function mount(root, client) {
   const setStatus = statusSetter(root, message);
   const markInvalid = invalidMarker(FIELDS, (name) => (name === "model" ? $('[data-role="model"]') : form.elements[name]));
   const showError = (err) => {
-    if (err.kind === "input" && err.errors) {
-      markInvalid(err.errors);
-      setStatus("error", Object.values(err.errors).join("\n"));
-    } else {
-      setStatus("error", err.message);
-    }
+    showRunError(err, setStatus, markInvalid);
   };
 
   if (!(await startPython(client, setStatus, [runButton]))) return;

@@ -2,7 +2,7 @@
 // Every keystroke asks Python for the curve again; a bad field is marked and explained, and the
 // last good curve stays on the chart.
 
-import { invalidMarker, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { invalidMarker, showRunError, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
 
 const FIELDS = ["kind", "lr", "warmup", "steps", "min_ratio", "decay_frac"];
 const KINDS = ["cosine", "wsd", "constant"];
@@ -72,12 +72,7 @@ export async function mount(root, client) {
     } catch (err) {
       if (mine !== seq) return;
       delete root.dataset.result;
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     }
   }
 

@@ -3,7 +3,7 @@
 // is shown with textContent.
 
 import { LossChart } from "../chart.js";
-import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 
 const FIELDS = ["lr", "steps", "batch_size", "seed", "temperature"];
 
@@ -137,12 +137,7 @@ export async function mount(root, client) {
         setStatus("done", `Done: ${r.steps} steps, train loss ${r.final_train_loss.toFixed(3)}${val}.`);
       }
     } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        markInvalid(err.errors);
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
+      showRunError(err, setStatus, markInvalid);
     } finally {
       running = false;
       runButton.disabled = false;
