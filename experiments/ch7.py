@@ -8,14 +8,15 @@
    then short runs at 8 layers, pre/post, with and without warmup (three seeds; the page's band).
 3. RMSNorm against LayerNorm on the course model, the default run (three seeds).
 4. Width: the coordinate check (Yang et al. 2022, Tensor Programs V) at widths 16..128 under SP
-   and µP; and a learning-rate sweep at each width under SP and µP (short runs, three seeds).
+   and µP; and a learning-rate sweep at each width under SP, µP, and µP without its output
+   multiplier (short runs, three seeds).
 
 The budget (CPython, one core of the course machine, quiet; one step timed with a small script):
 default model B=16 ~5 ms; 8 layers B=8 ~15 ms; widths 16/32/64/128 (1 layer, 2 heads) B=8 about
 1.7/2.7/6.8/9.9 ms. So: depth training 12 runs x 150 steps x 15 ms = 27 s; width sweep
-2 parameterisations x 5 lrs x 3 seeds x 100 steps x 21 ms (all four widths) = 63 s; init-scale
+3 arms x 5 lrs x 3 seeds x 100 steps x 21 ms (all four widths) = 95 s; init-scale
 training 4 x 3 x 200 x 5 ms = 12 s; RMSNorm 2 x 3 x 400 x 5 ms = 12 s; the coordinate check
-2 x 3 x 4 widths x 5 steps (plus its forward passes) ~ 3 s; statistics at init ~ 2 s. About 120 s.
+2 x 3 x 4 widths x 5 steps (plus its forward passes) ~ 3 s; statistics at init ~ 2 s. About 150 s.
 """
 
 import dataclasses
@@ -34,6 +35,9 @@ INIT_TRAIN = {"steps": 200, "eval_interval": 50, "eval_windows": 32}
 PROBE_WINDOWS = 16  # fixed validation windows for the statistics at init
 
 WIDTH_LRS = (1e-3, 10 ** -2.5, 1e-2, 10 ** -1.5, 1e-1)  # Adam, a factor sqrt(10) apart
+# sp, muP, and muP without its 1/width output multiplier (the readout as in SP): the ablation that
+# shows what limits muP's wide models in these short runs.
+WIDTH_ARMS = ("sp", "mup", "mup_noout")
 WIDTH_TRAIN = {"steps": 100, "batch_size": 8, "warmup_steps": 10, "eval_interval": 100, "eval_windows": 16}
 
 
@@ -219,11 +223,12 @@ def run_coord(corpus):
 def run_width_sweep(corpus):
     from pylib import init_study, train
     values, curves = {}, {}
-    for param in ("sp", "mup"):
+    for param in WIDTH_ARMS:
         curve = {"widths": list(init_study.COORD_WIDTHS), "lrs": list(WIDTH_LRS), "val_mean": [], "diverged": []}
         per_width = {}
         for w in init_study.COORD_WIDTHS:
-            mcfg = init_study.width_config(base_cfg(corpus), w, init_study.COORD_BASE_WIDTH if param == "mup" else 0)
+            mcfg = init_study.width_config(base_cfg(corpus), w, 0 if param == "sp" else init_study.COORD_BASE_WIDTH)
+            mcfg = dataclasses.replace(mcfg, mup_output_mult=param != "mup_noout")
             finals = []
             for lr in WIDTH_LRS:
                 runs = []
@@ -332,7 +337,7 @@ def markdown(results):
     lines += ["", f"### Learning rate against width ({WIDTH_TRAIN}; lrs {', '.join(f'{x:.3g}' for x in WIDTH_LRS)})", "",
               "Final validation loss, mean over seeds (– : a seed diverged).", ""]
     curves = results["curves"]
-    for param in ("sp", "mup"):
+    for param in WIDTH_ARMS:
         c = curves[f"ch7.width.{param}"]
         lines += [f"**{param}**", "", "| width | " + " | ".join(f"lr {x:.3g}" for x in c["lrs"]) + " | best lr |",
                   "| --- |" + " --- |" * (len(c["lrs"]) + 1)]

@@ -41,6 +41,7 @@ class GPTConfig:
     qk_norm: bool = False  # RMSNorm (learned gain) on each head's q and k (Dehghani et al. 2023)
     init_std: float = 0.02  # std of the weights and embeddings at initialisation (GPT-2's 0.02)
     mup_base_width: int = 0  # 0: standard parameterisation; > 0: muP relative to this n_embd
+    mup_output_mult: bool = True  # muP only; False drops the 1/width_mult on the logits (an ablation)
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -300,7 +301,7 @@ def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
         caches.append((c_ln1, c_attn, c_ln2, c_mlp))
     f, c_lnf = _norm_forward(cfg, p, "ln_f", h)
     logits, c_head = layers.linear_forward(f, p["wte"], None)  # (B, T, V), tied to the embedding
-    if cfg.mup_base_width:
+    if cfg.mup_base_width and cfg.mup_output_mult:
         logits *= 1.0 / cfg.width_mult  # muP's output multiplier: logits stay O(1) as width grows
     return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape, pos)
 
@@ -312,7 +313,7 @@ def backward(dlogits, cache, df_extra=None):
     cache[5][0]) from another head that reads it, e.g. pylib.mtp's multi-token head."""
     cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape, pos = cache
     g = {}
-    if cfg.mup_base_width:
+    if cfg.mup_base_width and cfg.mup_output_mult:
         dlogits = dlogits * (1.0 / cfg.width_mult)
     df, dwte_head, _ = layers.linear_backward(dlogits, c_head)
     if df_extra is not None:

@@ -17,6 +17,7 @@ VARIANTS = {
     "post-rmsnorm": dict(norm_position="post", norm="rmsnorm"),
     "qk_norm": dict(qk_norm=True),
     "mup": dict(mup_base_width=4),  # n_embd 8 = 2x the base width
+    "mup-no-output-mult": dict(mup_base_width=4, mup_output_mult=False),
     "init_std": dict(init_std=0.3),
 }
 
