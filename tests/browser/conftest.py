@@ -1,7 +1,10 @@
 """Browser-test fixtures: Debian's Chromium, the built site served on 127.0.0.1, and one shared
 chapter page per module (loading Pyodide costs seconds) that records console errors and any
-request leaving 127.0.0.1. A test fails on either, and prints the page's console when it fails."""
+request leaving 127.0.0.1. A test fails on either, and prints the page's console when it fails.
+It also holds the helpers the chapters' browser tests share (widget, wait_settled, result,
+no_injected_markup, corpus)."""
 
+import json
 import pathlib
 import re
 import urllib.parse
@@ -62,6 +65,47 @@ class PageLog:
         out += [f"request off 127.0.0.1: {u}" for u in self.off_host]
         out += [f"unexpected dialog: {d}" for d in self.dialogs]
         return out
+
+
+# ---------------------------------------------------------------------------
+# Helpers for the chapters' tests
+
+SETTLED = ("done", "error", "stopped")  # a widget's data-status once a run or a call has ended
+
+
+def widget(page, name):
+    """The first widget called name on the page (its data-widget root)."""
+    return page.locator(f'[data-widget="{name}"]').first
+
+
+def wait_settled(w, statuses=SETTLED, timeout=180_000):
+    """Wait until widget w's data-status is one of statuses; returns it."""
+    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
+                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
+    return w.get_attribute("data-status")
+
+
+def result(w):
+    """The widget's data-result JSON, or None."""
+    raw = w.get_attribute("data-result")
+    return json.loads(raw) if raw else None
+
+
+def no_injected_markup(page):
+    """Bad-input tests type <b class=injected> and <img src=x>: neither may become an element."""
+    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
+
+
+def corpus():
+    """(vocab, train ids, val ids) exactly as the page loads them from the built site."""
+    import numpy as np
+
+    from pylib import data
+    meta = json.loads((SITE / "data" / "vocab.json").read_text())
+    vocab = data.CharVocab(chars=tuple(meta["chars"]))
+    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
+    val = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
+    return vocab, train, val
 
 
 def chapter_url(site_url, slug_prefix="01-"):

@@ -16,11 +16,10 @@ import math
 import re
 import time
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE
+from conftest import corpus
 
 RUN_TIMEOUT = 120_000  # ms; a 60-step run takes ~3 s, the default 600-step run ~30 s
 
@@ -60,16 +59,6 @@ def run(page, **settings):
     status = wait_finished(w)
     result = w.get_attribute("data-result")
     return w, status, (json.loads(result) if result else None)
-
-
-def corpus():
-    from pylib import data
-
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    vocab = data.CharVocab(chars=tuple(meta["chars"]))
-    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
-    val = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
-    return vocab, train, val
 
 
 def cpython_run(**settings):

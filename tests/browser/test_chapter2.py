@@ -9,21 +9,11 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, chapter_fixture
+from conftest import chapter_fixture, corpus, wait_settled as wait_status, widget
 
 chapter2 = chapter_fixture("02-")
 TIMEOUT = 120_000  # ms
 MARKUP = '<img src=x onerror="window.__pwned=1"><b>bold</b><script>window.__pwned=1</script>'
-
-
-def widget(page, name):
-    return page.locator(f'[data-widget="{name}"]').first
-
-
-def wait_status(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
-    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)", arg=[w.element_handle(), list(statuses)],
-                             timeout=timeout)
-    return w.get_attribute("data-status")
 
 
 def submit(w, action="run", **fields):
@@ -38,14 +28,6 @@ def submit(w, action="run", **fields):
 def nothing_injected(page):
     assert page.evaluate("() => window.__pwned === undefined")
     assert page.locator('.widget img, .widget b, .widget script:not([type="application/json"])').count() == 0
-
-
-def corpus():
-    from pylib import data
-
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    vocab = data.CharVocab(chars=tuple(meta["chars"]))
-    return vocab, np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8), np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
 
 
 def session():

@@ -6,43 +6,14 @@ page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fail
 import json
 import math
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, chapter_fixture
+from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
 
 chapter3 = chapter_fixture("03-")
 
 TIMEOUT = 120_000  # ms: the longest op here is a short training run in the page
-
-
-def widget(page, name):
-    return page.locator(f'[data-widget="{name}"]').first
-
-
-def wait_settled(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
-    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
-                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
-    return w.get_attribute("data-status")
-
-
-def result(w):
-    raw = w.get_attribute("data-result")
-    return json.loads(raw) if raw else None
-
-
-def corpus():
-    from pylib import data
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    vocab = data.CharVocab(chars=tuple(meta["chars"]))
-    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
-    val = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
-    return vocab, train, val
-
-
-def no_injected_markup(page):
-    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
 
 
 # ---------------------------------------------------------------------------
@@ -237,7 +208,7 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     w.locator('[data-action="run"]').click()
     assert wait_settled(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
     r = result(w)
-    from pylib import objective, train, model
+    from pylib import model, train
     from pylib.web_objective import accum_settings
     _, tr, va = corpus()
     big, acc = accum_settings(0)

@@ -4,11 +4,10 @@ and stops when asked. One shared page (conftest.chapter4); console errors and of
 
 import json
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, chapter_fixture
+from conftest import chapter_fixture, corpus, wait_settled
 
 chapter4 = chapter_fixture("04-")
 TIMEOUT = 120_000  # ms
@@ -20,12 +19,6 @@ def nudge_widget(page):
 
 def check_widget(page):
     return page.locator('[data-widget="grad-check"]').first
-
-
-def wait_settled(w, timeout=TIMEOUT):
-    w.page.wait_for_function("el => ['done', 'error', 'stopped'].includes(el.dataset.status)",
-                             arg=w.element_handle(), timeout=timeout)
-    return w.get_attribute("data-status")
 
 
 def compare(page, name, index, h):
@@ -40,11 +33,10 @@ def compare(page, name, index, h):
 
 
 def cpython_nudge(name, index, h):
-    from pylib import data, gradcheck, model
+    from pylib import gradcheck, model
 
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
-    cfg = model.GPTConfig(vocab_size=meta["size"])
+    vocab, train, _ = corpus()
+    cfg = model.GPTConfig(vocab_size=vocab.size)
     params = gradcheck.float64_params(cfg, 0)
     x, y = gradcheck.fixed_batch(train, 2, 64)
     return gradcheck.nudge(params, cfg, x, y, name, index, h)

@@ -9,30 +9,17 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import ROOT, SITE, chapter_fixture
+from conftest import ROOT, chapter_fixture, corpus, no_injected_markup, result, widget
 
 chapter5 = chapter_fixture("05-")
 
 TIMEOUT = 180_000  # ms: the longest op here is a 200-step training run in the page
 
 
-def widget(page, name):
-    return page.locator(f'[data-widget="{name}"]').first
-
-
 def wait_status(w, statuses, timeout=TIMEOUT):
     w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status) && !el.dataset.busy",
                              arg=[w.element_handle(), list(statuses)], timeout=timeout)
     return w.get_attribute("data-status")
-
-
-def result(w):
-    raw = w.get_attribute("data-result")
-    return json.loads(raw) if raw else None
-
-
-def no_injected_markup(page):
-    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
 
 
 BAD = [("", "empty"), ("NaN", "finite"), ("-1", "must be in"), ("1e400", "finite"), ("🙂", "must be a number"),
@@ -181,15 +168,13 @@ PAGE_VS_CPYTHON_TOL = 1e-5
 
 
 def test_optimisers_run_matches_cpython(chapter5):
-    from pylib import data, model, optim_state, train
+    from pylib import model, optim_state, train
     w = start_training(chapter5, optimizer="sgd", lr="0.3", seed="1")
     assert wait_status(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
     r = result(w)
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    tr = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
-    va = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
+    vocab, tr, va = corpus()
     cfg = optim_state.comparison_config("sgd", 0.3, 1)
-    mcfg = model.GPTConfig(vocab_size=meta["size"])
+    mcfg = model.GPTConfig(vocab_size=vocab.size)
     _, history = train.train(mcfg, cfg, tr, va)
     assert r["steps"] == cfg.steps and r["diverged_at"] is None
     d_val = abs(r["last_val"] - history[-1]["val"])

@@ -5,13 +5,11 @@ CPython. One shared page (conftest.chapter_fixture); a console error or a reques
 fails a test."""
 
 import dataclasses
-import json
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, chapter_fixture
+from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled as wait_status, widget
 
 chapter6 = chapter_fixture("06-")
 
@@ -19,35 +17,9 @@ TIMEOUT = 180_000  # ms: the longest op here is a few short training runs in the
 BAD = ["", "NaN", "-1", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
 
 
-def widget(page, name):
-    return page.locator(f'[data-widget="{name}"]').first
-
-
-def wait_status(w, statuses, timeout=TIMEOUT):
-    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
-                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
-    return w.get_attribute("data-status")
-
-
 def clear_status(w):
     """Forget the last status, so that the next wait sees only the next outcome."""
     w.evaluate("el => { el.dataset.status = 'test-pending'; }")
-
-
-def result(w):
-    raw = w.get_attribute("data-result")
-    return json.loads(raw) if raw else None
-
-
-def no_injected_markup(page):
-    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
-
-
-def corpus():
-    from pylib import data
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    vocab = data.CharVocab(chars=tuple(meta["chars"]))
-    return vocab, np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8), np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
 
 
 # ---------------------------------------------------------------------------

@@ -5,13 +5,11 @@ pylib calls in CPython. One shared page (conftest.chapter_fixture); a console er
 off 127.0.0.1 fails a test."""
 
 import dataclasses
-import json
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, chapter_fixture
+from conftest import chapter_fixture, corpus, result, wait_settled, widget
 
 chapter7 = chapter_fixture("07-")
 
@@ -24,30 +22,6 @@ REL = 1e-4
 # losses agree to < 1e-5 for the first 15 steps, then the rounding differences compound (4.7e-4 at
 # step 19, 1e-2 in the final validation loss), as the learning rate reaches its peak.
 FIRST_STEPS = 10
-
-
-def widget(page, name):
-    return page.locator(f'[data-widget="{name}"]').first
-
-
-def wait_settled(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
-    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
-                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
-    return w.get_attribute("data-status")
-
-
-def result(w):
-    raw = w.get_attribute("data-result")
-    return json.loads(raw) if raw else None
-
-
-def corpus():
-    from pylib import data
-    meta = json.loads((SITE / "data" / "vocab.json").read_text())
-    vocab = data.CharVocab(chars=tuple(meta["chars"]))
-    val = np.fromfile(SITE / "data" / "val.bin", dtype=np.uint8)
-    train = np.fromfile(SITE / "data" / "train.bin", dtype=np.uint8)
-    return vocab, train, val
 
 
 def base_cfg():

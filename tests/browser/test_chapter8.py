@@ -3,37 +3,17 @@ diverging run labelled) and attention-logit growth, each with bad input refused 
 injected. The page's numbers are compared with the same pylib calls in CPython. One shared page
 (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
-import json
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture
+from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
 
 chapter8 = chapter_fixture("08-")
 
 TIMEOUT = 180_000  # ms: the longest op here is a 300-step run of the default model in the page
 
 NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
-
-
-def widget(page, name):
-    return page.locator(f'[data-widget="{name}"]').first
-
-
-def wait_settled(w, statuses=("done", "error", "stopped"), timeout=TIMEOUT):
-    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
-                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
-    return w.get_attribute("data-status")
-
-
-def result(w):
-    raw = w.get_attribute("data-result")
-    return json.loads(raw) if raw else None
-
-
-def no_injected_markup(page):
-    assert page.locator("[data-widget] b.injected, [data-widget] img[src='x']").count() == 0
 
 
 def message(w):
