@@ -94,6 +94,31 @@ def parse_int(raw, field, lo, hi):
     return int(value)
 
 
+def parse_field(parse, key, label, raw, *bounds):
+    """parse(raw, label, *bounds) (parse_number or parse_int) with a reader-facing label; the
+    error is keyed by the form field's name, key."""
+    try:
+        return parse(raw, label, *bounds)
+    except InputError as e:
+        raise InputError({key: next(iter(e.errors.values()))}) from None
+
+
+def collect_fields(parsers, args=None):
+    """Run every field's parser and gather all the errors into one InputError, so the reader sees
+    every bad field at once. parsers: {key: thunk} (or (key, thunk) pairs); with args,
+    {key: parse} and each is called as parse(args.get(key)). Returns {key: value}."""
+    items = parsers.items() if isinstance(parsers, dict) else parsers
+    values, errors = {}, {}
+    for key, parse in items:
+        try:
+            values[key] = parse() if args is None else parse(args.get(key))
+        except InputError as e:
+            errors.update(e.errors)
+    if errors:
+        raise InputError(errors)
+    return values
+
+
 def parse_positive(raw, field, hi):
     """A float in (0, hi] from a form value, or InputError."""
     name = FIELD_NAMES.get(field, field)

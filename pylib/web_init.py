@@ -16,10 +16,9 @@ import dataclasses
 import math
 import time
 
-import numpy as np
 
 from pylib import data, init_study, model, train
-from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number
+from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field
 
 LIMITS = {
     "init_std_max": 10.0,  # above this float32 overflows in the deeper models: refused with a message
@@ -27,14 +26,6 @@ LIMITS = {
     "probe_windows": 8,  # validation windows of the fixed batch the statistics are taken on
     "coord_lr_max": 10.0,
 }
-
-
-def _field(parse, key, label, *args):
-    """Run a pylib.web parser with a reader-facing label; errors are keyed by the input's name."""
-    try:
-        return parse(*args[:1], label, *args[1:])
-    except InputError as e:
-        raise InputError({key: next(iter(e.errors.values()))}) from None
 
 
 def _base_cfg(session):
@@ -47,7 +38,7 @@ def _probe(session, cfg):
 
 def parse_init_std(raw):
     """The reader's init std: a number in (0, init_std_max]."""
-    value = _field(parse_number, "init_std", "Init std", raw)
+    value = parse_field(parse_number, "init_std", "Init std", raw)
     if not 0 < value <= LIMITS["init_std_max"]:
         why = "0 gives every weight the same value (zero), so nothing can be learnt" if value == 0 else \
             "a standard deviation cannot be negative" if value < 0 else f"the limit is {LIMITS['init_std_max']:g}"
@@ -56,7 +47,7 @@ def parse_init_std(raw):
 
 
 def parse_depth(raw):
-    return _field(parse_int, "depth", "Depth (layers)", raw, 1, LIMITS["depth_max"])
+    return parse_field(parse_int, "depth", "Depth (layers)", raw, 1, LIMITS["depth_max"])
 
 
 # ---------------------------------------------------------------------------
@@ -109,7 +100,7 @@ def parse_depth_run(args):
     if not isinstance(args.get("warmup"), bool):
         errors["warmup"] = "Choose with or without warmup."
     try:
-        out["seed"] = _field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
+        out["seed"] = parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
     except InputError as e:
         errors.update(e.errors)
     if errors:
@@ -176,13 +167,13 @@ def coord_start(session, args):
     errors = {}
     lr = None
     try:
-        lr = _field(parse_number, "lr", "Learning rate", args.get("lr"))
+        lr = parse_field(parse_number, "lr", "Learning rate", args.get("lr"))
         if not 0 < lr <= LIMITS["coord_lr_max"]:
             raise InputError({"lr": f"Learning rate must be greater than 0 and at most {LIMITS['coord_lr_max']:g}; got {lr:g}."})
     except InputError as e:
         errors.update(e.errors)
     try:
-        seed = _field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
+        seed = parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
     except InputError as e:
         errors.update(e.errors)
     if errors:

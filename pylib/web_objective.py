@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from pylib import data, model, objective, train
-from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number
+from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field
 
 LIMITS = {
     "rows_max": 50,  # sequences in the denominator table
@@ -28,14 +28,6 @@ LIMITS = {
     "accum_eval_interval": 50,
     "micro_counts": 4,  # microbatches in the gradient comparison
 }
-
-
-def _field(parse, key, label, *args):
-    """Run a pylib.web parser with a reader-facing label; errors are keyed by the input's name."""
-    try:
-        return parse(*args[:1], label, *args[1:])
-    except InputError as e:
-        raise InputError({key: next(iter(e.errors.values()))}) from None
 
 
 def _model_cfg(session):
@@ -58,12 +50,12 @@ def validate_sequences(rows):
     for i, row in enumerate(rows):
         row = row if isinstance(row, dict) else {}
         try:
-            counts.append(_field(parse_int, f"count.{i}", f"Sequence {i + 1}'s token count",
+            counts.append(parse_field(parse_int, f"count.{i}", f"Sequence {i + 1}'s token count",
                                  row.get("count"), 0, LIMITS["count_max"]))
         except InputError as e:
             errors.update(e.errors)
         try:
-            value = _field(parse_number, f"loss.{i}", f"Sequence {i + 1}'s summed loss", row.get("loss"))
+            value = parse_field(parse_number, f"loss.{i}", f"Sequence {i + 1}'s summed loss", row.get("loss"))
             if not 0 <= value <= LIMITS["loss_max"]:
                 raise InputError({f"loss.{i}": f"Sequence {i + 1}'s summed loss must be between 0 and "
                                                f"{LIMITS['loss_max']:g} nats; got {value:g}."})
@@ -109,7 +101,7 @@ def logit_grad(session, args):
                                ("position", "Position", 0, cfg.block_size - 1),
                                ("k", "Top k", 1, LIMITS["top_k_max"])]:
         try:
-            parsed[key] = _field(parse_int, key, label, args.get(key), lo, hi)
+            parsed[key] = parse_field(parse_int, key, label, args.get(key), lo, hi)
         except InputError as e:
             errors.update(e.errors)
     if errors:
@@ -175,7 +167,7 @@ def accum_grads(session, args):
     counts, errors = [], {}
     for i, value in enumerate(raw):
         try:
-            counts.append(_field(parse_int, f"count.{i}", f"Microbatch {i + 1}'s counted positions",
+            counts.append(parse_field(parse_int, f"count.{i}", f"Microbatch {i + 1}'s counted positions",
                                  value, 0, cfg.block_size))
         except InputError as e:
             errors.update(e.errors)
@@ -198,7 +190,7 @@ def accum_settings(seed):
 
 def accum_start(session, args):
     session._need_corpus()
-    seed = _field(parse_int, "seed", "Seed", (args or {}).get("seed"), 0, WEB_LIMITS["seed_max"])
+    seed = parse_field(parse_int, "seed", "Seed", (args or {}).get("seed"), 0, WEB_LIMITS["seed_max"])
     mcfg = _model_cfg(session)
     big, acc = accum_settings(seed)
     _RUNS["accum"] = {"model_cfg": mcfg, "cfgs": (big, acc), "states": [train.init_train_state(mcfg, c) for c in (big, acc)],

@@ -10,7 +10,7 @@ import dataclasses
 import time
 
 from pylib import adam_trace, model, optim_state, quadratic, train
-from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number
+from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {
     "valley_lr_max": 10.0,
@@ -22,35 +22,14 @@ LIMITS = {
 }
 
 
-def _field(parse, key, label, *args):
-    """Run a pylib.web parser with a reader-facing label; errors are keyed by the input's name."""
-    try:
-        return parse(*args[:1], label, *args[1:])
-    except InputError as e:
-        raise InputError({key: next(iter(e.errors.values()))}) from None
-
-
 def _in_range(raw, key, label, lo, hi, lo_open=False, hi_open=False):
     """A float from a form value in [lo, hi] (or open at either end), or InputError naming the field."""
-    value = _field(parse_number, key, label, raw)
+    value = parse_field(parse_number, key, label, raw)
     ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
         left, right = "(" if lo_open else "[", ")" if hi_open else "]"
         raise InputError({key: f"{label} must be in {left}{lo:g}, {hi:g}{right}; got {value:g}."})
     return value
-
-
-def _collect(parsers):
-    """Run every parser, gathering all fields' errors into one InputError."""
-    values, errors = {}, {}
-    for key, parse in parsers.items():
-        try:
-            values[key] = parse()
-        except InputError as e:
-            errors.update(e.errors)
-    if errors:
-        raise InputError(errors)
-    return values
 
 
 # ---------------------------------------------------------------------------
@@ -59,11 +38,11 @@ def _collect(parsers):
 
 def valley(session, args):
     """{lr, kappa, momentum, steps} as typed -> pylib.quadratic.valley."""
-    v = _collect({
+    v = collect_fields({
         "lr": lambda: _in_range(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["valley_lr_max"], lo_open=True),
         "kappa": lambda: _in_range(args.get("kappa"), "kappa", "Condition number", 1.0, LIMITS["kappa_max"]),
         "momentum": lambda: _in_range(args.get("momentum"), "momentum", "Momentum", 0.0, 1.0, hi_open=True),
-        "steps": lambda: _field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["valley_steps_max"]),
+        "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["valley_steps_max"]),
     })
     return {**quadratic.valley(v["kappa"], v["lr"], v["steps"], v["momentum"]), "settings": v}
 
@@ -81,7 +60,7 @@ def parse_grads(raw):
         raise InputError({"grads": f"At most {LIMITS['grads_max']} gradients; got {len(parts):,}."})
     out = []
     for i, part in enumerate(parts):
-        value = _field(parse_number, "grads", f"Gradient {i + 1}", part)
+        value = parse_field(parse_number, "grads", f"Gradient {i + 1}", part)
         if abs(value) > LIMITS["grad_abs_max"]:
             raise InputError({"grads": f"Gradient {i + 1} must be at most {LIMITS['grad_abs_max']:g} in size; got {value:g}."})
         out.append(value)
@@ -90,7 +69,7 @@ def parse_grads(raw):
 
 def adam_steps(session, args):
     """{grads (text), beta1, beta2} -> pylib.adam_trace.first_steps rows (lr = 1: steps in units of lr)."""
-    v = _collect({
+    v = collect_fields({
         "grads": lambda: parse_grads(args.get("grads")),
         "beta1": lambda: _in_range(args.get("beta1"), "beta1", "β1", 0.0, 1.0, hi_open=True),
         "beta2": lambda: _in_range(args.get("beta2"), "beta2", "β2", 0.0, 1.0, hi_open=True),
@@ -110,9 +89,9 @@ def train_settings(args):
     name = args.get("optimizer")
     if name not in optim_state.COMPARISON:
         raise InputError({"optimizer": f"Unknown optimiser {str(name)[:24]!r}; pick one from the list."})
-    v = _collect({
+    v = collect_fields({
         "lr": lambda: _in_range(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["train_lr_max"], lo_open=True),
-        "seed": lambda: _field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"]),
+        "seed": lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"]),
     })
     return name, optim_state.comparison_config(name, v["lr"], v["seed"])
 

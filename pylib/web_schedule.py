@@ -14,7 +14,7 @@ import math
 import time
 
 from pylib import lr_sweep, model, schedules, train
-from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number
+from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {
     "plot_steps_max": 20000,  # total steps the plotter accepts
@@ -29,36 +29,15 @@ LIMITS = {
 SCHEDULE_NAMES = {"cosine": "cosine", "wsd": "WSD (warmup-stable-decay)", "constant": "constant"}
 
 
-def _field(parse, key, label, *args):
-    """Run a pylib.web parser with a reader-facing label; errors are keyed by the input's name."""
-    try:
-        return parse(*args[:1], label, *args[1:])
-    except InputError as e:
-        raise InputError({key: next(iter(e.errors.values()))}) from None
-
-
-def _collect(parsers, args):
-    """{key: parse(args[key])} for every parser, or one InputError naming every bad field."""
-    values, errors = {}, {}
-    for key, parse in parsers.items():
-        try:
-            values[key] = parse(args.get(key))
-        except InputError as e:
-            errors.update(e.errors)
-    if errors:
-        raise InputError(errors)
-    return values
-
-
 def _lr(raw, key="lr", label="Learning rate"):
-    value = _field(parse_number, key, label, raw)
+    value = parse_field(parse_number, key, label, raw)
     if not 0 < value <= WEB_LIMITS["lr_max"]:
         raise InputError({key: f"{label} must be greater than 0 and at most {WEB_LIMITS['lr_max']:g}; got {value:g}."})
     return value
 
 
 def _fraction(raw, key, label):
-    value = _field(parse_number, key, label, raw)
+    value = parse_field(parse_number, key, label, raw)
     if not 0 <= value <= 1:
         raise InputError({key: f"{label} must be between 0 and 1; got {value:g}."})
     return value
@@ -74,8 +53,8 @@ def validate_schedule(args):
     kind = args.get("kind")
     parsers = {
         "lr": _lr,
-        "warmup": lambda v: _field(parse_int, "warmup", "Warmup steps", v, 0, LIMITS["warmup_max"]),
-        "steps": lambda v: _field(parse_int, "steps", "Total steps", v, 1, LIMITS["plot_steps_max"]),
+        "warmup": lambda v: parse_field(parse_int, "warmup", "Warmup steps", v, 0, LIMITS["warmup_max"]),
+        "steps": lambda v: parse_field(parse_int, "steps", "Total steps", v, 1, LIMITS["plot_steps_max"]),
         "min_ratio": lambda v: _fraction(v, "min_ratio", "Minimum lr ratio"),
         "decay_frac": lambda v: _fraction(v, "decay_frac", "WSD decay fraction"),
     }
@@ -83,7 +62,7 @@ def validate_schedule(args):
     if kind not in SCHEDULE_NAMES:
         errors["kind"] = f"Schedule must be one of: {', '.join(SCHEDULE_NAMES)}."
     try:
-        values = _collect(parsers, args)
+        values = collect_fields(parsers, args)
     except InputError as e:
         errors.update(e.errors)
         values = {}
@@ -120,7 +99,7 @@ def parse_rates(raw):
     parts = [p.strip() for p in raw.replace(";", ",").split(",") if p.strip()]
     if not parts:
         raise InputError({key: f"{label}: enter one or more numbers separated by commas."})
-    rates = sorted({_lr(p, key, f"Each learning rate") for p in parts})
+    rates = sorted({_lr(p, key, "Each learning rate") for p in parts})
     if len(rates) > LIMITS["sweep_max_rates"]:
         raise InputError({key: f"{label}: at most {LIMITS['sweep_max_rates']} different rates; got {len(rates)}."})
     return rates
@@ -129,8 +108,8 @@ def parse_rates(raw):
 def sweep_start(session, args):
     session._need_corpus()
     args = args or {}
-    values = _collect({"rates": parse_rates,
-                       "seed": lambda v: _field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])}, args)
+    values = collect_fields({"rates": parse_rates,
+                       "seed": lambda v: parse_field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])}, args)
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
     _RUNS["sweep"] = {"model_cfg": mcfg, "rates": values["rates"], "seed": values["seed"], "index": 0,
                       "state": None, "rungs": []}
@@ -174,7 +153,7 @@ def sweep_finish(session, args):
 def lrchange_start(session, args):
     session._need_corpus()
     args = args or {}
-    values = _collect({"lr": _lr, "seed": lambda v: _field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])},
+    values = collect_fields({"lr": _lr, "seed": lambda v: parse_field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])},
                       args)
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
     cfg = dataclasses.replace(train.TrainConfig(), lr=values["lr"], seed=values["seed"],

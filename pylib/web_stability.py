@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from pylib import data, stability, train
-from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number
+from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {
     "logit_max": 1e6,  # |logit| the NaN demos accept; float32 itself overflows near 3.4e38
@@ -30,34 +30,13 @@ LIMITS = {
 _RUNS = {}  # the current chunked run of this module, by name
 
 
-def _field(parse, key, label, *args):
-    """Run a pylib.web parser with a reader-facing label; errors are keyed by the input's name."""
-    try:
-        return parse(*args[:1], label, *args[1:])
-    except InputError as e:
-        raise InputError({key: next(iter(e.errors.values()))}) from None
-
-
 def _bounded(raw, key, label, lo, hi, lo_open=False):
     """A finite number in [lo, hi] ((lo, hi] with lo_open), or InputError."""
-    value = _field(parse_number, key, label, raw)
+    value = parse_field(parse_number, key, label, raw)
     if value < lo or value > hi or (lo_open and value == lo):
         side = "greater than" if lo_open else "at least"
         raise InputError({key: f"{label} must be {side} {lo:g} and at most {hi:g}; got {value:g}."})
     return value
-
-
-def _collect(parsers):
-    """Run every (key, thunk) and gather all the errors at once."""
-    values, errors = {}, {}
-    for key, thunk in parsers:
-        try:
-            values[key] = thunk()
-        except InputError as e:
-            errors.update(e.errors)
-    if errors:
-        raise InputError(errors)
-    return values
 
 
 def shown(x):
@@ -112,10 +91,10 @@ def validate_bad_settings(args, steps):
     """Form values {inject_step, cure, clip, skip_factor, lr, seed} -> dict, or InputError."""
     cure = args.get("cure")
     parsers = [
-        ("inject_step", lambda: _field(parse_int, "inject_step", "The injection step", args.get("inject_step"),
+        ("inject_step", lambda: parse_field(parse_int, "inject_step", "The injection step", args.get("inject_step"),
                                        0, steps - 1)),
         ("lr", lambda: _bounded(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["lr_max"], lo_open=True)),
-        ("seed", lambda: _field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])),
+        ("seed", lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])),
     ]
     if cure not in stability.CURES:
         raise InputError({"cure": "Choose a cure: none, clipping or skipping."})
@@ -125,7 +104,7 @@ def validate_bad_settings(args, steps):
     if cure == "skip":
         parsers.append(("skip_factor", lambda: _bounded(args.get("skip_factor"), "skip_factor", "The skip factor",
                                                         LIMITS["skip_factor_min"], LIMITS["skip_factor_max"])))
-    values = _collect(parsers)
+    values = collect_fields(parsers)
     values["cure"] = cure
     return values
 
@@ -207,9 +186,9 @@ def bad_finish(session, args):
 def attn_start(session, args):
     session._need_corpus()
     args = args or {}
-    s = _collect([
+    s = collect_fields([
         ("lr", lambda: _bounded(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["lr_max"], lo_open=True)),
-        ("seed", lambda: _field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])),
+        ("seed", lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])),
     ])
     s["qk_norm"], s["z_loss"] = bool(args.get("qk_norm")), bool(args.get("z_loss"))
     mcfg, tcfg = stability.attn_configs(session.vocab.size, s["qk_norm"],
