@@ -16,10 +16,15 @@ import math
 # ---------------------------------------------------------------------------
 
 
+def warmup_lr(step, max_lr, warmup_steps):
+    """The linear warmup shared by every schedule here, for 0-based step < warmup_steps."""
+    return max_lr * (step + 1) / (warmup_steps + 1)
+
+
 def warmup_cosine_lr(step, max_lr, warmup_steps, total_steps, min_lr):
     """Learning rate at 0-based step: linear warmup, cosine decay to min_lr at total_steps, then min_lr."""
     if step < warmup_steps:
-        return max_lr * (step + 1) / (warmup_steps + 1)
+        return warmup_lr(step, max_lr, warmup_steps)
     if step >= total_steps:
         return min_lr
     progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)  # 0 -> 1
@@ -29,7 +34,7 @@ def warmup_cosine_lr(step, max_lr, warmup_steps, total_steps, min_lr):
 def wsd_lr(step, max_lr, warmup_steps, total_steps, min_lr, decay_frac=0.2):
     """Learning rate at 0-based step: linear warmup, constant max_lr, linear decay to min_lr at the end."""
     if step < warmup_steps:
-        return max_lr * (step + 1) / (warmup_steps + 1)
+        return warmup_lr(step, max_lr, warmup_steps)
     if step >= total_steps:
         return min_lr
     decay_start = max(warmup_steps, total_steps - round(decay_frac * total_steps))
@@ -41,7 +46,7 @@ def wsd_lr(step, max_lr, warmup_steps, total_steps, min_lr, decay_frac=0.2):
 
 def constant_lr(step, max_lr, warmup_steps, total_steps, min_lr):
     """Linear warmup, then max_lr for every later step (total_steps and min_lr are ignored)."""
-    return max_lr * (step + 1) / (warmup_steps + 1) if step < warmup_steps else max_lr
+    return warmup_lr(step, max_lr, warmup_steps) if step < warmup_steps else max_lr
 
 
 SCHEDULES = {"cosine": warmup_cosine_lr, "wsd": wsd_lr, "constant": constant_lr}

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pylib import model, optim
-from pylib.schedules import lr_at
+from pylib.schedules import SCHEDULES, lr_at
 
 # ---------------------------------------------------------------------------
 # Config
@@ -73,7 +73,7 @@ class TrainConfig:
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}")
-        if self.schedule not in ("cosine", "wsd", "constant"):
+        if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}")
         if self.steps < 1 or self.batch_size < 1 or self.grad_accum < 1 or self.eval_interval < 1:
             raise ValueError("steps, batch_size, grad_accum and eval_interval must be >= 1")
