@@ -31,7 +31,6 @@ import hashlib
 import http.server
 import importlib
 import inspect
-import io
 import json
 import math
 import pathlib

@@ -66,10 +66,6 @@ def run_default(corpus, seeds=SEEDS, train_cfg=None):
             "timings": {"ch1.default.seconds_per_run": statistics.median(seconds.values())}}
 
 
-def rounded(arr, digits=5):
-    return [round(float(x), digits) for x in arr]
-
-
 
 
 def run(corpus):
@@ -78,7 +74,7 @@ def run(corpus):
 
 def markdown(results):
     """results.md's section for chapter 1."""
-    v, meta = results["values"], results["meta"]
+    v = results["values"]
     lines = [
         "## Chapter 1: the default run",
         "",

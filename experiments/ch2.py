@@ -11,7 +11,6 @@
 """
 
 import dataclasses
-import statistics
 import time
 
 import numpy as np

@@ -20,8 +20,6 @@ training 4 x 3 x 200 x 5 ms = 12 s; RMSNorm 2 x 3 x 400 x 5 ms = 12 s; the coord
 """
 
 import dataclasses
-import math
-import statistics
 import time
 
 import numpy as np

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pylib import data, init_study, model, train, web, web_init
+from pylib import data, init_study, model, web, web_init
 from pylib.web import InputError
 
 CFG = model.GPTConfig()  # the course model: V = 65, T = 64, C = 16

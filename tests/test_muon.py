@@ -1,11 +1,9 @@
 """Muon (pylib.muon): the Newton-Schulz update is close to orthogonal, and the optimiser trains."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
-from pylib import model, muon, optim, train
+from pylib import model, muon, train
 
 
 def normalised_singular_values(G):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pylib import adam_trace, optim, quadratic
+from pylib import adam_trace, quadratic
 
 
 def test_gradient_descent_matches_the_closed_form_on_the_valley():

@@ -3,9 +3,7 @@ tokenizer reports drops, and a chunked run gives the same records as pylib.train
 
 import dataclasses
 import json
-import math
 
-import numpy as np
 import pytest
 
 from pylib import data, model, train, web
