@@ -141,11 +141,12 @@ def copy_vendor(dest):
 
 def build_wheel(dest):
     """Write pylib as a wheel into dest; the local version is a hash of the sources."""
-    sources = sorted((ROOT / "pylib").glob("*.py"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
+    sources = sorted((ROOT / "pylib").rglob("*.py"))
+    names = [p.relative_to(ROOT).as_posix() for p in sources]  # pylib/..., sub-packages included
+    digest = hashlib.sha256(b"".join(n.encode() + p.read_bytes() for n, p in zip(names, sources))).hexdigest()
     version = f"{WHEEL_VERSION}+{digest[:10]}"
     dist_info = f"{WHEEL_NAME}-{version}.dist-info"
-    files = {f"pylib/{p.name}": p.read_bytes() for p in sources}
+    files = {n: p.read_bytes() for n, p in zip(names, sources)}
     files[f"{dist_info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {WHEEL_NAME}\nVersion: {version}\n"
         "Summary: The course's NumPy training library\nRequires-Dist: numpy\n").encode()

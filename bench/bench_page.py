@@ -1,7 +1,7 @@
 """Time the training step inside the page's Web Worker, in headless Chromium (Pyodide, no BLAS).
 
 It serves the built site on 127.0.0.1, opens chapter 1, waits for the page's ready signal, and
-asks the worker to run pylib.benchmark.time_train_step, the function bench_step.py times in
+asks the worker to run pylib.studies.benchmark.time_train_step, the function bench_step.py times in
 CPython. It prints figures and asserts nothing.
 
     .venv/bin/python bench/bench_page.py [--steps 50] [--repeats 5]

@@ -25,7 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from pylib import benchmark, model  # noqa: E402
+from pylib import model  # noqa: E402
+from pylib.studies import benchmark  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # Thread check
@@ -69,7 +70,7 @@ def _median_ms(step, steps, repeats, warmup):
 
 
 def time_pylib(cfg, B, T, steps, repeats, warmup=50):
-    """Median ms per step of pylib in float32: pylib.benchmark.time_train_step, as in the page."""
+    """Median ms per step of pylib in float32: pylib.studies.benchmark.time_train_step, as in the page."""
     return benchmark.time_train_step(cfg, B, T, steps, repeats, warmup)["ms_per_step"]
 
 

@@ -7,7 +7,7 @@
   tokens / characters ratio (EOS counts as a character).
 - Packing: the useful-token fraction of packing and padding at the model's window length.
 - Deduplication: exact and MinHash near-duplicates among scenes and among speeches.
-- Mixtures: comedies against tragedies at several weights (pylib.mixture), three seeds.
+- Mixtures: comedies against tragedies at several weights (pylib.studies.mixture), three seeds.
 """
 
 import dataclasses
@@ -79,7 +79,8 @@ def short(text, n=160):
 
 
 def dedup_values(values, timings):
-    from pylib import data, dedup
+    from pylib import data
+    from pylib.studies import dedup
     t0 = time.perf_counter()
     scenes, where = [], []
     for play in data.read_plays():
@@ -122,7 +123,8 @@ def dedup_values(values, timings):
 
 
 def mixture_values(corpus, values, curves):
-    from pylib import data, mixture, model, train
+    from pylib import data, model, train
+    from pylib.studies import mixture
     spans = data.play_spans(data.read_plays(), corpus.vocab)
     sources = mixture.genre_sources(corpus.train, spans)
     srcs = [sources[g] for g in mixture.GENRES]
@@ -191,7 +193,7 @@ def derived(corpus):
     out["ch2.tokens_per_param"] = tokens / model.count_params(cfg)
     out["ch2.epochs"] = tokens / corpus.train.size
     out["ch2.play_spans"] = data.play_spans(data.read_plays(), corpus.vocab)
-    from pylib import web_data  # the page's limits, shown in the widgets' hints
+    from pylib.web import data_ops as web_data  # the page's limits, shown in the widgets' hints
     out.update({f"ch2.{k}": v for k, v in web_data.DATA_LIMITS.items()})
     out["ch2.own_min_chars"] = web_data.own_min_chars()
     out["ch2.shingle_k"] = NEAR_DUP["k"]

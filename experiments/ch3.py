@@ -1,7 +1,7 @@
 """Chapter 3's experiments: the objective.
 
-1. Batch x 4 against accumulation 4 (pylib.objective.accumulation_pair, the settings of the page's
-   widget, pylib.web_objective.accum_settings): the largest |loss difference| over all steps, per
+1. Batch x 4 against accumulation 4 (pylib.studies.objective.accumulation_pair, the settings of the page's
+   widget, pylib.web.objective_ops.accum_settings): the largest |loss difference| over all steps, per
    seed, and the final validation losses of both.
 2. Accumulation with unequal microbatches: relative error of the mean of means and of the
    token-weighted accumulation against the one-big-batch gradient, on the page widget's example.
@@ -25,7 +25,8 @@ GRAD_EXAMPLE_COUNTS = [64, 8, 32, 4]  # counted targets per window in each of 4 
 
 
 def derived(corpus):
-    from pylib import data, model, mtp, objective
+    from pylib import data, model
+    from pylib.studies import mtp, objective
     out = {}
     for name, rows in objective.WORKED_EXAMPLES.items():
         r = objective.compare_denominators(*zip(*rows))
@@ -34,7 +35,7 @@ def derived(corpus):
     out["ch3.unigram_ppl"] = math.exp(data.unigram_loss(corpus.train, corpus.val, corpus.vocab.size))
     out["ch3.mtp_head_params"] = mtp.count_mtp_params(model.GPTConfig())
     out["ch3.mtp_weight"] = MTP_WEIGHT
-    from pylib.web_objective import LIMITS  # the page widgets' settings, for the prose and templates
+    from pylib.web.objective_ops import LIMITS  # the page widgets' settings, for the prose and templates
     for key in ["pretrain_steps", "windows", "rows_max", "top_k_max", "accum", "accum_batch", "accum_steps",
                 "micro_counts"]:
         out[f"ch3.{key}"] = LIMITS[key]
@@ -48,8 +49,9 @@ FIRST_STEPS = 10  # "the first steps": before the two runs' rounding differences
 
 def accumulation_pair_losses(corpus, seed, dtype):
     """Per-step losses of batch x 4 and accumulation 4 (the page widget's settings), in dtype."""
-    from pylib import model, objective, train
-    from pylib.web_objective import accum_settings
+    from pylib import model, train
+    from pylib.studies import objective
+    from pylib.web.objective_ops import accum_settings
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     histories = []
     for tc in accum_settings(seed):
@@ -59,7 +61,7 @@ def accumulation_pair_losses(corpus, seed, dtype):
 
 
 def run_accumulation(corpus):
-    from pylib.web_objective import accum_settings
+    from pylib.web.objective_ops import accum_settings
     values, curves = {}, {}
     for dtype, tag in [(np.float32, "ch3.accum"), (np.float64, "ch3.accum.f64")]:
         overall, first, finals = [], [], {"big": [], "accum": []}
@@ -91,8 +93,9 @@ def run_accumulation(corpus):
 
 
 def run_gradient_example(corpus):
-    from pylib import data, model, objective
-    from pylib.web_objective import LIMITS
+    from pylib import data, model
+    from pylib.studies import objective
+    from pylib.web.objective_ops import LIMITS
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     B = LIMITS["accum_batch"]
     x, y = data.get_batch(corpus.train, B * len(GRAD_EXAMPLE_COUNTS), cfg.block_size, np.random.default_rng(0))
@@ -105,7 +108,8 @@ def run_gradient_example(corpus):
 
 
 def run_mtp(corpus):
-    from pylib import model, mtp, train
+    from pylib import model, train
+    from pylib.studies import mtp
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     plain, with_head, seconds = [], [], []
     for seed in SEEDS:

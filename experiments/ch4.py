@@ -1,9 +1,9 @@
 """Chapter 4's measurements: the gradient check, activation memory, and per-layer gradient norms.
 
 - The gradient check: every element of every parameter of the course's model (seed 0, float64) on
-  a fixed real batch, centred differences with h = pylib.gradcheck.H_DEFAULT; per tensor the
+  a fixed real batch, centred differences with h = pylib.studies.gradcheck.H_DEFAULT; per tensor the
   largest error relative to the tensor's largest gradient.
-- Activation memory: the bytes the forward's caches keep (pylib.memory, counted), by tensor, at
+- Activation memory: the bytes the forward's caches keep (pylib.systems.memory, counted), by tensor, at
   the training batch (TrainConfig().batch_size x block_size), float32; and the formula's total.
 - The residual highway: the gradient norm of each block's parameters in the decoder-4x64 preset,
   at initialisation and after a short training run, on a fixed batch, three seeds.
@@ -63,7 +63,8 @@ def run_highway(corpus):
 
 
 def run_gradcheck(corpus):
-    from pylib import gradcheck, model
+    from pylib import model
+    from pylib.studies import gradcheck
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     params = gradcheck.float64_params(cfg, 0)
     x, y = gradcheck.fixed_batch(corpus.train, *CHECK_BATCH)
@@ -83,7 +84,8 @@ def activation_batch(corpus):
 
 
 def run_activations(corpus):
-    from pylib import data, memory, model
+    from pylib import data, model
+    from pylib.systems import memory
     cfg, B, T = activation_batch(corpus)
     x, y = data.eval_windows(corpus.train, B, T)
     x, y = x.copy(), y.copy()  # separate buffers, as the formula counts them (eval_windows makes views of one)
@@ -108,7 +110,10 @@ def run(corpus):
 
 def derived(corpus):
     """The activation formula at the chapter's batch, and Korthikanti et al.'s for the same shapes."""
-    from pylib import gradcheck, memory, model, web_backprop
+    from pylib import model
+    from pylib.studies import gradcheck
+    from pylib.systems import memory
+    from pylib.web import backprop_ops as web_backprop
     cfg, B, T = activation_batch(corpus)
     parts = memory.activation_bytes(cfg, B, T)
     k16 = memory.korthikanti_bytes_per_layer(T, B, cfg.n_embd, cfg.n_head)

@@ -1,6 +1,6 @@
 """Chapter 5's experiments: the optimisers on the real model.
 
-1. A learning-rate sweep per optimiser (SWEEP = pylib.optim_state.COMPARISON): SGD, SGD
+1. A learning-rate sweep per optimiser (SWEEP = pylib.studies.optim_state.COMPARISON): SGD, SGD
    with momentum, Adam (AdamW with weight decay 0), AdamW and Muon, five rates about 3x apart
    each, three seeds, SWEEP_STEPS steps of the default model and batch. A rate counts only if no seed diverged; the best rate is the lowest
    mean final validation loss. The runs at the best rate ARE the comparison of the optimisers
@@ -26,12 +26,12 @@ import time
 import numpy as np
 
 from experiments.common import SEEDS, mean_sd, rounded
-from pylib.optim_state import COMPARISON as SWEEP  # the settings the page's live widget re-runs
-from pylib.optim_state import COMPARISON_EVAL_INTERVAL as EVAL_INTERVAL
-from pylib.optim_state import COMPARISON_EVAL_WINDOWS as EVAL_WINDOWS
-from pylib.optim_state import COMPARISON_STEPS as SWEEP_STEPS
-from pylib.optim_state import N_RATES
-from pylib.optim_state import comparison_config as sweep_config
+from pylib.studies.optim_state import COMPARISON as SWEEP  # the settings the page's live widget re-runs
+from pylib.studies.optim_state import COMPARISON_EVAL_INTERVAL as EVAL_INTERVAL
+from pylib.studies.optim_state import COMPARISON_EVAL_WINDOWS as EVAL_WINDOWS
+from pylib.studies.optim_state import COMPARISON_STEPS as SWEEP_STEPS
+from pylib.studies.optim_state import N_RATES
+from pylib.studies.optim_state import comparison_config as sweep_config
 
 NS_BAND_FROM = 0.01  # the chapter states Newton-Schulz's band for normalised singular values >= this
 
@@ -134,7 +134,8 @@ def run(corpus):
 
 def derived(corpus):
     """Build-time figures: optimiser state per parameter, the valley's theory, Adam's first steps."""
-    from pylib import adam_trace, muon, optim_state, quadratic
+    from pylib import muon
+    from pylib.studies import adam_trace, optim_state, quadratic
     lo, hi = muon.ns_singular_value_band(NS_BAND_FROM)
     return {**optim_state.derived_values(), **quadratic.derived_values(), **adam_trace.derived_values(),
             "ch5.ns.band_from": NS_BAND_FROM, "ch5.ns.band_lo": lo, "ch5.ns.band_hi": hi,

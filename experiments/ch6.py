@@ -59,7 +59,8 @@ def _corpus_args(corpus):
 
 
 def run_ladder(corpus, model_cfg):
-    from pylib import lr_sweep, train
+    from pylib import train
+    from pylib.studies import lr_sweep
     rates = lr_sweep.ladder(**LADDER)
     finals, diverged_at = [], []
     for lr in rates:
@@ -104,7 +105,8 @@ def run_ladder(corpus, model_cfg):
 
 
 def run_schedules(corpus, model_cfg):
-    from pylib import noise_scale, train
+    from pylib import train
+    from pylib.studies import noise_scale
     values, curves, noise, per_seed = {}, {}, {c: [] for c in NOISE_CHECKPOINTS}, {}
     for name, changes in SCHEDULE_ARMS.items():
         cfg0 = dataclasses.replace(train.TrainConfig(), eval_interval=SCHEDULE_EVAL_INTERVAL, **changes)
@@ -174,7 +176,8 @@ def batch_eval_interval(batch_size):
 
 def steps_to_target_run(corpus, model_cfg, batch_size, seed):
     """Train at batch_size (constant lr after warmup) until the val loss on fixed windows <= target."""
-    from pylib import noise_scale, train
+    from pylib import train
+    from pylib.studies import noise_scale
     cfg = dataclasses.replace(train.TrainConfig(), batch_size=batch_size, lr=BATCH_LR, schedule="constant",
                               steps=BATCH_MAX_STEPS, eval_interval=10**9, eval_windows=8, seed=seed)
     state = train.init_train_state(model_cfg, cfg)
@@ -188,7 +191,7 @@ def steps_to_target_run(corpus, model_cfg, batch_size, seed):
 
 
 def run_batch_sizes(corpus, model_cfg):
-    from pylib import noise_scale
+    from pylib.studies import noise_scale
     values, steps_mean, steps_sd, per_seed = {}, [], [], []
     for B in BATCH_SIZES:
         steps = [steps_to_target_run(corpus, model_cfg, B, seed) for seed in SEEDS]
@@ -302,7 +305,9 @@ def run(corpus):
 
 def derived(corpus):
     """Build-time values for chapter 6's widgets and prose (cheap: no training)."""
-    from pylib import lr_sweep, model, train, web_schedule
+    from pylib import model, train
+    from pylib.studies import lr_sweep
+    from pylib.web import schedule_ops as web_schedule
     default = train.TrainConfig()
     return {
         "ch6.default_lr": default.lr,

@@ -50,7 +50,8 @@ def probe(corpus):
 
 
 def derived(corpus):
-    from pylib import init_study, web_init
+    from pylib.studies import init_study
+    from pylib.web import init_ops as web_init
     out = {
         "ch7.init_depth": INIT_DEPTH,
         "ch7.depth_max": init_study.DEPTH_MAX,
@@ -94,7 +95,8 @@ def val_curve(histories):
 
 
 def run_init_scale(corpus):
-    from pylib import init_study, train
+    from pylib import train
+    from pylib.studies import init_study
     x, y = probe(corpus)
     cfg = dataclasses.replace(base_cfg(corpus), n_layer=INIT_DEPTH)
     values, curves = {}, {}
@@ -129,7 +131,7 @@ def run_init_scale(corpus):
 
 
 def run_depth_init(corpus):
-    from pylib import init_study
+    from pylib.studies import init_study
     x, y = probe(corpus)
     depths = list(range(1, init_study.DEPTH_MAX + 1))
     per_seed = [init_study.depth_stats(base_cfg(corpus), depths, ("pre", "post"), seed, x, y) for seed in SEEDS]
@@ -153,7 +155,8 @@ def run_depth_init(corpus):
 
 
 def run_depth_train(corpus):
-    from pylib import init_study, train
+    from pylib import train
+    from pylib.studies import init_study
     values, curves, settings = {}, {}, {}
     for key, (L, pos, warmup) in init_study.depth_train_settings().items():
         finals, divs, hist = [], [], []
@@ -193,7 +196,7 @@ def run_rmsnorm(corpus):
 
 
 def run_coord(corpus):
-    from pylib import init_study
+    from pylib.studies import init_study
     x = probe(corpus)[0][: init_study.COORD_PROBE_WINDOWS]
     values, curves = {}, {}
     for param in ("sp", "mup"):
@@ -219,7 +222,8 @@ def run_coord(corpus):
 
 
 def run_width_sweep(corpus):
-    from pylib import init_study, train
+    from pylib import train
+    from pylib.studies import init_study
     values, curves = {}, {}
     for param in WIDTH_ARMS:
         curve = {"widths": list(init_study.COORD_WIDTHS), "lrs": list(WIDTH_LRS), "val_mean": [], "diverged": []}
@@ -276,7 +280,7 @@ def run(corpus):
     v, t = run_rmsnorm(corpus)
     values.update(v), timings.update(t)
     timings["ch7.norm.seconds"] = time.perf_counter() - t0
-    from pylib import init_study
+    from pylib.studies import init_study
     settings["ch7.width"] = {**WIDTH_TRAIN, "lrs": list(WIDTH_LRS), "widths": list(init_study.COORD_WIDTHS),
                              "mup_base_width": init_study.COORD_BASE_WIDTH}
     settings["ch7.coord"] = {"lr": init_study.COORD_LR, "steps": init_study.COORD_STEPS,
@@ -293,7 +297,7 @@ def _pm(v, key, fmt=".4f"):
 
 def markdown(results):
     """results.md's section for chapter 7."""
-    from pylib import init_study
+    from pylib.studies import init_study
     v = results["values"]
     lines = ["## Chapter 7: initialisation, normalisation and µP", "",
              f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds.", "",

@@ -3,9 +3,9 @@
 1. Attention-logit growth at a high learning rate (SETTINGS_ATTN): a 2-layer model, n_embd 32,
    4 heads, constant lr ATTN["lr"] after a short warmup, with and without QK-norm, with and without
    z-loss; every ATTN["stats_interval"] steps the largest |attention logit| and the mean attention entropy
-   per layer, and the output's mean |log Z|, on fixed validation windows (pylib.stability).
+   per layer, and the output's mean |log Z|, on fixed validation windows (pylib.studies.stability).
 2. One bad batch (SETTINGS_BAD): the default model for BAD["steps"] steps; at step BAD["inject_step"] the
-   batch is replaced by one made of a single repeated token (pylib.stability.repeated_token_batch),
+   batch is replaced by one made of a single repeated token (pylib.studies.stability.repeated_token_batch),
    for 1 step or for BAD["repeats"] consecutive steps; no cure (no clipping), clipping at 1.0, or
    outlier skipping. Each run is compared with the same seed and setting without the bad batch
    (identical clean batches): spike height, recovery steps, grad-norm ratio, clipped fraction.
@@ -26,7 +26,7 @@ import numpy as np
 
 from experiments.common import SEEDS, mean_sd, rounded
 
-from pylib import stability
+from pylib.studies import stability
 
 ATTN, BAD = stability.ATTN, stability.BAD  # the settings live in pylib: the page re-runs them
 ATTN_SETTINGS = {  # name: (qk_norm, z_loss)
@@ -165,7 +165,9 @@ def run(corpus):
 
 def derived(corpus):
     """The settings the chapter and its widgets quote, and the NaN demonstrations' inputs."""
-    from pylib import model, stability, train, web_stability
+    from pylib import model, train
+    from pylib.studies import stability
+    from pylib.web import stability_ops as web_stability
     return {
         "ch8.attn_lr": ATTN["lr"],
         "ch8.attn_lr_ratio": ATTN["lr"] / train.TrainConfig().lr,

@@ -310,7 +310,7 @@ def backward(dlogits, cache, df_extra=None):
     """dlogits (B, T, V) -> grads, a dict with the same keys (and shapes) as params.
 
     df_extra (B*T, C), optional: more gradient on the final norm's output (the head's input,
-    cache[5][0]) from another head that reads it, e.g. pylib.mtp's multi-token head."""
+    cache[5][0]) from another head that reads it, e.g. pylib.studies.mtp's multi-token head."""
     cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape, pos = cache
     g = {}
     if cfg.mup_base_width and cfg.mup_output_mult:

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from pylib import dedup
+from pylib.studies import dedup
 
 
 def test_exact_duplicates_ignore_case_and_whitespace():

@@ -1,9 +1,10 @@
-"""pylib.gradcheck: finite differences agree with pylib's backward, and disagree when they should."""
+"""pylib.studies.gradcheck: finite differences agree with pylib's backward, and disagree when they should."""
 
 import numpy as np
 import pytest
 
-from pylib import gradcheck, layers, model
+from pylib import layers, model
+from pylib.studies import gradcheck
 
 CFG = model.GPTConfig()
 
@@ -74,14 +75,15 @@ def test_check_layer_passes_correct_layers(make):
 
 
 # ---------------------------------------------------------------------------
-# The page's ops (pylib.web_backprop): validation and the streamed check
+# The page's ops (pylib.web.backprop_ops): validation and the streamed check
 
 
 @pytest.fixture
 def session(tmp_path):
     """A Session over a small corpus written the way build.py writes _site/data/."""
     import json
-    from pylib import data, web, web_backprop
+    from pylib import data, web
+    from pylib.web import backprop_ops as web_backprop
     text = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east.\n" * 40
     vocab = data.build_char_vocab(text, n_chars=64)
     ids, _ = data.pack_documents([text] * 3, vocab)
@@ -110,7 +112,8 @@ def session(tmp_path):
     ({"name": "wte", "index": "0", "h": ""}, "h"),
 ])
 def test_nudge_refuses_bad_input_with_a_message_per_field(session, raw, field):
-    from pylib import web, web_backprop
+    from pylib import web
+    from pylib.web import backprop_ops as web_backprop
     with pytest.raises(web.InputError) as e:
         web_backprop.nudge(session, raw)
     assert field in e.value.errors and e.value.errors[field]
@@ -129,7 +132,7 @@ def test_nudge_op_returns_json_with_a_sweep(session):
 
 
 def test_streamed_check_covers_every_tensor_and_can_stop_early(session):
-    from pylib import web_backprop
+    from pylib.web import backprop_ops as web_backprop
     info = web_backprop.check_start(session, {})
     first = web_backprop.check_chunk(session, {})
     assert first["rows"] and first["checked"] >= 1

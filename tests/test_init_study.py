@@ -1,5 +1,5 @@
 """Chapter 7 on CPython: statistics at initialisation, the coordinate check, the learning-rate sweep
-summary, and the page ops (pylib.web_init) with the reader's input validated."""
+summary, and the page ops (pylib.web.init_ops) with the reader's input validated."""
 
 import dataclasses
 import math
@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from pylib import data, init_study, model, web, web_init
+from pylib import data, model, web
+from pylib.studies import init_study
+from pylib.web import init_ops as web_init
 from pylib.web import InputError
 
 CFG = model.GPTConfig()  # the course model: V = 65, T = 64, C = 16

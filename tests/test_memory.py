@@ -1,9 +1,10 @@
-"""Activation memory: the formula in pylib.memory matches the bytes the caches really keep."""
+"""Activation memory: the formula in pylib.systems.memory matches the bytes the caches really keep."""
 
 import numpy as np
 import pytest
 
-from pylib import memory, model
+from pylib import model
+from pylib.systems import memory
 
 
 def ids(B, T, seed):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pylib import layers, model, optim, schedules, train
-from pylib.gradcheck import check_layer
+from pylib.studies.gradcheck import check_layer
 
 SMALL = model.GPTConfig(block_size=8, n_layer=2, n_head=2, n_embd=8, vocab_size=11)
 VARIANTS = {

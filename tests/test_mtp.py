@@ -1,4 +1,4 @@
-"""Multi-token prediction (pylib.mtp): targets stay inside a document, every gradient (the head's
+"""Multi-token prediction (pylib.studies.mtp): targets stay inside a document, every gradient (the head's
 and the trunk's, with the loss weight lambda) matches finite differences in float64, and with
 lambda = 0 training is exactly pylib.train's."""
 
@@ -6,7 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from pylib import model, mtp, train
+from pylib import model, train
+from pylib.studies import mtp
 
 CFG = model.GPTConfig()
 EOS = CFG.vocab_size - 1

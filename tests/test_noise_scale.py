@@ -5,7 +5,8 @@ as the mean of per-window gradients."""
 import numpy as np
 import pytest
 
-from pylib import data, lr_sweep, model, noise_scale
+from pylib import data, model
+from pylib.studies import lr_sweep, noise_scale
 
 CFG = model.GPTConfig()
 

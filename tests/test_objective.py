@@ -1,4 +1,4 @@
-"""The objective (pylib.objective): p - y at the logits, the two reductions of a loss and the
+"""The objective (pylib.studies.objective): p - y at the logits, the two reductions of a loss and the
 course outline's worked examples, and gradient accumulation with unequal microbatches."""
 
 import math
@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from pylib import data, model, objective, train
-from pylib import web_objective as web_obj
+from pylib import data, model, train
+from pylib.studies import objective
+from pylib.web import objective_ops as web_obj
 from pylib.web import InputError
 
 CFG = model.GPTConfig()

@@ -1,11 +1,11 @@
-"""The narrow valley (pylib.quadratic) and Adam's first steps (pylib.adam_trace), against closed forms."""
+"""The narrow valley (pylib.studies.quadratic) and Adam's first steps (pylib.studies.adam_trace), against closed forms."""
 
 import math
 
 import numpy as np
 import pytest
 
-from pylib import adam_trace, quadratic
+from pylib.studies import adam_trace, quadratic
 
 
 def test_gradient_descent_matches_the_closed_form_on_the_valley():

@@ -1,4 +1,4 @@
-"""pylib.stability and chapter 8's page ops: attention statistics, per-layer gradient norms, the
+"""pylib.studies.stability and chapter 8's page ops: attention statistics, per-layer gradient norms, the
 bad-batch hook and spike report, the NaN sources with their guards, and input validation."""
 
 import dataclasses
@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from pylib import data, layers, model, optim, stability, train, web
+from pylib import data, layers, model, optim, train, web
+from pylib.studies import stability
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from pylib import data, web, web_data
+from pylib import data, web
+from pylib.web import data_ops as web_data
 from pylib.web import InputError
 
 

@@ -1,11 +1,13 @@
-"""Chapter 5's page ops (pylib.web_optim): bad input is refused with a message per field, and the
+"""Chapter 5's page ops (pylib.web.optim_ops): bad input is refused with a message per field, and the
 ops return what pylib computes."""
 
 import json
 
 import pytest
 
-from pylib import optim_state, quadratic, web, web_optim
+from pylib import web
+from pylib.studies import optim_state, quadratic
+from pylib.web import optim_ops as web_optim
 
 
 def call(op, **args):

@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from pylib import lr_sweep, model, schedules, train, web, web_schedule
+from pylib import model, schedules, train, web
+from pylib.studies import lr_sweep
+from pylib.web import schedule_ops as web_schedule
 from pylib.web import InputError
 
 GOOD = {"kind": "cosine", "lr": "0.02", "warmup": "20", "steps": "400", "min_ratio": "0.1", "decay_frac": "0.2"}

@@ -74,7 +74,7 @@ function exportWeights() {
 
 // A chunked run: "<name>_start", then "<name>_chunk" until it says done or a "stop" arrives,
 // then "<name>_finish". Op "train" is the chapter-1 run; any op "run:<name>" runs <name>_* the
-// same way (pylib/web_*.py modules define them). A finish result with export: true also gets
+// same way (pylib/web/<topic>_ops.py modules define them). A finish result with export: true also gets
 // the session's weights as an .npz buffer.
 async function chunkedRun(id, name, args) {
   if (training) throw new OpError("A training run is already going in this page; stop it first.", "busy");

@@ -141,7 +141,7 @@ def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
     chapter2.wait_for_function("el => el.dataset.leak !== undefined", arg=w.element_handle(), timeout=TIMEOUT)
     leak = json.loads(w.get_attribute("data-leak"))
     assert leak["max_other_masked"] == 0.0 and leak["max_other_unmasked"] > 0.0
-    from pylib import web_data
+    from pylib.web import data_ops as web_data
 
     expected = web_data.leak_test(session(), {"start": r["start"], "position": 5})
     assert abs(leak["max_other_unmasked"] - expected["max_other_unmasked"]) <= 1e-9 * max(1.0, expected["max_other_unmasked"])
@@ -174,7 +174,7 @@ def test_packmask_refuses_bad_starts(chapter2, raw):
 
 
 def test_mixture_widget_runs_and_matches_cpython(chapter2):
-    from pylib import web_data
+    from pylib.web import data_ops as web_data
 
     w = widget(chapter2, "mixture")
     submit(w, weight="0.3", steps="20", seed="1")

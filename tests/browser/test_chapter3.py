@@ -32,7 +32,8 @@ def show_logit_grad(page, **fields):
 
 
 def test_logit_grad_untrained_matches_pylib(chapter3):
-    from pylib import data, model, objective
+    from pylib import data, model
+    from pylib.studies import objective
     w, status = show_logit_grad(chapter3, window=3, position=40, k=5)
     assert status == "done"
     r = result(w)
@@ -106,7 +107,7 @@ def fill_rows(w, rows):
 
 
 def test_denominator_examples_match_the_outline(chapter3):
-    from pylib import objective
+    from pylib.studies import objective
     w = widget(chapter3, "loss-denominator")
     expect(w).to_have_attribute("data-status", "done", timeout=TIMEOUT)
     for button, key in [("example-a", "a"), ("example-b", "b")]:
@@ -209,7 +210,7 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     assert wait_settled(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
     r = result(w)
     from pylib import model, train
-    from pylib.web_objective import accum_settings
+    from pylib.web.objective_ops import accum_settings
     _, tr, va = corpus()
     big, acc = accum_settings(0)
     hb = train.train(model.GPTConfig(), big, tr, va)[1]

@@ -1,4 +1,4 @@
-"""Chapter 4 in a real browser: the nudge widget agrees with CPython's pylib.gradcheck, refuses bad
+"""Chapter 4 in a real browser: the nudge widget agrees with CPython's pylib.studies.gradcheck, refuses bad
 input with a visible message and keeps working; the streamed gradient check fills its table, passes,
 and stops when asked. One shared page (conftest.chapter4); console errors and off-host requests fail."""
 
@@ -33,7 +33,8 @@ def compare(page, name, index, h):
 
 
 def cpython_nudge(name, index, h):
-    from pylib import gradcheck, model
+    from pylib import model
+    from pylib.studies import gradcheck
 
     vocab, train, _ = corpus()
     cfg = model.GPTConfig(vocab_size=vocab.size)

@@ -41,7 +41,7 @@ def draw_valley(page, **fields):
 
 
 def test_valley_draws_pylib_trajectories(chapter5):
-    from pylib import quadratic
+    from pylib.studies import quadratic
     w, status = draw_valley(chapter5, lr="1.5", kappa="20", momentum="0.5", steps="60")
     assert status == "done"
     r = result(w)
@@ -104,7 +104,7 @@ def show_adam(page, **fields):
 
 
 def test_adam_steps_match_pylib(chapter5):
-    from pylib import adam_trace
+    from pylib.studies import adam_trace
     w, status = show_adam(chapter5, grads="1, 1, -1, 100, 0.5", beta1="0.9", beta2="0.999")
     assert status == "done"
     r = result(w)
@@ -168,7 +168,8 @@ PAGE_VS_CPYTHON_TOL = 1e-5
 
 
 def test_optimisers_run_matches_cpython(chapter5):
-    from pylib import model, optim_state, train
+    from pylib import model, train
+    from pylib.studies import optim_state
     w = start_training(chapter5, optimizer="sgd", lr="0.3", seed="1")
     assert wait_status(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
     r = result(w)

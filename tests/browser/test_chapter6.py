@@ -84,7 +84,8 @@ RUNG_TOL = 0.15
 
 
 def test_lr_sweep_matches_pylib_and_labels_divergence(chapter6):
-    from pylib import lr_sweep, model, train
+    from pylib import model, train
+    from pylib.studies import lr_sweep
     w = widget(chapter6, "lr-sweep")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="rates"]').fill("3, 0.03")

@@ -30,7 +30,8 @@ def base_cfg():
 
 
 def probe():
-    from pylib import data, web_init
+    from pylib import data
+    from pylib.web import init_ops as web_init
     return data.eval_windows(corpus()[2], web_init.LIMITS["probe_windows"], base_cfg().block_size)
 
 
@@ -53,7 +54,7 @@ BAD = ["", "0", "-0.02", "NaN", "1e9", "🎭", "<b class=injected>x</b>", "<img 
 
 
 def test_init_scale_matches_pylib(chapter7):
-    from pylib import init_study
+    from pylib.studies import init_study
     w = widget(chapter7, "init-scale")
     submit(w, init_std="0.2", depth="3")
     w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.2",
@@ -103,7 +104,7 @@ def test_init_scale_refuses_bad_depth(chapter7, value):
 
 
 def test_depth_norms_match_pylib(chapter7):
-    from pylib import init_study
+    from pylib.studies import init_study
     w = widget(chapter7, "depth-norms")
     submit(w, depth="6")
     w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 6",
@@ -135,7 +136,8 @@ def test_depth_norms_refuses_bad_depth_then_recovers(chapter7, value):
 
 
 def test_depth_train_runs_to_the_end_and_matches_cpython(chapter7):
-    from pylib import init_study, train
+    from pylib import train
+    from pylib.studies import init_study
     w = widget(chapter7, "depth-train")
     submit(w, depth="2", position="pre", warmup="yes", seed="1")
     assert wait_settled(w) == "done", w.locator('[data-role="message"]').text_content()
@@ -184,7 +186,7 @@ def test_depth_train_refuses_bad_input(chapter7, field, value):
 
 
 def test_coord_check_matches_pylib_and_is_flat_under_mup(chapter7):
-    from pylib import init_study
+    from pylib.studies import init_study
     w = widget(chapter7, "coord-check")
     submit(w, lr="0.01", seed="0")
     assert wait_settled(w) == "done", w.locator('[data-role="message"]').text_content()

@@ -48,7 +48,7 @@ def test_each_nan_source_shows_nan_unguarded_and_a_number_guarded(chapter8, whic
 
 
 def test_nan_demo_matches_pylib(chapter8):
-    from pylib import stability
+    from pylib.studies import stability
     w, status = run_nan(chapter8, "log0", "200")
     assert status == "done"
     cells = w.locator("tbody tr").nth(1).locator("td").all_inner_texts()
@@ -100,7 +100,8 @@ def fill_bad(page, **fields):
 
 
 def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
-    from pylib import data, stability, train
+    from pylib import data, train
+    from pylib.studies import stability
     w = fill_bad(chapter8, cure="skip", inject_step="150")
     w.locator('[data-action="run"]').click()
     assert wait_settled(w) == "done"
@@ -187,7 +188,8 @@ def start_attn(page, qk_norm=False, **fields):
 
 
 def test_attn_growth_qk_norm_keeps_logits_small_and_matches_pylib(chapter8):
-    from pylib import data, stability, train
+    from pylib import data, train
+    from pylib.studies import stability
     w = start_attn(chapter8, qk_norm=True)
     assert wait_settled(w) == "done"
     r = result(w)

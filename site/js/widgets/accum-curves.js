@@ -1,5 +1,5 @@
 // Batch x 4 against accumulation 4, step by step: a thin view over the chunked
-// run:objective_accum (pylib.web_objective, which calls pylib.train for both runs). It only draws.
+// run:objective_accum (pylib.web.objective_ops, which calls pylib.train for both runs). It only draws.
 
 import { startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 

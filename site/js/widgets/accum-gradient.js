@@ -1,5 +1,5 @@
-// Accumulating microbatches with different token counts: a thin view over pylib.web_objective's
-// objective_accum_grads (pylib.objective.accumulation_errors). Shown with textContent only.
+// Accumulating microbatches with different token counts: a thin view over pylib.web.objective_ops's
+// objective_accum_grads (pylib.studies.objective.accumulation_errors). Shown with textContent only.
 
 import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
 

@@ -1,4 +1,4 @@
-// Adam's first steps: a thin view over optim_adam_steps (pylib.web_optim -> pylib.adam_trace, which
+// Adam's first steps: a thin view over optim_adam_steps (pylib.web.optim_ops -> pylib.studies.adam_trace, which
 // runs pylib.optim.adamw_step). It fills the table; the bars are each step's size relative to the largest shown.
 
 import { invalidMarker, startPython, statusSetter, widgetParts } from "../widget-kit.js";

@@ -1,5 +1,5 @@
-// Attention-logit growth, live: a thin view over run:stability_attn (pylib.web_stability, which runs
-// pylib.train and reads pylib.stability.attention_stats). It only draws what the worker sends.
+// Attention-logit growth, live: a thin view over run:stability_attn (pylib.web.stability_ops, which runs
+// pylib.train and reads pylib.studies.stability.attention_stats). It only draws what the worker sends.
 
 import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 

@@ -1,5 +1,5 @@
-// One bad batch, live: a thin view over run:stability_bad (pylib.web_stability, which runs pylib.train
-// with pylib.stability's batch and gradient hooks). It only draws what the worker sends.
+// One bad batch, live: a thin view over run:stability_bad (pylib.web.stability_ops, which runs pylib.train
+// with pylib.studies.stability's batch and gradient hooks). It only draws what the worker sends.
 
 import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 

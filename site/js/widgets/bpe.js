@@ -1,4 +1,4 @@
-// Live BPE (pylib.bpe through pylib.web_data's data_bpe_* ops, chunked and stoppable).
+// Live BPE (pylib.bpe through pylib.web.data_ops's data_bpe_* ops, chunked and stoppable).
 // Merges and tokens are shown with textContent: pasted markup stays text.
 
 import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";

@@ -1,5 +1,5 @@
-// The µP coordinate check: a thin view over the chunked run:init_coord (pylib.web_init ->
-// pylib.init_study.coord_check), one width per chunk, drawn over the measured curves.
+// The µP coordinate check: a thin view over the chunked run:init_coord (pylib.web.init_ops ->
+// pylib.studies.init_study.coord_check), one width per chunk, drawn over the measured curves.
 
 import { invalidMarker, showRunError, readConfig, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 import { drawChart } from "./init-plot.js";

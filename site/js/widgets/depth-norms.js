@@ -1,5 +1,5 @@
-// Pre-LN against post-LN at initialisation: a thin view over pylib.web_init's init_depth_norms op
-// (pylib.init_study.depth_stats), with the measured three-seed means from results.json behind.
+// Pre-LN against post-LN at initialisation: a thin view over pylib.web.init_ops's init_depth_norms op
+// (pylib.studies.init_study.depth_stats), with the measured three-seed means from results.json behind.
 
 import { invalidMarker, showRunError, readConfig, startPython, statusSetter, widgetParts } from "../widget-kit.js";
 import { drawChart } from "./init-plot.js";

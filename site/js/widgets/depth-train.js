@@ -1,5 +1,5 @@
 // A short training run of a chosen depth and norm placement, with or without warmup: a thin view
-// over the chunked run:init_depth (pylib.web_init -> pylib.train). The measured band of the same
+// over the chunked run:init_depth (pylib.web.init_ops -> pylib.train). The measured band of the same
 // setting (results.json, via pylib.web.band_series) is drawn behind the live curve.
 
 import { LossChart } from "../chart.js";

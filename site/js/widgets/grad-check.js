@@ -1,4 +1,4 @@
-// The streamed gradient check: a thin view over pylib.web_backprop's backprop_check_* ops, run by
+// The streamed gradient check: a thin view over pylib.web.backprop_ops's backprop_check_* ops, run by
 // the worker as "run:backprop_check" (one or more tensors per chunk, stoppable between chunks).
 
 import { startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";

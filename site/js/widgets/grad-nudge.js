@@ -1,4 +1,4 @@
-// Nudge one weight: a thin view over pylib.web_backprop (backprop_params, backprop_nudge). The
+// Nudge one weight: a thin view over pylib.web.backprop_ops (backprop_params, backprop_nudge). The
 // validation, both slopes and the error-vs-h sweep are computed in Python; this file only draws.
 // Everything typed by the reader is shown with textContent.
 

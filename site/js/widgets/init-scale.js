@@ -1,5 +1,5 @@
-// Loss and activation std at initialisation: a thin view over pylib.web_init's init_scale op
-// (pylib.init_study.init_stats). It only draws; reader input is validated in pylib.
+// Loss and activation std at initialisation: a thin view over pylib.web.init_ops's init_scale op
+// (pylib.studies.init_study.init_stats). It only draws; reader input is validated in pylib.
 
 import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
 import { drawChart } from "./init-plot.js";

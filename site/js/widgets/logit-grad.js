@@ -1,4 +1,4 @@
-// p, y and p - y at one position of a validation window: a thin view over pylib.web_objective's
+// p, y and p - y at one position of a validation window: a thin view over pylib.web.objective_ops's
 // objective_logit_grad (pylib.loss's forward and backward) and, for the trained model, the chunked
 // run:objective_pretrain. Everything from the reader or the model is shown with textContent.
 

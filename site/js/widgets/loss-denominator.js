@@ -1,5 +1,5 @@
-// The loss-denominator table: a thin view over pylib.web_objective's objective_denominators
-// (validation and both reductions in pylib.objective). Inputs are read as strings and sent as typed.
+// The loss-denominator table: a thin view over pylib.web.objective_ops's objective_denominators
+// (validation and both reductions in pylib.studies.objective). Inputs are read as strings and sent as typed.
 
 import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
 

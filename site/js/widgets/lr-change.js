@@ -1,5 +1,5 @@
 // A live run whose peak learning rate the reader changes mid-run: a thin view over
-// run:schedule_lrchange and schedule_lrchange_set (pylib.web_schedule). The worker handles the
+// run:schedule_lrchange and schedule_lrchange_set (pylib.web.schedule_ops). The worker handles the
 // set call between two chunks, so the change applies from the next step; the chart marks it.
 
 import { readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";

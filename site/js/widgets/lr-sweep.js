@@ -1,4 +1,4 @@
-// The live learning-rate sweep: a thin view over run:schedule_sweep (pylib.web_schedule, which runs
+// The live learning-rate sweep: a thin view over run:schedule_sweep (pylib.web.schedule_ops, which runs
 // pylib.train once per rate). It draws the final loss of each finished rate on a log axis, over the
 // measured three-seed ladder from results.json; a diverged rate is a labelled marker at the top.
 

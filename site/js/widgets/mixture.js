@@ -1,4 +1,4 @@
-// A two-source mixture run (pylib.mixture via pylib.web_data's data_mix_* ops, chunked, stoppable).
+// A two-source mixture run (pylib.studies.mixture via pylib.web.data_ops's data_mix_* ops, chunked, stoppable).
 
 import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
 import { lineChart } from "./data-svg.js";

@@ -1,4 +1,4 @@
-// Where NaN comes from: a thin view over stability_nan_demo (pylib.web_stability -> pylib.stability).
+// Where NaN comes from: a thin view over stability_nan_demo (pylib.web.stability_ops -> pylib.studies.stability).
 // Values arrive as numbers or as the strings "nan", "inf", "-inf"; they are shown as text.
 
 import { startPython, statusSetter, widgetParts } from "../widget-kit.js";

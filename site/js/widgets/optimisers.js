@@ -1,5 +1,5 @@
 // One optimiser on the real model, live: a thin view over the chunked run:optim_train
-// (pylib.web_optim -> pylib.train). The measured band comes from results.json (the template's
+// (pylib.web.optim_ops -> pylib.train). The measured band comes from results.json (the template's
 // config) through pylib.web.band_series; this module only draws and reports.
 
 import { LossChart } from "../chart.js";

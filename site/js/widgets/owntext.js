@@ -1,4 +1,4 @@
-// Training on the reader's text (pylib.web_data's data_own_* ops: vocabulary from the text,
+// Training on the reader's text (pylib.web.data_ops's data_own_* ops: vocabulary from the text,
 // pylib.train's loop, a sample at the end). The pasted text and the sample are only ever textContent.
 
 import { invalidMarker, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";

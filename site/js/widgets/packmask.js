@@ -1,4 +1,4 @@
-// The attention mask of a packed window and the live leak test: a view over pylib.web_data's
+// The attention mask of a packed window and the live leak test: a view over pylib.web.data_ops's
 // data_pack_window (masks computed by pylib.layers) and data_leak (logits from pylib.model).
 
 import { startPython, statusSetter, widgetParts } from "../widget-kit.js";

@@ -1,4 +1,4 @@
-// The schedule plotter: a thin view over schedule_curve (pylib.web_schedule -> pylib.schedules.lr_at).
+// The schedule plotter: a thin view over schedule_curve (pylib.web.schedule_ops -> pylib.schedules.lr_at).
 // Every keystroke asks Python for the curve again; a bad field is marked and explained, and the
 // last good curve stays on the chart.
 

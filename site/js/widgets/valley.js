@@ -1,4 +1,4 @@
-// The narrow valley: a thin view over optim_valley (pylib.web_optim -> pylib.quadratic), which
+// The narrow valley: a thin view over optim_valley (pylib.web.optim_ops -> pylib.studies.quadratic), which
 // validates the fields and returns the contours and both trajectories. This module only draws.
 
 import { invalidMarker, startPython, statusSetter, widgetParts } from "../widget-kit.js";

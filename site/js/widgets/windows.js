@@ -1,4 +1,4 @@
-// One training window (pylib.web_data.window): inputs x and targets y = x shifted by one.
+// One training window (pylib.web.data_ops.window): inputs x and targets y = x shifted by one.
 // Tokens from the corpus are shown with textContent.
 
 import { startPython, statusSetter, widgetParts } from "../widget-kit.js";

@@ -1,5 +1,5 @@
 """Chapter 7's page ops (initialisation, normalisation and µP): validation of what the reader typed,
-and thin calls into pylib.init_study and pylib.train. No numerics of its own.
+and thin calls into pylib.studies.init_study and pylib.train. No numerics of its own.
 
 Ops (see pylib.web.all_ops):
   init_scale          {init_std, depth} -> loss at init, activation std per layer (instant)
@@ -8,7 +8,7 @@ Ops (see pylib.web.all_ops):
                       warmup (chunked, stoppable), with the measured band where one exists
   run:init_coord      the coordinate check, SP and µP, one width per chunk (chunked, stoppable)
 
-The settings of the runs are pylib.init_study's (`depth_train_config`, `coord_train_config`), the
+The settings of the runs are pylib.studies.init_study's (`depth_train_config`, `coord_train_config`), the
 same the measurements use, so a live run can be compared with the measured band.
 """
 
@@ -17,7 +17,8 @@ import math
 import time
 
 
-from pylib import data, init_study, model, train
+from pylib import data, model, train
+from pylib.studies import init_study
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field
 
 LIMITS = {

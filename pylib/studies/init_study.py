@@ -22,7 +22,7 @@ import numpy as np
 from pylib import loss as xent, model
 
 # ---------------------------------------------------------------------------
-# The settings of chapter 7's runs, shared by experiments/ch7.py and the page (pylib.web_init)
+# The settings of chapter 7's runs, shared by experiments/ch7.py and the page (pylib.web.init_ops)
 
 DEPTH_MAX = 8  # the depth family: n_layer 1..8 at the course model's width (n_layer 1 is the course model)
 DEPTH_TRAIN = {"steps": 150, "batch_size": 8, "lr": 2e-2, "eval_interval": 25, "eval_windows": 16}

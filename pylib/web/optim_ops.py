@@ -1,15 +1,16 @@
 """Chapter 5's page ops (optimisers): validation of what the reader typed, and thin calls into
-pylib.quadratic, pylib.adam_trace and pylib.train. No numerics of its own.
+pylib.studies.quadratic, pylib.studies.adam_trace and pylib.train. No numerics of its own.
 
 Ops (see pylib.web.all_ops): optim_valley (the narrow valley's contours and trajectories),
 optim_adam_steps (Adam's first steps with and without bias correction), and the chunked run
-run:optim_train (one optimiser on the real model, the comparison's setting, pylib.optim_state).
+run:optim_train (one optimiser on the real model, the comparison's setting, pylib.studies.optim_state).
 """
 
 import dataclasses
 import time
 
-from pylib import adam_trace, model, optim_state, quadratic, train
+from pylib import model, train
+from pylib.studies import adam_trace, optim_state, quadratic
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {
@@ -37,7 +38,7 @@ def _in_range(raw, key, label, lo, hi, lo_open=False, hi_open=False):
 
 
 def valley(session, args):
-    """{lr, kappa, momentum, steps} as typed -> pylib.quadratic.valley."""
+    """{lr, kappa, momentum, steps} as typed -> pylib.studies.quadratic.valley."""
     v = collect_fields({
         "lr": lambda: _in_range(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["valley_lr_max"], lo_open=True),
         "kappa": lambda: _in_range(args.get("kappa"), "kappa", "Condition number", 1.0, LIMITS["kappa_max"]),
@@ -68,7 +69,7 @@ def parse_grads(raw):
 
 
 def adam_steps(session, args):
-    """{grads (text), beta1, beta2} -> pylib.adam_trace.first_steps rows (lr = 1: steps in units of lr)."""
+    """{grads (text), beta1, beta2} -> pylib.studies.adam_trace.first_steps rows (lr = 1: steps in units of lr)."""
     v = collect_fields({
         "grads": lambda: parse_grads(args.get("grads")),
         "beta1": lambda: _in_range(args.get("beta1"), "beta1", "β1", 0.0, 1.0, hi_open=True),

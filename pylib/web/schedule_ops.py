@@ -1,5 +1,5 @@
 """Chapter 6's page ops (learning rate, schedules, batch size): validation of what the reader typed,
-and thin calls into pylib.schedules, pylib.lr_sweep and pylib.train. No numerics of their own.
+and thin calls into pylib.schedules, pylib.studies.lr_sweep and pylib.train. No numerics of their own.
 
 Ops (see pylib.web.all_ops):
   schedule_curve            the learning rate of a schedule at every step, for the plotter;
@@ -13,7 +13,8 @@ import dataclasses
 import math
 import time
 
-from pylib import lr_sweep, model, schedules, train
+from pylib import model, schedules, train
+from pylib.studies import lr_sweep
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {

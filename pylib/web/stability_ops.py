@@ -1,8 +1,8 @@
 """Chapter 8's page ops (stability): validation of what the reader typed, and thin calls into
-pylib.stability and pylib.train. No numerics of its own.
+pylib.studies.stability and pylib.train. No numerics of its own.
 
 Ops (see pylib.web.all_ops):
-  stability_nan_demo             one NaN source, unguarded next to guarded (pylib.stability);
+  stability_nan_demo             one NaN source, unguarded next to guarded (pylib.studies.stability);
   run:stability_bad              a default-model run with a bad stretch of batches at a chosen
                                  step and a cure (none, clipping, skipping), chunked and stoppable;
   stability_bad_inject           "Inject now": a bad stretch from the run's next step;
@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from pylib import data, stability, train
+from pylib import data, train
+from pylib.studies import stability
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {

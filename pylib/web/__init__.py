@@ -1,5 +1,8 @@
 """The page-facing facade over pylib: what the in-page widgets (in a Pyodide Web Worker) call.
 
+Each chapter's widgets bring their ops in a module of this package, <topic>_ops.py, with an
+OPS dict; all_ops() collects them.
+
 It does three things and no numerics of its own:
 
 1. validates what a reader typed (strings from form fields) against `LIMITS`, raising
@@ -23,7 +26,8 @@ import time
 
 import numpy as np
 
-from pylib import benchmark, data, model
+from pylib import data, model
+from pylib.studies import benchmark
 
 # ---------------------------------------------------------------------------
 # Limits and reader-input validation
@@ -456,15 +460,14 @@ _OPS = {
 
 @functools.cache
 def all_ops():
-    """This module's ops plus OPS from every pylib/web_*.py: each chapter's widgets bring theirs."""
-    import pylib
+    """This module's ops plus OPS from every pylib/web/<topic>_ops.py: each chapter's widgets bring theirs."""
     ops = dict(_OPS)
-    for info in sorted(pkgutil.iter_modules(pylib.__path__), key=lambda m: m.name):
-        if info.name.startswith("web_"):
-            module = importlib.import_module(f"pylib.{info.name}")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.endswith("_ops"):
+            module = importlib.import_module(f"{__name__}.{info.name}")
             clash = set(ops) & set(module.OPS)
             if clash:
-                raise RuntimeError(f"pylib.{info.name} redefines ops {sorted(clash)}")
+                raise RuntimeError(f"{module.__name__} redefines ops {sorted(clash)}")
             ops.update(module.OPS)
     return ops
 

@@ -1,14 +1,15 @@
 """Chapter 4's worker ops: nudge one weight and compare slopes, and a streamed check of every tensor.
 
 The model is the course's default config at its seed-0 initialisation, in float64, on a fixed real
-batch of the training text (pylib.gradcheck.fixed_batch): the same numbers in every page and in
+batch of the training text (pylib.studies.gradcheck.fixed_batch): the same numbers in every page and in
 CPython. Reader input is validated here (pylib.web's parsers), never in JavaScript.
 """
 
 import time
 
 
-from pylib import gradcheck, model
+from pylib import model
+from pylib.studies import gradcheck
 from pylib.web import LIMITS, InputError, parse_int, parse_number
 
 BATCH = (2, 64)  # B, T of the fixed batch: every position row of wpe gets a gradient

@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-from pylib import bpe, data, layers, mixture, model, train, web
+from pylib import bpe, data, layers, model, train, web
+from pylib.studies import mixture
 from pylib.web import InputError, parse_int, parse_number
 
 DATA_LIMITS = {

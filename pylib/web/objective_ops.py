@@ -1,5 +1,5 @@
 """Chapter 3's page ops (the objective): validation of what the reader typed, and thin calls into
-pylib.objective, pylib.loss and pylib.train. No numerics of its own.
+pylib.studies.objective, pylib.loss and pylib.train. No numerics of its own.
 
 Ops (see pylib.web.all_ops): objective_denominators, objective_logit_grad, objective_accum_grads,
 and two chunked runs, run:objective_pretrain (a short default run whose model the p - y widget can
@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from pylib import data, model, objective, train
+from pylib import data, model, train
+from pylib.studies import objective
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field
 
 LIMITS = {
