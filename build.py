@@ -9,6 +9,10 @@
 Chapters are Jinja templates before they are Markdown. They can call:
     measured(key)        a number from results.json (unknown key: the build fails)
     derived(name)        a number pylib computes now, at build time (unknown name: fails)
+    measured_seeds(key)  every seed's value of an arm stored as key.per_seed
+    compare(a, b, expect=...)  arm a against arm b, paired by seed (pylib.compare): the mean
+                         difference, its 95% t-interval and the verdict; the build fails when
+                         the verdict is not the one the chapter's wording expects
     cited(text, source)  a number quoted from a publication, with its source
     code(name)           the source of a pylib function or class, by dotted name
     test(name)           the source of a test, by function name
@@ -283,8 +287,43 @@ class ChapterContext:
     def measured_pm(self, key, fmt=".3f"):
         """'mean ± sd' of a measured quantity stored as key.mean and key.sd."""
         mean, sd = (self._value(f"{key}.{s}") for s in ("mean", "sd"))
+        if mean is None or sd is None:
+            raise BuildError(f"{self.chapter_name}: {key} has no mean (a seed diverged): quote its seeds instead")
+        n = self.results.get("values", {}).get(f"{key}.n", 3)
         text = f"{format_number(mean, fmt)} ± {format_number(sd, fmt)}"
-        return figure("measured", text, f"measured: results.json keys {key}.mean, {key}.sd (3 seeds)")
+        return figure("measured", text, f"measured: results.json keys {key}.mean, {key}.sd ({n} seeds, sample sd)")
+
+    def measured_seeds(self, key, fmt=".3f"):
+        """Each seed's value of an arm, in seed order: 'seed 0: 2.41, seed 1: 2.43, seed 2: 2.52'."""
+        per_seed = self._value(f"{key}.per_seed")
+        text = ", ".join(f"seed {s}: " + ("diverged" if v is None else format_number(v, fmt))
+                         for s, v in sorted(per_seed.items(), key=lambda kv: int(kv[0])))
+        return figure("measured", text, f"measured: results.json key {key}.per_seed")
+
+    def compare(self, key_a, key_b, expect, margin=0.0, unit="nats", fmt=".3f"):
+        """Arm a minus arm b, paired by seed, with its 95% t-interval and verdict (pylib.compare).
+
+        expect: the verdict the chapter's wording states ("lower", "higher", "null" or
+        "unresolved"); any other verdict fails the build, so the text cannot outrun the seeds."""
+        from pylib.compare import VERDICTS, paired_comparison
+        if expect not in VERDICTS:
+            raise BuildError(f"{self.chapter_name}: compare(expect={expect!r}): expect one of {VERDICTS}")
+        a, b = (self._value(f"{k}.per_seed") for k in (key_a, key_b))
+        try:
+            c = paired_comparison(a, b, margin)
+        except ValueError as e:
+            raise BuildError(f"{self.chapter_name}: compare({key_a!r}, {key_b!r}): {e}")
+        if c.verdict != expect:
+            raise BuildError(
+                f"{self.chapter_name}: compare({key_a!r}, {key_b!r}) expects {expect!r} but the seeds say "
+                f"{c.verdict!r} (Δ {c.mean:+.4f}, 95% interval {c.low:+.4f} to {c.high:+.4f}, {c.n} seeds, "
+                f"margin {margin}): rewrite the sentence around it")
+        sign = lambda x: format_number(x, "+" + fmt).replace("-", "−")  # noqa: E731
+        text = (f"Δ = {sign(c.mean)} {unit}, 95% interval {sign(c.low)} to {sign(c.high)} over {c.n} paired seeds: "
+                f"{c.words(unit)}")
+        return figure("measured", markupsafe.escape(text),
+                      f"measured, paired by seed: results.json {key_a} minus {key_b}; verdict from the "
+                      f"95% t-interval (pylib.compare)" + (f", margin ±{margin:g} {unit}" if margin else ""))
 
     def _value(self, key):
         values = self.results.get("values", {})
@@ -434,8 +473,11 @@ def render_chapter(env, chapter, results):
     return ctx.fill_blocks(markdown_to_html(source))
 
 
-def build_site(out=OUT):
-    """Everything in _site/, from the sources; fails with BuildError on any unknown reference."""
+def build_site(out=OUT, only_chapters=None):
+    """Everything in _site/, from the sources; fails with BuildError on any unknown reference.
+
+    only_chapters: render just these chapter numbers (a quicker build while writing one chapter;
+    the others' pages are left as they were)."""
     results = load_results()
     env = make_env()
     copy_pyodide(out / "pyodide")
@@ -449,6 +491,8 @@ def build_site(out=OUT):
         raise BuildError("chapters/ has no NN-slug.md files")
     site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}"}
     for i, chapter in enumerate(chapters):
+        if only_chapters and chapter.number not in only_chapters:
+            continue
         root = "../"
         page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
                 "body": render_chapter(env, chapter, results),
@@ -495,7 +539,7 @@ def serve_in_thread(directory=OUT):
 
 def serve(port, directory=OUT):
     with make_server(port, directory) as httpd:
-        print(f"serving {directory.relative_to(ROOT)}/ at http://127.0.0.1:{port}/  (Ctrl-C stops)")
+        print(f"serving {directory}/ at http://127.0.0.1:{port}/  (Ctrl-C stops)")
         httpd.serve_forever()
 
 
@@ -507,25 +551,30 @@ def main(argv=None):
     parser.add_argument("--measure", action="store_true", help="run the experiments, write results")
     parser.add_argument("--only", nargs="+", metavar="chN",
                         help="with --measure: re-run only these chapters' experiments, keep the rest")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="with --measure: worker processes (default: one per core)")
     parser.add_argument("--bench", action="store_true", help="time the training step, write timings")
     parser.add_argument("--serve", action="store_true", help="serve _site/ after building")
     parser.add_argument("--no-build", action="store_true", help="with --serve: serve what is built")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--out", type=pathlib.Path, default=OUT, help="build into this folder (default _site/)")
+    parser.add_argument("--chapters", type=int, nargs="+", metavar="N",
+                        help="render only these chapters' pages (e.g. --chapters 5 6)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     try:
         if args.measure or args.bench:
             import measure
-            measure.main(measure=args.measure, bench=args.bench, only=args.only)
+            measure.main(measure=args.measure, bench=args.bench, only=args.only, workers=args.workers)
         if not args.no_build:
-            chapters = build_site()
+            chapters = build_site(args.out.resolve(), args.chapters)
             print(corpus_report())
-            print(f"built {len(chapters)} chapter(s) into {OUT.relative_to(ROOT)}/")
+            print(f"built {len(args.chapters or chapters)} chapter(s) into {args.out}/")
     except BuildError as e:
         print(f"build failed: {e}", file=sys.stderr)
         return 1
     if args.serve:
-        serve(args.port)
+        serve(args.port, args.out.resolve())
     return 0
 
 

@@ -5,7 +5,10 @@ outside the "timings" section is a deterministic function of the code, the corpu
 a second run gives identical files apart from the date and the timings.
 """
 
+import concurrent.futures
 import datetime
+import fcntl
+import functools
 import importlib
 import json
 import os
@@ -25,7 +28,13 @@ RESULTS_MD = ROOT / "results.md"
 
 
 # ---------------------------------------------------------------------------
-# The experiments
+# The experiments, as independent tasks on an executor
+#
+# A task is one chapter's run(corpus), or one of its PARTS when the module lists them (names of
+# functions part(corpus) -> {"values", "curves", "settings", "timings"}): the parts of a chapter
+# must not depend on each other. Tasks go to any concurrent.futures.Executor (a local process
+# pool by default, or e.g. a Dask cluster's executor), and their outputs are merged in chapter
+# and part order, never in completion order, so the results do not depend on the scheduling.
 
 
 def experiment_modules():
@@ -34,21 +43,67 @@ def experiment_modules():
     return [importlib.import_module(f"experiments.{name}") for name in names]
 
 
-def run_experiments(corpus, only=None, results=None):
-    """Every chapter's experiments (or those named in only, e.g. ["ch5"]), merged into results;
-    a key measured twice is an error."""
-    results = results or {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+def chapter_tasks(only=None):
+    """[(chapter, part or None)] in merge order: a chapter's PARTS, or its run as one task."""
+    tasks = []
     for module in experiment_modules():
-        if only and module.__name__.split(".")[-1] not in only:
+        chapter = module.__name__.split(".")[-1]
+        if only and chapter not in only:
             continue
-        t0 = time.perf_counter()
-        part = module.run(corpus)
-        for section, entries in part.items():
+        tasks += [(chapter, part) for part in getattr(module, "PARTS", None) or [None]]
+    return tasks
+
+
+@functools.cache
+def _corpus():
+    from pylib import data
+    return data.build_corpus()
+
+
+def run_task(chapter, part=None):
+    """One task, in whatever process the executor chose: its output and its wall-clock seconds."""
+    sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
+    module = importlib.import_module(f"experiments.{chapter}")
+    t0 = time.perf_counter()
+    out = getattr(module, part)(_corpus()) if part else module.run(_corpus())
+    return out, time.perf_counter() - t0
+
+
+def default_executor(workers=None):
+    """A local pool of worker processes, one per core unless workers says otherwise."""
+    return concurrent.futures.ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+
+
+def run_experiments(only=None, results=None, executor=None, workers=None):
+    """Every chapter's experiments (or those named in only, e.g. ["ch5"]), merged into results;
+    a key measured twice is an error. Prints one line of progress as each task ends."""
+    results = results or {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+    tasks = chapter_tasks(only)
+    own = executor is None
+    executor = executor or default_executor(workers)
+    t0, outputs = time.perf_counter(), {}
+    try:
+        futures = {executor.submit(run_task, chapter, part): (chapter, part) for chapter, part in tasks}
+        print(f"measure: {len(tasks)} tasks on {getattr(executor, '_max_workers', '?')} workers", flush=True)
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            chapter, part = futures[future]
+            outputs[chapter, part] = future.result()
+            print(f"measure: [{done}/{len(tasks)}] {chapter}{'.' + part if part else ''} took "
+                  f"{outputs[chapter, part][1]:.1f} s ({time.perf_counter() - t0:.0f} s elapsed)", flush=True)
+    finally:
+        if own:
+            executor.shutdown(cancel_futures=True)
+    chapter_seconds = {}
+    for chapter, part in tasks:  # merge order, not completion order
+        out, seconds = outputs[chapter, part]
+        chapter_seconds[chapter] = chapter_seconds.get(chapter, 0.0) + seconds
+        for section, entries in out.items():
             clash = set(results[section]) & set(entries)
             if clash:
-                raise RuntimeError(f"{module.__name__} measures {sorted(clash)} again")
+                raise RuntimeError(f"experiments.{chapter} measures {sorted(clash)} again")
             results[section].update(entries)
-        results["timings"][f"{module.__name__.split('.')[-1]}.total_seconds"] = time.perf_counter() - t0
+    for chapter, seconds in chapter_seconds.items():
+        results["timings"][f"{chapter}.total_seconds"] = seconds  # CPU-side: the sum of its tasks
     return results
 
 
@@ -88,8 +143,12 @@ def library_versions():
 
 
 def write_results(results):
-    RESULTS_JSON.write_text(json.dumps(results, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    RESULTS_MD.write_text(results_markdown(results), encoding="utf-8")
+    """results.json and results.md, each written to a temporary file and renamed into place."""
+    for path, text in [(RESULTS_JSON, json.dumps(results, indent=1, sort_keys=True, ensure_ascii=False) + "\n"),
+                       (RESULTS_MD, results_markdown(results))]:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def results_markdown(results):
@@ -107,9 +166,9 @@ def results_markdown(results):
     for module in experiment_modules():
         try:
             lines += module.markdown(results)
-        except KeyError as missing:  # a chapter added since the last full run, not measured yet
+        except (KeyError, TypeError) as missing:  # a chapter added or changed since its last run
             name = module.__name__.split(".")[-1]
-            lines += [f"## {name}", "", f"Not measured yet (no key {missing}): run "
+            lines += [f"## {name}", "", f"Not measured yet ({type(missing).__name__}: {missing}): run "
                       f"`python build.py --measure --only {name}`.", ""]
     lines += ["## Timings",
               "",
@@ -139,9 +198,30 @@ def without_chapters(results, only):
             for section, entries in results.items() if section != "meta"}
 
 
-def main(measure=True, bench=False, only=None):
-    """only: re-measure just these chapters (e.g. ["ch5"]) and keep the other chapters' results."""
-    from pylib import data
+def merge_chapters(fresh, only):
+    """Under a lock, the results.json on disk now with the chapters in only replaced by fresh's:
+    two --only runs of different chapters at once then both keep their keys."""
+    lock = RESULTS_JSON.with_suffix(".json.lock")
+    with open(lock, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        current = json.loads(RESULTS_JSON.read_text())
+        merged = without_chapters(current, only)
+        prefixes = tuple(f"{name}." for name in only)
+        for section, entries in fresh.items():
+            if section == "meta":
+                continue
+            merged.setdefault(section, {}).update(
+                {k: v for k, v in entries.items() if k.startswith(prefixes) or section == "timings" and k == "bench"})
+        merged["meta"] = current.get("meta", {})
+        merged["timings"]["measure.total_seconds"] = sum(
+            v for k, v in merged["timings"].items() if k.endswith(".total_seconds") and k.startswith("ch"))
+        write_results(merged)
+    return merged
+
+
+def main(measure=True, bench=False, only=None, workers=None):
+    """only: re-measure just these chapters (e.g. ["ch5"]) and keep the other chapters' results.
+    workers: processes for the local pool (default: one per core)."""
     previous = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.is_file() else None
     if measure and only:
         if not previous:
@@ -149,15 +229,18 @@ def main(measure=True, bench=False, only=None):
         unknown = set(only) - {m.__name__.split(".")[-1] for m in experiment_modules()}
         if unknown:
             raise SystemExit(f"--only: no experiments/{sorted(unknown)[0]}.py")
-        corpus = data.build_corpus()
-        results = run_experiments(corpus, only, without_chapters(previous, only))
-        results["timings"]["measure.total_seconds"] = sum(
-            v for k, v in results["timings"].items() if k.endswith(".total_seconds") and k.startswith("ch"))
-    elif measure:
+        fresh = run_experiments(only, workers=workers)
+        if bench:
+            fresh["timings"]["bench"] = run_bench()
+            fresh["timings"]["bench"]["date"] = datetime.date.today().isoformat()
+        merge_chapters(fresh, only)
+        print(f"merged {', '.join(only)} into {RESULTS_JSON.name} and {RESULTS_MD.name}")
+        return
+    if measure:
         t0 = time.perf_counter()
-        corpus = data.build_corpus()
-        results = run_experiments(corpus)
+        results = run_experiments(workers=workers)
         results["timings"]["measure.total_seconds"] = time.perf_counter() - t0
+        results["timings"]["measure.workers"] = workers or os.cpu_count() or 1
     elif previous:
         results = previous
     else:

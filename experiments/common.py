@@ -1,8 +1,20 @@
-"""What the experiments share: the seeds and the statistics of a three-seed measurement."""
+"""What the experiments share: the seeds, the one evaluation, and how an arm is stored.
 
+An arm is one setting run once per seed. Its final values are stored in results.json under one
+key with four suffixes, so that any two arms can be paired by seed later (pylib.compare):
+  key.per_seed  {"0": value, "1": value, ...}  (seed -> value; JSON keys are strings)
+  key.mean, key.sd  mean and sample standard deviation over the seeds
+  key.n         how many seeds
+Final validation losses come from the last record's val_full: the whole validation split
+(pylib.evaluation), the same evaluation in every chapter. Curves use the trainer's fixed subset.
+"""
+
+import math
 import statistics
 
-SEEDS = (0, 1, 2)  # every setting is run with these three seeds
+SEEDS = (0, 1, 2)  # every setting is run with these three seeds unless a comparison needs more
+
+EVAL_FULL = "the whole validation split (8,837 non-overlapping windows)"  # how results.md names it
 
 
 def mean_sd(xs):
@@ -13,3 +25,38 @@ def mean_sd(xs):
 def rounded(arr, digits=5):
     """A curve as a list of Python floats, rounded so that results.json stays readable."""
     return [round(float(x), digits) for x in arr]
+
+
+def final_val(history):
+    """The run's final validation loss on the whole validation split, or None if it diverged.
+
+    The run must have been trained with TrainConfig(final_eval=True): a KeyError says it was not."""
+    last = history[-1]
+    if last.get("diverged"):
+        return None
+    value = last["val_full"]
+    return value if value is not None and math.isfinite(value) else None
+
+
+def arm(key, per_seed):
+    """results.json values for one arm: key.per_seed, key.mean, key.sd and key.n.
+
+    per_seed: {seed: value}. A seed whose value is None (a diverged run) is kept in per_seed as
+    None, and mean/sd are then None too: a diverged arm has no mean."""
+    per_seed = {str(s): (None if v is None else float(v)) for s, v in per_seed.items()}
+    finite = [v for v in per_seed.values() if v is not None]
+    complete = len(finite) == len(per_seed)
+    mean, sd = mean_sd(finite) if complete and finite else (None, None)
+    return {f"{key}.per_seed": per_seed, f"{key}.mean": mean, f"{key}.sd": sd, f"{key}.n": len(per_seed)}
+
+
+def paired(values, key_a, key_b, margin=0.0):
+    """pylib.compare.paired_comparison of two stored arms (a - b), for results.md."""
+    from pylib.compare import paired_comparison
+    return paired_comparison(values[f"{key_a}.per_seed"], values[f"{key_b}.per_seed"], margin)
+
+
+def paired_text(values, key_a, key_b, margin=0.0, fmt="+.3f"):
+    """'Δ +0.012 [−0.020, +0.044], 3 seeds: unresolved': a paired comparison as a results.md cell."""
+    c = paired(values, key_a, key_b, margin)
+    return f"Δ {c.mean:{fmt}} [{c.low:{fmt}}, {c.high:{fmt}}], {c.n} seeds: {c.verdict}"

@@ -13,9 +13,12 @@ chunks.
 One record per step, JSON-ready (Python floats and ints; None instead of NaN or inf):
   step (0-based), loss (this step's training loss: the batch loss before its update), lr,
   grad_norm (global, before clipping), tokens_per_s (of the step itself, evaluation excluded),
-  and at eval steps train_eval and val (mean loss over fixed windows). Evals happen at step 0
-  and every eval_interval steps, on the params the step starts from (nanoGPT's convention), and
-  at the last step, after its update, so the last record describes the model that is returned.
+  and at eval steps train_eval and val (mean loss over the same eval_windows evenly spaced
+  windows in every run: a fixed subset, for curves). Evals happen at step 0 and every
+  eval_interval steps, on the params the step starts from (nanoGPT's convention), and at the
+  last step, after its update, so the last record describes the model that is returned. With
+  final_eval, the last record also has val_full: the loss on the whole validation split
+  (pylib.evaluation), the course's one evaluation for final numbers.
 
 Optional per-run hooks, kept in the train state (not in the config, which must stay a value):
   state["batch_hook"](step, x, y) -> (x, y) may replace a microbatch (e.g. inject a corrupted
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pylib import model, optim
+from pylib import evaluation, model, optim
 from pylib.schedules import SCHEDULES, lr_at
 
 # ---------------------------------------------------------------------------
@@ -68,7 +71,8 @@ class TrainConfig:
     z_loss: float = 0.0  # PaLM's z-loss coefficient (pylib.loss); 0: off
     seed: int = 0
     eval_interval: int = 10  # fine enough to see the short stay at the unigram loss
-    eval_windows: int = 64  # fixed windows per split for train_eval / val
+    eval_windows: int = 64  # fixed windows per split for train_eval / val (the curves' subset)
+    final_eval: bool = False  # score the last step on the whole validation split too (val_full)
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -209,6 +213,8 @@ def train_steps(state, model_cfg, train_cfg, train_tokens, val_tokens, n_steps, 
         state["step"] += 1
         if last:
             record.update(_evaluate(params, model_cfg, tc, train_tokens, val_tokens))
+            if tc.final_eval:
+                record["val_full"] = _finite_or_none(evaluation.full_loss(params, model_cfg, val_tokens))
         records.append(record)
         if on_step:
             on_step(record)

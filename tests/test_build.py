@@ -11,7 +11,11 @@ import build
 
 @pytest.fixture
 def ctx():
-    results = {"values": {"ch1.x.mean": 1.25, "ch1.x.sd": 0.5, "ch1.n": 3}}
+    results = {"values": {"ch1.x.mean": 1.25, "ch1.x.sd": 0.5, "ch1.n": 3,
+                          "ch1.a.per_seed": {"0": 2.50, "1": 2.61, "2": 2.47},
+                          "ch1.b.per_seed": {"0": 2.60, "1": 2.70, "2": 2.58},
+                          "ch1.c.per_seed": {"0": 2.55, "1": 2.55, "2": 2.55},
+                          "ch1.d.per_seed": {"0": 2.50, "1": 2.60}}}
     return build.ChapterContext(build.make_env(), results, "chapters/test.md")
 
 
@@ -36,6 +40,31 @@ def test_measured_pm_renders_mean_and_sd(ctx):
 def test_unknown_reference_fails_the_build(ctx, call):
     with pytest.raises(build.BuildError):
         call(ctx)
+
+
+def test_compare_renders_the_paired_interval_and_its_verdict(ctx):
+    html = str(ctx.compare("ch1.a", "ch1.b", expect="lower"))
+    assert "Δ = −0.100 nats" in html and "3 paired seeds: lower" in html and 'class="fig measured"' in html
+
+
+def test_compare_fails_the_build_when_the_wording_outruns_the_seeds(ctx):
+    with pytest.raises(build.BuildError, match="expects 'lower' but the seeds say 'unresolved'"):
+        ctx.compare("ch1.a", "ch1.c", expect="lower")
+    assert "no difference resolved with 3 seeds" in str(ctx.compare("ch1.a", "ch1.c", expect="unresolved"))
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.compare("ch1.a", "ch1.d", expect="lower"),  # different seeds
+    lambda c: c.compare("ch1.a", "ch1.nothing", expect="lower"),
+    lambda c: c.compare("ch1.a", "ch1.b", expect="better"),  # not a verdict
+])
+def test_compare_refuses_arms_it_cannot_pair(ctx, call):
+    with pytest.raises(build.BuildError):
+        call(ctx)
+
+
+def test_measured_seeds_lists_every_seed(ctx):
+    assert "seed 0: 2.500, seed 1: 2.610, seed 2: 2.470" in str(ctx.measured_seeds("ch1.a"))
 
 
 def test_code_is_pulled_from_pylib_by_name(ctx):
@@ -84,6 +113,7 @@ def test_wheel_is_reproducible_and_depends_on_numpy_only(tmp_path):
     with zipfile.ZipFile(tmp_path / "a" / name1) as whl:
         meta = whl.read(next(n for n in whl.namelist() if n.endswith("METADATA"))).decode()
         assert "pylib/model.py" in whl.namelist()
+        assert {"pylib/web/__init__.py", "pylib/studies/__init__.py", "pylib/systems/__init__.py"} <= set(whl.namelist())
     assert [line for line in meta.splitlines() if line.startswith("Requires-Dist")] == ["Requires-Dist: numpy"]
 
 

@@ -125,3 +125,30 @@ def test_export_round_trips_through_npz_bytes():
     assert back.keys() == params.keys()
     for k in params:
         np.testing.assert_array_equal(back[k], params[k])
+
+
+def test_full_evaluation_scores_every_non_overlapping_window_once():
+    from pylib import evaluation
+    cfg = model.GPTConfig()
+    tokens = np.random.default_rng(3).integers(0, cfg.vocab_size, 10 * cfg.block_size + 5).astype(np.uint8)
+    x, y = evaluation.full_windows(tokens, cfg.block_size)
+    assert x.shape == y.shape == (10, cfg.block_size)
+    assert (x.reshape(-1) == tokens[:10 * cfg.block_size]).all()
+    assert (y.reshape(-1) == tokens[1:10 * cfg.block_size + 1]).all()
+    params = model.init_params(cfg, 0)
+    by_chunks = evaluation.full_loss(params, cfg, tokens, chunk_windows=3)  # 3 + 3 + 3 + 1 windows
+    at_once = float(model.evaluate_loss(params, cfg, x, y))
+    assert by_chunks == pytest.approx(at_once, rel=1e-6)
+
+
+def test_final_eval_adds_the_full_validation_loss_to_the_last_record_only():
+    from pylib import evaluation
+    cfg = model.GPTConfig()
+    rng = np.random.default_rng(4)
+    train_tokens, val_tokens = (rng.integers(0, cfg.vocab_size, n).astype(np.uint8) for n in (5000, 2000))
+    tc = train.TrainConfig(steps=5, eval_interval=2, final_eval=True)
+    params, history = train.train(cfg, tc, train_tokens, val_tokens)
+    assert [r["step"] for r in history if "val_full" in r] == [4]
+    assert history[-1]["val_full"] == pytest.approx(evaluation.full_loss(params, cfg, val_tokens))
+    _, plain = train.train(cfg, train.TrainConfig(steps=5, eval_interval=2), train_tokens, val_tokens)
+    assert not any("val_full" in r for r in plain)

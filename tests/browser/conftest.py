@@ -5,6 +5,7 @@ It also holds the helpers the chapters' browser tests share (widget, wait_settle
 no_injected_markup, corpus)."""
 
 import json
+import os
 import pathlib
 import re
 import urllib.parse
@@ -14,7 +15,7 @@ import pytest
 import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SITE = ROOT / "_site"
+SITE = pathlib.Path(os.environ.get("COURSE_SITE", ROOT / "_site"))  # another build folder: build.py --out
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):

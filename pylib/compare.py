@@ -1,0 +1,156 @@
+"""Comparing two measured arms, paired by seed, without saying more than the seeds show.
+
+Two settings run with the same seeds share their initial weights and their batches, so the
+per-seed differences d_s = a_s - b_s cancel much of the seed-to-seed spread that each arm has
+on its own. From the n differences this module computes the mean difference, its sample sd, and
+the 95% Student-t interval mean ± t_{0.975, n-1} · sd / sqrt(n), and then a verdict that follows
+from the interval and nothing else:
+
+  "lower"       the whole interval is below 0: a is lower than b;
+  "higher"      the whole interval is above 0: a is higher than b;
+  "null"        the interval contains 0 and lies inside ±margin: no difference as large as the
+                margin (a null result, which needs a margin chosen before looking);
+  "unresolved"  the interval contains 0 but reaches past ±margin: these seeds cannot tell.
+
+Student's t quantile is computed here (no SciPy in the page): the t CDF through the regularised
+incomplete beta function (Numerical Recipes, 3rd ed., section 6.4, continued fraction 6.4.5),
+inverted by bisection.
+"""
+
+import math
+from dataclasses import dataclass
+
+CONFIDENCE = 0.95
+VERDICTS = ("lower", "higher", "null", "unresolved")
+
+# ---------------------------------------------------------------------------
+# Student's t distribution
+
+
+def _betacf(a, b, x):
+    """Continued fraction for the incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def incomplete_beta(a, b, x):
+    """The regularised incomplete beta function I_x(a, b), for 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t, df):
+    """P(T <= t) for Student's t with df degrees of freedom."""
+    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p, df):
+    """The t with P(T <= t) = p (0 < p < 1), by bisection on t_cdf to about 1e-12."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+# ---------------------------------------------------------------------------
+# The paired comparison
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """a - b over n paired seeds: mean, sample sd, the 95% t-interval and the verdict."""
+
+    n: int
+    mean: float
+    sd: float
+    low: float
+    high: float
+    margin: float
+    verdict: str  # one of VERDICTS
+
+    def words(self, unit="nats"):
+        """The verdict as a phrase about a relative to b, e.g. 'lower' or 'unresolved with 3 seeds'."""
+        return {
+            "lower": "lower",
+            "higher": "higher",
+            "null": f"no difference as large as {self.margin:g} {unit} (a null result, {self.n} seeds)",
+            "unresolved": f"no difference resolved with {self.n} seeds",
+        }[self.verdict]
+
+
+def verdict_from_interval(low, high, margin):
+    """The verdict that the interval [low, high] for a - b supports (see the module docstring)."""
+    if high < 0:
+        return "lower"
+    if low > 0:
+        return "higher"
+    if margin > 0 and -margin <= low and high <= margin:
+        return "null"
+    return "unresolved"
+
+
+def paired_comparison(a, b, margin=0.0, confidence=CONFIDENCE):
+    """Compare arm a with arm b, paired by seed: dicts {seed: value} (or equal-length lists in seed order).
+
+    Returns a Comparison of a - b. Both arms must hold the same seeds, at least two, all finite.
+    margin (>= 0, in the values' unit) is the smallest difference that would matter: an interval
+    inside ±margin is a null result; 0 means no null result can be claimed."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            raise ValueError("pair dicts with dicts, or lists with lists")
+        if set(a) != set(b):
+            raise ValueError(f"the arms were run with different seeds: {sorted(a)} and {sorted(b)}")
+        seeds = sorted(a, key=str)
+        a, b = [a[s] for s in seeds], [b[s] for s in seeds]
+    if len(a) != len(b):
+        raise ValueError(f"the arms have {len(a)} and {len(b)} seeds")
+    if len(a) < 2:
+        raise ValueError("a paired comparison needs at least two seeds")
+    diffs = []
+    for x, y in zip(a, b):
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            raise ValueError("a seed has no finite value (did the run diverge?)")
+        diffs.append(float(x) - float(y))
+    if not margin >= 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    n = len(diffs)
+    mean = math.fsum(diffs) / n
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+    low, high = mean - half, mean + half
+    return Comparison(n=n, mean=mean, sd=sd, low=low, high=high, margin=float(margin),
+                      verdict=verdict_from_interval(low, high, margin))
