@@ -410,8 +410,47 @@ def render_maths(items):
     return json.loads(proc.stdout)
 
 
-def markdown_to_html(source):
-    """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML."""
+CHAPTER_REF = re.compile(r"\b([Cc]hapter (\d+))\b(?![–-]\d)")
+
+
+def link_chapter_references(state, links):
+    """A markdown-it core rule: every "chapter N" in running text (not in a heading, a link or code)
+    becomes a link to chapter N's page when that chapter exists; references to chapters not yet
+    written stay plain text, and become links as soon as the chapter lands."""
+    from markdown_it.token import Token
+    in_heading = False
+    for block in state.tokens:
+        if block.type in ("heading_open", "heading_close"):
+            in_heading = block.type == "heading_open"
+        if block.type != "inline" or in_heading or not block.children:
+            continue
+        children, depth = [], 0
+        for tok in block.children:
+            depth += tok.type == "link_open"
+            depth -= tok.type == "link_close"
+            if tok.type != "text" or depth or not CHAPTER_REF.search(tok.content):
+                children.append(tok)
+                continue
+            pos = 0
+            for m in CHAPTER_REF.finditer(tok.content):
+                href = links.get(int(m.group(2)))
+                if not href:
+                    continue
+                if m.start() > pos:
+                    children.append(Token("text", "", 0, content=tok.content[pos:m.start()]))
+                children += [Token("link_open", "a", 1, attrs={"href": href, "class": "chapter-ref"}),
+                             Token("text", "", 0, content=m.group(1)),
+                             Token("link_close", "a", -1)]
+                pos = m.end()
+            if pos < len(tok.content):
+                children.append(Token("text", "", 0, content=tok.content[pos:]))
+        block.children = children
+
+
+def markdown_to_html(source, chapter_links=None):
+    """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML.
+
+    chapter_links: {chapter number: href}; "chapter N" in running text links to it."""
     maths = []  # (tex, display) in order of first appearance
 
     def collect(content, options):
@@ -422,6 +461,8 @@ def markdown_to_html(source):
 
     md = MarkdownIt("commonmark", {"html": True, "typographer": False}).enable("table")
     md.use(dollarmath_plugin, renderer=collect, allow_space=False, double_inline=True)
+    if chapter_links:
+        md.core.ruler.push("chapter_links", lambda state: link_chapter_references(state, chapter_links))
     html = md.render(source)
     rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
     return re.sub("\x00MATH(\\d+)\x00", lambda m: rendered[int(m.group(1))], html)
@@ -460,8 +501,9 @@ def make_env():
                               keep_trailing_newline=True)
 
 
-def render_chapter(env, chapter, results):
-    """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body."""
+def render_chapter(env, chapter, results, chapters=()):
+    """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body; "chapter N"
+    links to the other chapters' pages (siblings in chapters/)."""
     ctx = ChapterContext(env, results, _relpath(chapter.path))
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
                                      keep_trailing_newline=True)
@@ -470,7 +512,8 @@ def render_chapter(env, chapter, results):
     except jinja2.TemplateError as e:
         raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
-    return ctx.fill_blocks(markdown_to_html(source))
+    links = {c.number: f"{c.slug}.html" for c in chapters if c.number != chapter.number}
+    return ctx.fill_blocks(markdown_to_html(source, links))
 
 
 def build_site(out=OUT, only_chapters=None):
@@ -495,7 +538,7 @@ def build_site(out=OUT, only_chapters=None):
             continue
         root = "../"
         page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
-                "body": render_chapter(env, chapter, results),
+                "body": render_chapter(env, chapter, results, chapters),
                 "prev": chapters[i - 1].as_dict(root) if i > 0 else None,
                 "next": chapters[i + 1].as_dict(root) if i + 1 < len(chapters) else None}
         html = env.get_template("chapter.html").render(

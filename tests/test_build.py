@@ -145,3 +145,15 @@ def test_code_with_blank_lines_stays_one_block(tmp_path):
     html = build.render_chapter(build.make_env(), build.Chapter(1, "01-code", "Code", page), {"values": {}})
     assert html.count('<figure class="code">') == 1 and "<em>this</em>" in html
     assert "&lt;span" not in html and "<p><span" not in html  # no highlighted line re-read as Markdown
+
+
+def test_chapter_references_link_to_chapters_that_exist():
+    links = {2: "02-data.html", 7: "07-init.html"}
+    html = build.markdown_to_html(
+        "See chapter 2 and Chapter 7, not chapter 12 or chapters 9–16.\n\n"
+        "`chapter 2` in code, [chapter 7](x.html) already a link.\n\n## Back to chapter 2\n", links)
+    assert '<a href="02-data.html" class="chapter-ref">chapter 2</a> and' in html
+    assert '<a href="07-init.html" class="chapter-ref">Chapter 7</a>' in html
+    assert "chapter 12" in html and "chapter-ref\">chapter 12" not in html  # not written yet: plain
+    assert "<code>chapter 2</code>" in html and '<a href="x.html">chapter 7</a>' in html
+    assert "<h2>Back to chapter 2</h2>" in html
