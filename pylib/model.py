@@ -25,7 +25,9 @@ from pylib import layers, loss as xent
 
 
 @dataclass(frozen=True)
-class GPTConfig:
+class GPT2Config:
+    """The architecture of chapter 1: nanoGPT's GPT-2, with the course model's sizes as defaults."""
+
     block_size: int = 64  # T max: the context length
     vocab_size: int = 65  # V: 64 characters + end-of-document
     n_layer: int = 1  # L
@@ -35,7 +37,29 @@ class GPTConfig:
     dropout: float = 0.0  # kept for nanoGPT parity; this library implements only 0
     gelu: str = "tanh"  # GELU's tanh approximation (GPT-2's; PyTorch approximate='tanh')
     ln_eps: float = 1e-5  # LayerNorm epsilon, PyTorch's default
-    # Variants for the chapters on initialisation, normalisation and stability (defaults: GPT-2).
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError("n_embd must be divisible by n_head")
+        if self.dropout != 0.0 or self.gelu != "tanh":
+            raise ValueError("only dropout=0 and gelu='tanh' are implemented")
+
+    @property
+    def attn_scale(self):
+        """Multiplier of q.k: 1/sqrt(D), D = n_embd / n_head the width of one head."""
+        D = self.n_embd // self.n_head
+        return 1.0 / math.sqrt(D)
+
+
+# ---------------------------------------------------------------------------
+# Variants, for the chapters on initialisation, normalisation and muP (7) and stability (8)
+
+
+@dataclass(frozen=True)
+class GPTConfig(GPT2Config):
+    """GPT2Config plus the variants later chapters study. Every default is GPT-2's choice, so
+    GPTConfig() is the course model and computes exactly what GPT2Config() describes."""
+
     norm: str = "layernorm"  # or "rmsnorm" (Zhang & Sennrich 2019): no centring, no bias
     norm_position: str = "pre"  # "pre" (GPT-2) or "post" (Vaswani et al. 2017: norm after each add)
     qk_norm: bool = False  # RMSNorm (learned gain) on each head's q and k (Dehghani et al. 2023)
@@ -44,10 +68,7 @@ class GPTConfig:
     mup_output_mult: bool = True  # muP only; False drops the 1/width_mult on the logits (an ablation)
 
     def __post_init__(self):
-        if self.n_embd % self.n_head:
-            raise ValueError("n_embd must be divisible by n_head")
-        if self.dropout != 0.0 or self.gelu != "tanh":
-            raise ValueError("only dropout=0 and gelu='tanh' are implemented")
+        super().__post_init__()
         if self.norm not in ("layernorm", "rmsnorm") or self.norm_position not in ("pre", "post"):
             raise ValueError("norm must be 'layernorm' or 'rmsnorm', norm_position 'pre' or 'post'")
         if not self.init_std > 0 or self.mup_base_width < 0:
@@ -63,9 +84,9 @@ class GPTConfig:
     @property
     def attn_scale(self):
         """Multiplier of q.k: 1/sqrt(D); under muP sqrt(D_base)/D, i.e. 1/D up to a constant."""
-        D = self.n_embd // self.n_head
         if not self.mup_base_width:
-            return 1.0 / math.sqrt(D)
+            return super().attn_scale
+        D = self.n_embd // self.n_head
         return math.sqrt(self.mup_base_width // self.n_head) / D  # equals 1/sqrt(D) at the base width
 
     @classmethod
@@ -186,15 +207,15 @@ def _put(g, name, dw, db=None):
         g[name + ".bias"] = db
 
 
-def _norm_forward(cfg, p, name, x):
-    """The config's norm (LayerNorm or RMSNorm) with the params under name."""
+def norm_forward(cfg, p, name, x):
+    """The norm with the params under name: LayerNorm (GPT-2), or chapter 7's RMSNorm."""
     if cfg.norm == "rmsnorm":
         return layers.rmsnorm_forward(x, p[name + ".weight"], cfg.ln_eps)
     return layers.layernorm_forward(x, p[name + ".weight"], p.get(name + ".bias"), cfg.ln_eps)
 
 
-def _norm_backward(cfg, g, name, dout, cache):
-    """Backward of _norm_forward: puts the param grads into g, returns dx."""
+def norm_backward(cfg, g, name, dout, cache):
+    """Backward of norm_forward: puts the param grads into g, returns dx."""
     if cfg.norm == "rmsnorm":
         dx, dw = layers.rmsnorm_backward(dout, cache)
         _put(g, name, dw)
@@ -204,42 +225,56 @@ def _norm_backward(cfg, g, name, dout, cache):
     return dx
 
 
-def _attn_forward(cfg, p, n, a, extra_mask):
-    """The attention sublayer of block n: c_attn, optional QK-norm, attention, c_proj."""
+def attn_forward(cfg, p, n, a, extra_mask):
+    """The attention sublayer of block n: query/key/value projection, causal attention, output projection."""
     get = p.get
     qkv, c_qkv = layers.linear_forward(a, p[n + "attn.c_attn.weight"], get(n + "attn.c_attn.bias"))  # (B, T, 3C)
-    c_qk = None
-    if cfg.qk_norm:  # normalise each head's query and key vectors (D numbers) before the dot product
-        B, T, C3 = qkv.shape
-        H = cfg.n_head
-        q5 = qkv.reshape(B, T, 3, H, C3 // (3 * H)).copy()  # (B, T, 3, H, D)
-        q5[:, :, 0], c_q = layers.rmsnorm_forward(q5[:, :, 0], p[n + "attn.q_norm.weight"], cfg.ln_eps)
-        q5[:, :, 1], c_k = layers.rmsnorm_forward(q5[:, :, 1], p[n + "attn.k_norm.weight"], cfg.ln_eps)
-        qkv, c_qk = q5.reshape(B, T, C3), (c_q, c_k)
+    qkv, c_qk = qk_norm_forward(cfg, p, n, qkv)  # chapter 8's QK-norm; unchanged when it is off
     y, c_att = layers.attention_forward(qkv, cfg.n_head, extra_mask, cfg.attn_scale)  # (B, T, C)
     y, c_aproj = layers.linear_forward(y, p[n + "attn.c_proj.weight"], get(n + "attn.c_proj.bias"))
     return y, (c_qkv, c_qk, c_att, c_aproj)
 
 
-def _attn_backward(cfg, g, n, dy, cache):
+def attn_backward(cfg, g, n, dy, cache):
     c_qkv, c_qk, c_att, c_aproj = cache
     dy, dw, db = layers.linear_backward(dy, c_aproj)
     _put(g, n + "attn.c_proj", dw, db)
     dqkv = layers.attention_backward(dy, c_att)  # (B, T, 3C)
-    if c_qk is not None:
-        B, T, C3 = dqkv.shape
-        H = cfg.n_head
-        d5 = dqkv.reshape(B, T, 3, H, C3 // (3 * H))
-        d5[:, :, 0], dw = layers.rmsnorm_backward(d5[:, :, 0].copy(), c_qk[0])
-        _put(g, n + "attn.q_norm", dw)
-        d5[:, :, 1], dw = layers.rmsnorm_backward(d5[:, :, 1].copy(), c_qk[1])
-        _put(g, n + "attn.k_norm", dw)
+    dqkv = qk_norm_backward(cfg, g, n, dqkv, c_qk)
     da, dw, db = layers.linear_backward(dqkv, c_qkv)
     _put(g, n + "attn.c_attn", dw, db)
     return da
 
 
-def _mlp_forward(p, n, m):
+def qk_norm_forward(cfg, p, n, qkv):
+    """Chapter 8's QK-norm: RMSNorm each head's query and key vectors (D numbers) before the dot
+    product. (qkv, None) unchanged when cfg.qk_norm is off."""
+    if not cfg.qk_norm:
+        return qkv, None
+    B, T, C3 = qkv.shape
+    H = cfg.n_head
+    q5 = qkv.reshape(B, T, 3, H, C3 // (3 * H)).copy()  # (B, T, 3, H, D)
+    q5[:, :, 0], c_q = layers.rmsnorm_forward(q5[:, :, 0], p[n + "attn.q_norm.weight"], cfg.ln_eps)
+    q5[:, :, 1], c_k = layers.rmsnorm_forward(q5[:, :, 1], p[n + "attn.k_norm.weight"], cfg.ln_eps)
+    return q5.reshape(B, T, C3), (c_q, c_k)
+
+
+def qk_norm_backward(cfg, g, n, dqkv, c_qk):
+    """Backward of qk_norm_forward: puts the gains' grads into g, returns dqkv."""
+    if c_qk is None:
+        return dqkv
+    B, T, C3 = dqkv.shape
+    H = cfg.n_head
+    d5 = dqkv.reshape(B, T, 3, H, C3 // (3 * H))
+    d5[:, :, 0], dw = layers.rmsnorm_backward(d5[:, :, 0].copy(), c_qk[0])
+    _put(g, n + "attn.q_norm", dw)
+    d5[:, :, 1], dw = layers.rmsnorm_backward(d5[:, :, 1].copy(), c_qk[1])
+    _put(g, n + "attn.k_norm", dw)
+    return dqkv
+
+
+def mlp_forward(p, n, m):
+    """The MLP sublayer of block n: widen to 4C, GELU, project back to C."""
     get = p.get
     m, c_fc = layers.linear_forward(m, p[n + "mlp.c_fc.weight"], get(n + "mlp.c_fc.bias"))  # (B, T, 4C)
     m, c_gelu = layers.gelu_forward(m)
@@ -247,7 +282,7 @@ def _mlp_forward(p, n, m):
     return m, (c_fc, c_gelu, c_mproj)
 
 
-def _mlp_backward(g, n, dm, cache):
+def mlp_backward(g, n, dm, cache):
     c_fc, c_gelu, c_mproj = cache
     dm, dw, db = layers.linear_backward(dm, c_mproj)
     _put(g, n + "mlp.c_proj", dw, db)
@@ -255,6 +290,74 @@ def _mlp_backward(g, n, dm, cache):
     dm, dw, db = layers.linear_backward(dm, c_fc)
     _put(g, n + "mlp.c_fc", dw, db)
     return dm
+
+
+def pre_ln_block_forward(cfg, p, n, h, extra_mask):
+    """GPT-2's block n: each sublayer reads a norm of the residual stream h and adds its output to it."""
+    a, c_ln1 = norm_forward(cfg, p, n + "ln_1", h)
+    y, c_attn = attn_forward(cfg, p, n, a, extra_mask)
+    h = h + y
+    m, c_ln2 = norm_forward(cfg, p, n + "ln_2", h)
+    m, c_mlp = mlp_forward(p, n, m)
+    h = h + m
+    return h, (c_ln1, c_attn, c_ln2, c_mlp)
+
+
+def pre_ln_block_backward(cfg, g, n, dh, cache):
+    """Backward of pre_ln_block_forward: the sublayers in reverse order; returns dh."""
+    c_ln1, c_attn, c_ln2, c_mlp = cache
+    dm = mlp_backward(g, n, dh, c_mlp)
+    dm = norm_backward(cfg, g, n + "ln_2", dm, c_ln2)
+    dh = dh + dm  # the residual: h reaches the loss through the branch and through the skip
+    da = attn_backward(cfg, g, n, dh, c_attn)
+    da = norm_backward(cfg, g, n + "ln_1", da, c_ln1)
+    dh = dh + da
+    return dh
+
+
+def post_ln_block_forward(cfg, p, n, h, extra_mask):
+    """Chapter 7's post-LN block (Vaswani et al. 2017): the norm comes after each addition."""
+    y, c_attn = attn_forward(cfg, p, n, h, extra_mask)
+    h, c_ln1 = norm_forward(cfg, p, n + "ln_1", h + y)
+    m, c_mlp = mlp_forward(p, n, h)
+    h, c_ln2 = norm_forward(cfg, p, n + "ln_2", h + m)
+    return h, (c_ln1, c_attn, c_ln2, c_mlp)
+
+
+def post_ln_block_backward(cfg, g, n, dh, cache):
+    """Backward of post_ln_block_forward: every gradient passes through both norms on its way down."""
+    c_ln1, c_attn, c_ln2, c_mlp = cache
+    ds = norm_backward(cfg, g, n + "ln_2", dh, c_ln2)
+    dh = ds + mlp_backward(g, n, ds, c_mlp)
+    ds = norm_backward(cfg, g, n + "ln_1", dh, c_ln1)
+    dh = ds + attn_backward(cfg, g, n, ds, c_attn)
+    return dh
+
+
+def block_forward(cfg, p, n, h, extra_mask):
+    """Block n ("h.0.", ...) by cfg.norm_position: "pre" (GPT-2) or "post" (chapter 7).
+
+    Pre-norm (GPT-2):  h = h + attn(norm_1(h));  h = h + mlp(norm_2(h))
+    Post-norm:         h = norm_1(h + attn(h));  h = norm_2(h + mlp(h))
+    """
+    if cfg.norm_position == "post":
+        return post_ln_block_forward(cfg, p, n, h, extra_mask)
+    return pre_ln_block_forward(cfg, p, n, h, extra_mask)
+
+
+def block_backward(cfg, g, n, dh, cache):
+    """Backward of block_forward; returns dh."""
+    if cfg.norm_position == "post":
+        return post_ln_block_backward(cfg, g, n, dh, cache)
+    return pre_ln_block_backward(cfg, g, n, dh, cache)
+
+
+def mup_output(cfg, logits):
+    """muP's output multiplier (chapter 7): logits / width_mult, so that they stay O(1) as the width
+    grows. The logits unchanged under standard parameterisation. Its own backward too: it is linear."""
+    if cfg.mup_base_width and cfg.mup_output_mult:
+        return logits * (1.0 / cfg.width_mult)
+    return logits
 
 
 def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
@@ -265,9 +368,6 @@ def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
     reset_positions the position embedding restarts at 0 with each document.
     trace, optional list: the residual stream (B, T, C) after the embeddings and after each block
     is appended to it (copies), for activation statistics.
-
-    Pre-norm (GPT-2):  h = h + attn(norm_1(h));  h = h + mlp(norm_2(h))
-    Post-norm:         h = norm_1(h + attn(h));  h = norm_2(h + mlp(h))
     """
     B, T = x.shape
     if T > cfg.block_size:
@@ -283,26 +383,13 @@ def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
         trace.append(h.copy())
     caches = []
     for l in range(cfg.n_layer):
-        n = f"h.{l}."
-        if cfg.norm_position == "pre":
-            a, c_ln1 = _norm_forward(cfg, p, n + "ln_1", h)
-            y, c_attn = _attn_forward(cfg, p, n, a, extra_mask)
-            h = h + y
-            m, c_ln2 = _norm_forward(cfg, p, n + "ln_2", h)
-            m, c_mlp = _mlp_forward(p, n, m)
-            h = h + m
-        else:
-            y, c_attn = _attn_forward(cfg, p, n, h, extra_mask)
-            h, c_ln1 = _norm_forward(cfg, p, n + "ln_1", h + y)
-            m, c_mlp = _mlp_forward(p, n, h)
-            h, c_ln2 = _norm_forward(cfg, p, n + "ln_2", h + m)
+        h, c_block = block_forward(cfg, p, f"h.{l}.", h, extra_mask)
+        caches.append(c_block)
         if trace is not None:
             trace.append(h.copy())
-        caches.append((c_ln1, c_attn, c_ln2, c_mlp))
-    f, c_lnf = _norm_forward(cfg, p, "ln_f", h)
+    f, c_lnf = norm_forward(cfg, p, "ln_f", h)
     logits, c_head = layers.linear_forward(f, p["wte"], None)  # (B, T, V), tied to the embedding
-    if cfg.mup_base_width and cfg.mup_output_mult:
-        logits *= 1.0 / cfg.width_mult  # muP's output multiplier: logits stay O(1) as width grows
+    logits = mup_output(cfg, logits)
     return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape, pos)
 
 
@@ -313,25 +400,13 @@ def backward(dlogits, cache, df_extra=None):
     cache[5][0]) from another head that reads it, e.g. pylib.studies.mtp's multi-token head."""
     cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape, pos = cache
     g = {}
-    if cfg.mup_base_width and cfg.mup_output_mult:
-        dlogits = dlogits * (1.0 / cfg.width_mult)
+    dlogits = mup_output(cfg, dlogits)
     df, dwte_head, _ = layers.linear_backward(dlogits, c_head)
     if df_extra is not None:
         df = df + df_extra.reshape(df.shape)
-    dh = _norm_backward(cfg, g, "ln_f", df, c_lnf)
+    dh = norm_backward(cfg, g, "ln_f", df, c_lnf)
     for l in reversed(range(cfg.n_layer)):
-        n = f"h.{l}."
-        c_ln1, c_attn, c_ln2, c_mlp = caches[l]
-        if cfg.norm_position == "pre":
-            dm = _mlp_backward(g, n, dh, c_mlp)
-            dh = dh + _norm_backward(cfg, g, n + "ln_2", dm, c_ln2)  # the branch and the skip both reach h
-            da = _attn_backward(cfg, g, n, dh, c_attn)
-            dh = dh + _norm_backward(cfg, g, n + "ln_1", da, c_ln1)
-        else:  # every gradient passes through both norms of every block on its way down
-            ds = _norm_backward(cfg, g, n + "ln_2", dh, c_ln2)
-            dh = ds + _mlp_backward(g, n, ds, c_mlp)
-            ds = _norm_backward(cfg, g, n + "ln_1", dh, c_ln1)
-            dh = ds + _attn_backward(cfg, g, n, ds, c_attn)
+        dh = block_backward(cfg, g, f"h.{l}.", dh, caches[l])
     C = dh.shape[-1]
     if pos is None:
         dwpe = np.zeros(wpe_shape, dtype=dh.dtype)
