@@ -97,13 +97,16 @@ def adamw_init(params):
 
 
 def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None,
-               lr_mult=None, decoupled=True):
+               lr_mult=None, decoupled=True, mult_decay=True):
     """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update.
 
     decoupled=False is Adam with L2 instead: wd*p is added to the gradient before the moments,
     as torch.optim.Adam(weight_decay=...) does, so the decay is divided by sqrt(v) like the rest.
     lr_mult, optional: {name: multiplier} of the learning rate per tensor (muP's, see
-    pylib.model.lr_multipliers); it scales the decoupled decay too, as lr does.
+    pylib.model.lr_multipliers); it scales the decoupled decay too, as lr does, unless
+    mult_decay=False: then every tensor decays by lr*wd whatever its multiplier, which is what
+    mup's MuAdam/MuAdamW do by default (decoupled_wd=False multiplies wd by the width multiplier
+    where it divides lr, so lr*wd stays the base model's).
     """
     # All parameters as one flat vector, with torch.optim.AdamW's order of operations. Params
     # that are not views of one buffer are gathered here and written back at the end.
@@ -119,7 +122,7 @@ def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weigh
     mult = None if lr_mult is None else flat_multipliers(params, lr_mult, state)
     if weight_decay and decoupled:
         shrink = (lr * weight_decay) * decay_mask(params, groups, state)
-        p *= 1.0 - (shrink if mult is None else shrink * mult)
+        p *= 1.0 - (shrink if mult is None or not mult_decay else shrink * mult)
     elif weight_decay:
         g += weight_decay * decay_mask(params, groups, state) * p  # L2: part of the gradient
     m *= beta1

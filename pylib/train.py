@@ -73,6 +73,7 @@ class TrainConfig:
     eval_interval: int = 10  # fine enough to see the short stay at the unigram loss
     eval_windows: int = 128  # fixed windows per split for train_eval / val (the curves' subset)
     final_eval: bool = False  # score the last step on the whole validation split too (val_full)
+    mup_constant_decay: bool = False  # AdamW under muP: decay every tensor by lr*wd, not lr*mult*wd (mup's default)
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -226,7 +227,7 @@ def _apply_update(state, tc, grads, lr):
     params, opt, groups, mult = state["params"], state["opt"], state["groups"], state.get("lr_mult")
     if tc.optimizer in ("adamw", "adam_l2"):
         optim.adamw_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups,
-                         lr_mult=mult, decoupled=tc.optimizer == "adamw")
+                         lr_mult=mult, decoupled=tc.optimizer == "adamw", mult_decay=not tc.mup_constant_decay)
     elif tc.optimizer == "muon":
         from pylib import muon
         muon.muon_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups, lr_mult=mult)

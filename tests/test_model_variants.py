@@ -182,3 +182,37 @@ def test_outlier_skipping_drops_a_corrupted_batch():
     assert seen == list(range(30))
     skipped = [r["step"] for r in records if r.get("skipped")]
     assert skipped == [20]
+
+
+def test_mup_constant_decay_keeps_lr_times_wd_for_scaled_tensors():
+    # mup's MuAdamW default (decoupled_wd=False) divides a hidden matrix's lr by the width multiplier
+    # and multiplies its weight decay by it: the decay lr * wd is the base model's. The default here
+    # scales the decay with the lr multiplier; mult_decay=False is mup's rule. The Adam step is the
+    # same in both (the multiplier still scales it).
+    cfg = dataclasses.replace(model.GPTConfig(), n_embd=64, mup_base_width=16)
+    mult = model.lr_multipliers(cfg)
+    params = model.init_params(cfg, 0, dtype=np.float64)
+    grads = {k: np.zeros_like(v) for k, v in params.items()}  # no gradient: only the decay moves weights
+    out = {}
+    for mult_decay in (True, False):
+        p = model.pack_params({k: v.copy() for k, v in params.items()})
+        optim.adamw_step(p, grads, optim.adamw_init(p), 1e-2, weight_decay=0.1, lr_mult=mult, mult_decay=mult_decay)
+        out[mult_decay] = p
+    hidden = "h.0.mlp.c_fc.weight"
+    assert mult[hidden] == pytest.approx(0.25)
+    w0 = params[hidden]
+    assert np.allclose(out[True][hidden], w0 * (1 - 1e-3 * 0.25), rtol=0, atol=1e-15)
+    assert np.allclose(out[False][hidden], w0 * (1 - 1e-3), rtol=0, atol=1e-15)
+    assert np.array_equal(out[True]["wte"], out[False]["wte"])  # multiplier 1: the two rules agree
+
+
+def test_mup_constant_decay_is_off_by_default_and_reaches_the_optimiser():
+    assert train.TrainConfig().mup_constant_decay is False
+    cfg = dataclasses.replace(model.GPTConfig(), n_embd=32, mup_base_width=16)
+    tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, 5000)
+    finals = {}
+    for flag in (False, True):
+        tc = train.TrainConfig(steps=3, batch_size=2, eval_interval=100, eval_windows=1, weight_decay=0.5,
+                               mup_constant_decay=flag)
+        finals[flag] = train.train(cfg, tc, tokens, tokens)[0]["h.0.mlp.c_fc.weight"]
+    assert not np.allclose(finals[False], finals[True])
