@@ -99,14 +99,21 @@ def excerpt(session, args):
 
 
 def bpe_start(session, args):
-    """Validate the text and target vocabulary; set up the merges."""
+    """Validate the text, target vocabulary and split flag; set up the merges.
+
+    split (true/false): learn within GPT-2-style pre-tokens only (pylib.bpe.PRETOKEN_PATTERN)."""
     text = _text(args.get("text"), "text", DATA_LIMITS["bpe_text_max"])
+    split = args.get("split", False)
+    if not isinstance(split, bool):
+        raise _field_error("split", "Split must be true or false.")
     base, ids = bpe.text_base(text)
     vocab_size = _labelled(parse_int, args.get("vocab_size"), "vocab_size", len(base) + 1,
                            max(len(base) + 1, DATA_LIMITS["bpe_vocab_max"]))
-    _RUNS["bpe"] = {"base": base, "ids": ids, "n_chars": len(text), "target": vocab_size, "merges": [],
-                    "strings": list(base), "done": False}
-    return {"base_size": len(base), "n_chars": len(text), "vocab_size": vocab_size}
+    starts = bpe.pretoken_starts(text) if split else None
+    _RUNS["bpe"] = {"base": base, "ids": ids, "starts": starts, "n_chars": len(text), "target": vocab_size,
+                    "merges": [], "strings": list(base), "done": False}
+    return {"base_size": len(base), "n_chars": len(text), "vocab_size": vocab_size, "split": split,
+            "n_pretokens": None if starts is None else int(starts.sum())}
 
 
 def bpe_chunk(session, args):
@@ -116,13 +123,13 @@ def bpe_chunk(session, args):
     K = run["target"]
     while (not run["done"] and len(new) < DATA_LIMITS["bpe_merges_per_chunk"]
            and time.perf_counter() - t0 < web.LIMITS["chunk_seconds"]):
-        found = bpe.best_pair(run["ids"], K)
+        found = bpe.best_pair(run["ids"], K, starts=run["starts"])
         if len(run["strings"]) >= K or found is None or found[2] < 2:
             run["done"] = True
             break
         a, b, count = found
         new_id = len(run["strings"])
-        run["ids"] = bpe.merge(run["ids"], a, b, new_id)
+        run["ids"], run["starts"] = bpe.merge_split(run["ids"], run["starts"], a, b, new_id)
         run["strings"].append(run["strings"][a] + run["strings"][b])
         m = {"id": new_id, "left": run["strings"][a], "right": run["strings"][b], "token": run["strings"][new_id],
              "count": count, "tokens": int(run["ids"].size), "vocab_size": new_id + 1,
@@ -139,6 +146,7 @@ def bpe_finish(session, args):
     stop_reason = ("reached the target vocabulary" if len(run["strings"]) >= run["target"]
                    else "no pair occurs twice any more" if run["done"] else "stopped")
     return {"vocab_size": len(run["strings"]), "base_size": len(run["base"]), "n_merges": len(run["merges"]),
+            "split": run["starts"] is not None,
             "n_chars": run["n_chars"], "n_tokens": int(ids.size), "chars_per_token": run["n_chars"] / ids.size,
             "tokens": [run["strings"][int(i)] for i in ids[:300]], "stop_reason": stop_reason}
 
@@ -237,7 +245,7 @@ def mix_finish(session, args):
     run = _RUNS.pop("mix")
     state = run["state"]
     return {"steps": state["step"], "genres": list(mixture.GENRES), "fractions": mixture.token_fractions(state),
-            "held_out": mixture.held_out_losses(state, run["cfg"], run["tc"]), "weights": state["weights"].tolist()}
+            "held_out": mixture.held_out_losses(state, run["cfg"]), "weights": state["weights"].tolist()}
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,8 @@ export async function mount(root, client) {
 
   const draw = () => {
     const series = [{ xs: curve.xs, ys: curve.ys, color: "#2a5db0" }];
-    if (config.measured) series.push({ xs: config.measured.vocab_size.filter((_, i) => i % 16 === 0), ys: config.measured.chars_per_token.filter((_, i) => i % 16 === 0), color: "#d9480f", dots: true });
+    const measured = form.elements.split.checked ? config.measured_split : config.measured;
+    if (measured) series.push({ xs: measured.vocab_size.filter((_, i) => i % 16 === 0), ys: measured.chars_per_token.filter((_, i) => i % 16 === 0), color: "#d9480f", dots: true });
     lineChart(chart, series, { xlabel: "vocabulary size", ylabel: "chars per token", ymin: 1 });
   };
 
@@ -44,6 +45,7 @@ export async function mount(root, client) {
   draw();
   runButton.disabled = excerptButton.disabled = false;
   excerptButton.addEventListener("click", loadExcerpt);
+  form.elements.split.addEventListener("change", () => { if (!running) draw(); });
   wireStop(stopButton, client, message, () => running);
 
   form.addEventListener("submit", async (event) => {
@@ -85,7 +87,7 @@ export async function mount(root, client) {
       }
     };
     try {
-      const { result: r, stopped } = await client.call("run:data_bpe", { text: form.elements.text.value, vocab_size: form.elements.vocab_size.value }, { onEvent });
+      const { result: r, stopped } = await client.call("run:data_bpe", { text: form.elements.text.value, vocab_size: form.elements.vocab_size.value, split: form.elements.split.checked }, { onEvent });
       const tokTemplate = $('template[data-role="tok"]');
       tokensBox.replaceChildren(...r.tokens.map((t) => {
         const span = tokTemplate.content.firstElementChild.cloneNode(true);
@@ -95,9 +97,9 @@ export async function mount(root, client) {
       readouts.vocab.textContent = r.vocab_size;
       readouts.tokens.textContent = r.n_tokens.toLocaleString("en");
       readouts.cpt.textContent = r.chars_per_token.toFixed(3);
-      const summary = { vocab_size: r.vocab_size, n_merges: r.n_merges, n_chars: r.n_chars, n_tokens: r.n_tokens, chars_per_token: r.chars_per_token, stopped };
+      const summary = { split: r.split, vocab_size: r.vocab_size, n_merges: r.n_merges, n_chars: r.n_chars, n_tokens: r.n_tokens, chars_per_token: r.chars_per_token, stopped };
       root.dataset.result = JSON.stringify(summary);
-      const how = stopped ? "Stopped" : `Done (${r.stop_reason})`;
+      const how = (stopped ? "Stopped" : `Done (${r.stop_reason})`) + (r.split ? ", within pre-tokens" : "");
       setStatus(stopped ? "stopped" : "done", `${how}: ${r.n_merges} merges, vocabulary ${r.vocab_size} (${r.base_size} characters + merges); ` +
         `${r.n_chars.toLocaleString("en")} characters are ${r.n_tokens.toLocaleString("en")} tokens, ${r.chars_per_token.toFixed(3)} characters per token.`);
     } catch (err) {
