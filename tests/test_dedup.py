@@ -58,3 +58,23 @@ def test_near_duplicates_found_and_unrelated_texts_not():
     assert [(i, j) for i, j, _, _ in pairs] == [(0, 1)]
     _, _, est, exact = pairs[0]
     assert exact > 0.8 and abs(est - exact) < 0.15
+
+
+def test_lsh_candidate_probability_matches_a_simulation_of_banding():
+    # Rows agree independently with probability s; a pair is a candidate if some band agrees in full.
+    rng = np.random.default_rng(0)
+    s, bands, rows = 0.5, 16, 4
+    agree = rng.random((200_000, bands, rows)) < s
+    simulated = agree.all(axis=2).any(axis=1).mean()
+    p = dedup.lsh_candidate_probability(s, bands, rows)
+    assert abs(simulated - p) < 4 * math.sqrt(p * (1 - p) / 200_000)
+    assert dedup.lsh_candidate_probability(1.0, bands, rows) == 1.0
+    assert dedup.lsh_candidate_probability(0.0, bands, rows) == 0.0
+
+
+def test_duplicated_ngram_fraction_counts_repeated_word_ngrams():
+    assert dedup.duplicated_ngram_fraction("one two three four five six") == 0.0
+    assert dedup.duplicated_ngram_fraction("a b c d e a b c d e") == 1.0
+    # "x y z w v" repeats; "q" and "r" are in no repeated 5-gram: 10 of 12 characters covered
+    assert dedup.duplicated_ngram_fraction("x y z w v q x y z w v r") == 10 / 12
+    assert dedup.duplicated_ngram_fraction("short text") == 0.0

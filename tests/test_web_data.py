@@ -46,6 +46,23 @@ def test_bpe_op_runs_the_wikipedia_example(session):
     assert result["stop_reason"] == "no pair occurs twice any more"
 
 
+def test_bpe_op_with_split_matches_pylib_and_refuses_a_non_boolean(session):
+    from pylib import bpe
+
+    text = "the cat sat on the mat; the cat ate the rat. " * 20
+    web_data.bpe_start(session, {"text": text, "vocab_size": "60", "split": True})
+    merges = []
+    while not (chunk := web_data.bpe_chunk(session, {}))["done"] or chunk["merges"]:
+        merges += chunk["merges"]
+    result = web_data.bpe_finish(session, {})
+    tok, ids = bpe.train_bpe_on_text(text, 60 - len(set(text)), split=True)
+    assert result["split"] and [m["token"] for m in merges] == tok.token_strings()[len(tok.base):]
+    assert result["n_tokens"] == ids.size and not any(bpe.crosses_pretokens(m["token"]) for m in merges)
+    for raw in ["yes", 1, "<b>true</b>"]:
+        with pytest.raises(InputError, match="Split"):
+            web_data.bpe_start(session, {"text": text, "vocab_size": "60", "split": raw})
+
+
 def test_bpe_op_keeps_emoji_and_markup_as_text(session):
     text = "<script>alert('🎭')</script> 🎭🎭 " * 40
     web_data.bpe_start(session, {"text": text, "vocab_size": "60"})
@@ -95,3 +112,18 @@ def test_mixture_weight_is_validated(session):
         pass
     result = web_data.mix_finish(session, {})
     assert result["fractions"] == [1.0, 0.0] and np.isfinite(result["held_out"]).all()
+
+
+def test_mixture_held_out_loss_is_the_whole_held_out_play(session):
+    # The page's held-out readouts use the same evaluation as the measured table: every window of the play.
+    from pylib import evaluation
+    from pylib.studies import mixture
+
+    spans = data.play_spans(data.read_plays(), session.vocab)
+    web_data.mix_start(session, {"weight": "0.5", "steps": "2", "seed": "0", "spans": spans})
+    while not web_data.mix_chunk(session, {})["done"]:
+        pass
+    state, cfg = web_data._RUNS["mix"]["state"], web_data._RUNS["mix"]["cfg"]
+    sources = mixture.genre_sources(session.train_tokens, spans)
+    expected = [evaluation.full_loss(state["params"], cfg, sources[g][1]) for g in mixture.GENRES]
+    assert web_data.mix_finish(session, {})["held_out"] == expected

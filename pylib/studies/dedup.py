@@ -3,9 +3,17 @@
 MinHash (Broder 1997): a document is its set of character k-shingles; each of n hash functions
 h_i(x) = (a_i * x + b_i) mod p, applied to a shingle's base hash, keeps its minimum over the set.
 The fraction of hash functions on which two signatures agree estimates the Jaccard similarity
-|A & B| / |A | B| of the shingle sets, with standard error sqrt(J (1 - J) / n). LSH banding
-(Leskovec, Rajaraman & Ullman, Mining of Massive Datasets, ch. 3.4) splits a signature into b bands
-of r rows; documents sharing any whole band become candidate pairs, which are then checked.
+|A & B| / |A | B| of the shingle sets, with standard error sqrt(J (1 - J) / n). The agreement
+probability equals J exactly only for a min-wise independent family (Broder, Charikar, Frieze &
+Mitzenmacher 1998); the linear family here is only approximately min-wise independent (Bohman,
+Cooper & Frieze 2000), so the estimate is approximately unbiased. LSH banding (Leskovec,
+Rajaraman & Ullman, Mining of Massive Datasets, ch. 3.4) splits a signature into b bands of r
+rows; documents sharing any whole band become candidate pairs, which are then checked. A pair of
+similarity s becomes a candidate with probability 1 - (1 - s^r)^b (lsh_candidate_probability).
+
+Quality heuristics: duplicated_ngram_fraction, the share of a document's characters inside word
+n-grams that occur more than once in it (the kind of repetition heuristic Llama 3's web
+curation applies, section 3.1.1).
 
 Everything is deterministic: a shingle's base hash is a fixed function of its bytes (blake2b,
 not Python's salted hash), and the (a, b) family comes from np.random.default_rng(seed).
@@ -111,6 +119,13 @@ def lsh_candidates(signatures, bands):
     return sorted(pairs)
 
 
+def lsh_candidate_probability(s, bands, rows):
+    """P(a pair of Jaccard similarity s shares at least one whole band): 1 - (1 - s^rows)^bands.
+
+    Under the idealised model in which each row agrees independently with probability s."""
+    return 1.0 - (1.0 - s ** rows) ** bands
+
+
 def near_duplicate_pairs(docs, threshold=0.8, k=5, n_hashes=64, bands=16, seed=0, min_chars=0):
     """[(i, j, estimated J, exact J)] of documents whose MinHash estimate is >= threshold.
 
@@ -128,3 +143,27 @@ def near_duplicate_pairs(docs, threshold=0.8, k=5, n_hashes=64, bands=16, seed=0
             i, j = keep[a], keep[b]
             out.append((i, j, est, jaccard(sets[i], sets[j])))
     return out
+
+
+# ---------------------------------------------------------------------------
+# A quality heuristic
+
+
+def duplicated_ngram_fraction(text, n=5):
+    """The fraction of a document's word characters that lie inside a word n-gram occurring 2+ times in it.
+
+    Words are whitespace-separated after normalise_for_dedup; each word's characters count once,
+    however many repeated n-grams cover it. 0.0 for a document of fewer than n words."""
+    words = normalise_for_dedup(text).split()
+    if len(words) < n:
+        return 0.0
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    counts = {}
+    for g in grams:
+        counts[g] = counts.get(g, 0) + 1
+    covered = np.zeros(len(words), dtype=bool)
+    for i, g in enumerate(grams):
+        if counts[g] > 1:
+            covered[i:i + n] = True
+    lengths = np.array([len(w) for w in words])
+    return float(lengths[covered].sum() / lengths.sum())

@@ -4,14 +4,15 @@ The sources here are two genres of the training plays (comedies and tragedies: i
 folders, Play.genre). Neither genre has a play in the course's validation split, so each source
 holds out its own last play (in slug order) for evaluation and trains on the rest. Each training
 window comes from source s with probability weights[s] (pylib.data.mixture_batch); the loop is
-pylib.train's (warmup + cosine AdamW, clipping) without gradient accumulation.
+pylib.train's (warmup + cosine AdamW, clipping) without gradient accumulation. The held-out
+losses are scored on each held-out play in full (pylib.evaluation.full_loss).
 """
 
 import math
 
 import numpy as np
 
-from pylib import data, model, optim, train
+from pylib import data, evaluation, model, optim, train
 from pylib.schedules import warmup_cosine_lr
 
 GENRES = ("comedies", "tragedies")
@@ -61,9 +62,10 @@ def mixture_steps(state, model_cfg, train_cfg, n_steps):
     return losses
 
 
-def held_out_losses(state, model_cfg, train_cfg):
-    """Mean loss on each source's held-out play (fixed windows), in source order."""
-    return [train.estimate_loss(state["params"], model_cfg, s[1], train_cfg.eval_windows) for s in state["sources"]]
+def held_out_losses(state, model_cfg):
+    """Mean loss on each source's whole held-out play (every non-overlapping window, as
+    pylib.evaluation scores the validation split), in source order."""
+    return [evaluation.full_loss(state["params"], model_cfg, s[1]) for s in state["sources"]]
 
 
 def token_fractions(state):
