@@ -2,7 +2,9 @@
 
 - The gradient check: every element of every parameter of the course's model (seed 0, float64) on
   a fixed real batch, centred differences with h = pylib.studies.gradcheck.H_DEFAULT; per tensor the
-  largest error relative to the tensor's largest gradient.
+  largest error relative to the tensor's largest gradient; at the initial weights and again at
+  perturbed ones (LayerNorm gains away from 1, biases away from 0), and a LayerNorm backward that
+  ignores its gain, checked at both.
 - Activation memory: the bytes the forward's caches keep (pylib.systems.memory, counted), by tensor, at
   the training batch (TrainConfig().batch_size x block_size), float32; and the formula's total.
 - The residual highway: the gradient norm of each block's parameters in the decoder-4x64 preset,
@@ -14,7 +16,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, mean_sd
+from experiments.common import SEEDS, arm, paired_text
 
 HIGHWAY_PRESET = "decoder-4x64"
 HIGHWAY_STEPS = 100  # a short run: enough to leave the initialisation
@@ -52,28 +54,47 @@ def run_highway(corpus):
     values = {}
     for when, runs in at.items():
         for group in runs[0]:
-            m, s = mean_sd([r[group] for r in runs])
-            values[f"ch4.highway.{when}.{group}.mean"], values[f"ch4.highway.{when}.{group}.sd"] = m, s
-        ratio = [r["h.0"] / r[f"h.{cfg.n_layer - 1}"] for r in runs]
-        values[f"ch4.highway.{when}.first_over_last.mean"], values[f"ch4.highway.{when}.first_over_last.sd"] = mean_sd(ratio)
+            values.update(arm(f"ch4.highway.{when}.{group}", {seed: r[group] for seed, r in zip(SEEDS, runs)}))
+        values.update(arm(f"ch4.highway.{when}.first_over_last",
+                          {seed: r["h.0"] / r[f"h.{cfg.n_layer - 1}"] for seed, r in zip(SEEDS, runs)}))
     values["ch4.highway.n_layer"] = cfg.n_layer
     values["ch4.highway.steps"] = HIGHWAY_STEPS
     settings = {"preset": HIGHWAY_PRESET, "steps": HIGHWAY_STEPS, "lr": HIGHWAY_LR, "batch": "16 fixed train windows"}
     return values, settings
 
 
-def run_gradcheck(corpus):
+def run_gradcheck(corpus, which="init"):
+    """Every element of every parameter at the seed-0 weights, `which` = "init" or "perturbed"
+    (pylib.studies.gradcheck.weights_at); keys ch4.gradcheck.* and ch4.gradcheck.perturbed.*."""
     from pylib import model
     from pylib.studies import gradcheck
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
-    params = gradcheck.float64_params(cfg, 0)
+    params = gradcheck.weights_at(cfg, 0, which)
     x, y = gradcheck.fixed_batch(corpus.train, *CHECK_BATCH)
     rows = gradcheck.check_all(params, cfg, x, y, subset=None)
-    values = {f"ch4.gradcheck.{r['name']}.max": r["max"] for r in rows}
+    tag = "ch4.gradcheck" if which == "init" else f"ch4.gradcheck.{which}"
+    values = {f"{tag}.{r['name']}.max": r["max"] for r in rows}
     worst = max(rows, key=lambda r: r["max"])
-    values.update({"ch4.gradcheck.max": worst["max"], "ch4.gradcheck.worst_tensor": worst["name"],
-                   "ch4.gradcheck.elements": sum(r["checked"] for r in rows),
-                   "ch4.gradcheck.median_of_medians": float(np.median([r["median"] for r in rows]))})
+    values.update({f"{tag}.max": worst["max"], f"{tag}.worst_tensor": worst["name"],
+                   f"{tag}.elements": sum(r["checked"] for r in rows),
+                   f"{tag}.median_of_medians": float(np.median([r["median"] for r in rows]))})
+    return values
+
+
+def run_bug_demo(corpus):
+    """A LayerNorm backward that ignores its gain, checked at init and at perturbed weights (the page's
+    subset of elements per tensor): the largest error and the tensor it is in."""
+    from pylib import model
+    from pylib.studies import gradcheck
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    x, y = gradcheck.fixed_batch(corpus.train, *CHECK_BATCH)
+    values = {}
+    with gradcheck.layernorm_backward_ignoring_gain():
+        for which in ("init", "perturbed"):
+            rows = gradcheck.check_all(gradcheck.weights_at(cfg, 0, which), cfg, x, y, subset=gradcheck.SUBSET)
+            worst = max(rows, key=lambda r: r["max"])
+            values[f"ch4.gradcheck.bug_ignore_gain.{which}.max"] = worst["max"]
+            values[f"ch4.gradcheck.bug_ignore_gain.{which}.worst_tensor"] = worst["name"]
     return values
 
 
@@ -96,13 +117,22 @@ def run_activations(corpus):
     return values
 
 
-PARTS = ["part_gradcheck", "part_activations", "part_highway"]  # independent: measure.py may run them at once
+PARTS = ["part_gradcheck", "part_gradcheck_perturbed", "part_activations", "part_highway"]  # independent
 
 
 def part_gradcheck(corpus):
     t0 = time.perf_counter()
-    values = run_gradcheck(corpus)
+    values = run_gradcheck(corpus, "init")
     return {"values": values, "timings": {"ch4.gradcheck_seconds": time.perf_counter() - t0}}
+
+
+def part_gradcheck_perturbed(corpus):
+    from pylib.studies import gradcheck
+    t0 = time.perf_counter()
+    values = {**run_gradcheck(corpus, "perturbed"), **run_bug_demo(corpus),
+              "ch4.gradcheck.perturb_gain_sd": gradcheck.PERTURB_GAIN_SD,
+              "ch4.gradcheck.perturb_bias_sd": gradcheck.PERTURB_BIAS_SD}
+    return {"values": values, "timings": {"ch4.gradcheck_perturbed_seconds": time.perf_counter() - t0}}
 
 
 def part_activations(corpus):
@@ -154,8 +184,18 @@ def markdown(results):
              f"largest error relative to its tensor's largest gradient {v['ch4.gradcheck.max']:.2e} "
              f"(`{v['ch4.gradcheck.worst_tensor']}`), {v['ch4.gradcheck.elements']:,} elements.", "",
              "| tensor | max rel. error | key |", "| --- | --- | --- |"]
-    for key in sorted(k for k in v if k.startswith("ch4.gradcheck.") and k.endswith(".max") and k != "ch4.gradcheck.max"):
+    skip = ("ch4.gradcheck.perturbed.", "ch4.gradcheck.bug_ignore_gain.")
+    for key in sorted(k for k in v if k.startswith("ch4.gradcheck.") and k.endswith(".max") and k != "ch4.gradcheck.max"
+                      and not k.startswith(skip)):
         lines.append(f"| {key[len('ch4.gradcheck.'):-4]} | {v[key]:.2e} | `{key}` |")
+    lines += ["", f"The same check at perturbed weights (LayerNorm gains ~ N(1, {v['ch4.gradcheck.perturb_gain_sd']}²), "
+              f"biases ~ N(0, {v['ch4.gradcheck.perturb_bias_sd']}²)): largest error {v['ch4.gradcheck.perturbed.max']:.2e} "
+              f"(`{v['ch4.gradcheck.perturbed.worst_tensor']}`, key `ch4.gradcheck.perturbed.max`).", "",
+              "A LayerNorm backward that ignores its gain (128 elements per tensor at most):", "",
+              "| weights | largest error | tensor | key |", "| --- | --- | --- | --- |"]
+    for which in ("init", "perturbed"):
+        k = f"ch4.gradcheck.bug_ignore_gain.{which}"
+        lines.append(f"| {which} | {v[k + '.max']:.2e} | `{v[k + '.worst_tensor']}` | `{k}.max` |")
     lines += ["", f"Activation bytes kept by the caches (B = {v['ch4.act.B']}, T = {v['ch4.act.T']}, float32):", "",
               "| tensor | bytes |", "| --- | --- |"]
     lines += [f"| {name} | {v['ch4.act.' + name]:,} |" for name in v["ch4.act.rows"]]
@@ -163,8 +203,11 @@ def markdown(results):
               f"Gradient norm per block, {HIGHWAY_PRESET}, mean ± sd over seeds {', '.join(map(str, SEEDS))}:", "",
               "| group | at init | after training |", "| --- | --- | --- |"]
     groups = [k[len("ch4.highway.init."):-5] for k in sorted(v)
-              if k.startswith("ch4.highway.init.") and k.endswith(".mean") and "first_over_last" not in k]
+              if k.startswith("ch4.highway.init.") and k.endswith(".mean")]
     for g in groups:
         lines.append(f"| {g} | {v[f'ch4.highway.init.{g}.mean']:.4f} ± {v[f'ch4.highway.init.{g}.sd']:.4f} | "
                      f"{v[f'ch4.highway.trained.{g}.mean']:.4f} ± {v[f'ch4.highway.trained.{g}.sd']:.4f} |")
+    lines += ["", "Trained minus init, paired by seed:", "", "| group | trained − init |", "| --- | --- |"]
+    for g in groups:
+        lines.append(f"| {g} | {paired_text(v, f'ch4.highway.trained.{g}', f'ch4.highway.init.{g}', 0.0, '+.4f')} |")
     return lines + [""]

@@ -233,7 +233,8 @@ def attention_backward(dy, cache):
     dv = att.transpose(0, 1, 3, 2) @ dy  # (B, H, T, D)
     # softmax backward: ds = p * (dp - sum_j p_j dp_j); masked entries have p = 0, so ds = 0 there.
     # sum_j p_j dp_j = sum_j p_j (dy . v_j) = dy . y: a (B, H, T, D) product instead of a
-    # (B, H, T, T) one (FlashAttention's trick, Dao et al. 2022, section 3.1).
+    # (B, H, T, T) one (FlashAttention's D_i = do_i^T o_i: Dao et al. 2022, Appendix B.2, Eq. (4), and
+    # Algorithm 4 in Appendix B.4).
     datt -= rowsum(dy * yh)[..., None]
     datt *= att
     dq = (datt @ k) * scale  # (B, H, T, D)

@@ -75,6 +75,30 @@ def test_check_layer_passes_correct_layers(make):
 
 
 # ---------------------------------------------------------------------------
+def test_perturbed_params_move_every_gain_and_bias_and_keep_the_matrices():
+    init, pert = gradcheck.float64_params(CFG, 0), gradcheck.perturbed_params(CFG, 0)
+    for name, p in pert.items():
+        if name.endswith(".bias") or (p.ndim == 1 and name.endswith(".weight")):
+            assert not np.array_equal(p, init[name]), name  # drawn away from 0 or 1
+        else:
+            assert np.array_equal(p, init[name]), name
+    assert all(np.array_equal(pert[k], gradcheck.perturbed_params(CFG, 0)[k]) for k in pert)  # seeded
+
+
+def test_layernorm_backward_ignoring_gain_passes_at_init_and_fails_when_perturbed():
+    x, y = gradcheck.fixed_batch(tokens(), 2, 16)
+    worst = {}
+    with gradcheck.layernorm_backward_ignoring_gain():
+        for which in ("init", "perturbed"):
+            rows = gradcheck.check_all(gradcheck.weights_at(CFG, 0, which), CFG, x, y, subset=24)
+            worst[which] = max(r["max"] for r in rows)
+    assert worst["init"] < 1e-6  # every gain is 1 at init: the bug computes the right numbers
+    assert worst["perturbed"] > 1e-2  # gains away from 1: the bug shows
+    # and the correct backward (restored on exit) passes at the perturbed weights
+    rows = gradcheck.check_all(gradcheck.perturbed_params(CFG, 0), CFG, x, y, subset=24)
+    assert max(r["max"] for r in rows) < 1e-5
+
+
 # The page's ops (pylib.web.backprop_ops): validation and the streamed check
 
 
@@ -143,3 +167,18 @@ def test_streamed_check_covers_every_tensor_and_can_stop_early(session):
     full = web_backprop.check_finish(session, {})
     assert full["complete"] and full["tensors_checked"] == info["tensors"]
     assert full["max"] < 1e-6
+
+
+def test_streamed_check_runs_at_perturbed_weights_and_refuses_unknown_weights(session):
+    from pylib import web
+    from pylib.web import backprop_ops as web_backprop
+    for bad in ("<b>x</b>", "", None, 3):
+        with pytest.raises(web.InputError) as e:
+            web_backprop.check_start(session, {"weights": bad})
+        assert e.value.errors["weights"]
+    info = web_backprop.check_start(session, {"weights": "perturbed"})
+    assert info["weights"] == "perturbed"
+    while not web_backprop.check_chunk(session, {})["done"]:
+        pass
+    full = web_backprop.check_finish(session, {})
+    assert full["complete"] and full["weights"] == "perturbed" and full["max"] < 1e-5

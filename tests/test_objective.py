@@ -1,5 +1,5 @@
 """The objective (pylib.studies.objective): p - y at the logits, the two reductions of a loss and the
-course outline's worked examples, and gradient accumulation with unequal microbatches."""
+chapter's worked examples, gradient accumulation with unequal microbatches, and clipping after it."""
 
 import math
 
@@ -122,3 +122,38 @@ def test_results_json_was_measured_with_the_current_chapter3_settings():
     assert results["settings"]["ch3.accum"] == expected, "settings changed: run `python build.py --measure`"
     assert results["values"]["ch3.mtp.lambda"] == ch3.MTP_WEIGHT
     assert results["settings"]["ch3.grad"]["counts_per_window"] == ch3.GRAD_EXAMPLE_COUNTS
+
+
+def test_clipping_acts_once_on_the_accumulated_gradient(monkeypatch):
+    """pylib.train clips the step's summed gradient once, after the last microbatch, not each share."""
+    from pylib import optim
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, CFG.vocab_size, 20_000).astype(np.uint8)
+    tc = train.TrainConfig(batch_size=2, grad_accum=4, steps=3, grad_clip=0.05, eval_interval=100, eval_windows=2)
+    calls = []
+    real_clip = optim.clip_grad_norm
+    monkeypatch.setattr(optim, "clip_grad_norm", lambda g, m: calls.append(optim.global_grad_norm(g)) or real_clip(g, m))
+    state = train.init_train_state(CFG, tc)
+    record = train.train_steps(state, CFG, tc, tokens, tokens, 1)[0]
+    assert len(calls) == 1 and record.get("clipped")  # one clip for four microbatches, and it acted
+
+    # The same step by hand: sum the four shares, clip the sum once, update.
+    monkeypatch.setattr(optim, "clip_grad_norm", real_clip)
+    ref = train.init_train_state(CFG, tc)
+    _, grads, _ = train._accumulated_loss_and_grads(ref["params"], CFG, tc, tokens, ref["batch_rng"])
+    assert calls[0] == optim.global_grad_norm(grads)  # it saw the summed gradient
+    real_clip(grads, tc.grad_clip)
+    train._apply_update(ref, tc, grads, record["lr"])
+    assert all(np.array_equal(state["params"][k], ref["params"][k]) for k in ref["params"])
+
+    # Clipping each microbatch's share instead is a different step (the check can tell them apart).
+    alt = train.init_train_state(CFG, tc)
+    shares = []
+    for _ in range(tc.grad_accum):
+        x, y = data.get_batch(tokens, tc.batch_size, CFG.block_size, alt["batch_rng"])
+        g = model.loss_and_grads(alt["params"], CFG, x, y, denom=tc.grad_accum * tc.batch_size * CFG.block_size)[1]
+        real_clip(g, tc.grad_clip)
+        shares.append(g)
+    summed = {k: sum(g[k] for g in shares) for k in shares[0]}
+    train._apply_update(alt, tc, summed, record["lr"])
+    assert not all(np.allclose(state["params"][k], alt["params"][k], rtol=0, atol=1e-7) for k in alt["params"])

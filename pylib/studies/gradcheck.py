@@ -7,6 +7,12 @@ their digits, and float64 keeps about 16). Chapter 4 plots both. cs231n's gradie
 and micrograd's tests do the same; the relative error is theirs:
 |analytic - numeric| / max(|analytic|, |numeric|), taken as 0 when both are exactly 0.
 
+At initialisation every LayerNorm gain is 1 and every bias 0, and a check there cannot see a
+backward that forgets a gain (multiplying by 1) or mishandles a bias (adding 0). So the check also
+runs at perturbed weights (perturbed_params): the same initial weights with every LayerNorm gain
+drawn away from 1 and every bias away from 0. layernorm_backward_ignoring_gain is such a bug, kept
+here to show that the perturbed check finds it and the check at initialisation does not.
+
 The batch is fixed and real (evenly spaced windows of the token stream, pylib.data.eval_windows),
 so a check is a deterministic function of the params, the config and the tokens.
 
@@ -59,6 +65,56 @@ def fixed_batch(tokens, B, T):
 def float64_params(cfg, seed):
     """The model's initial weights (pylib.model.init_params) in float64, for checking."""
     return model.init_params(cfg, seed, dtype=np.float64)
+
+
+PERTURB_GAIN_SD = 0.5  # LayerNorm gains ~ N(1, 0.5^2): far enough from 1 that a missing gain shows
+PERTURB_BIAS_SD = 0.1  # every bias (LayerNorm and linear) ~ N(0, 0.1^2)
+
+
+def perturbed_params(cfg, seed, gain_sd=PERTURB_GAIN_SD, bias_sd=PERTURB_BIAS_SD):
+    """float64_params(cfg, seed) with every LayerNorm gain drawn from N(1, gain_sd^2) and every bias
+    from N(0, bias_sd^2), from their own stream (default_rng([seed, 3])); the matrices are unchanged."""
+    params = float64_params(cfg, seed)
+    rng = np.random.default_rng([seed, 3])
+    for name, p in params.items():
+        if name.endswith(".bias"):
+            p[...] = rng.normal(0.0, bias_sd, p.shape)
+        elif p.ndim == 1 and name.endswith(".weight"):  # a norm's gain (the only 1-D weights)
+            p[...] = rng.normal(1.0, gain_sd, p.shape)
+    return params
+
+
+def weights_at(cfg, seed, which):
+    """The weights a check runs at: "init" (float64_params) or "perturbed" (perturbed_params)."""
+    if which == "init":
+        return float64_params(cfg, seed)
+    if which == "perturbed":
+        return perturbed_params(cfg, seed)
+    raise ValueError(f"unknown weights {which!r}: 'init' or 'perturbed'")
+
+
+class layernorm_backward_ignoring_gain:
+    """Context manager: while active, pylib.layers.layernorm_backward ignores the gain (a bug).
+
+    The wrong backward computes dxhat = dout instead of dout * w. Only the input's gradient is
+    wrong (the gain's and the bias's own gradients do not use w), and only where the gain is not
+    1; at initialisation every gain is 1, so the bug is invisible there."""
+
+    def __enter__(self):
+        from pylib import layers
+        self._saved = correct = layers.layernorm_backward
+
+        def ignoring_gain(dout, cache):
+            xhat, w, rstd, has_bias = cache
+            return correct(dout, (xhat, np.ones_like(w), rstd, has_bias))
+
+        layers.layernorm_backward = ignoring_gain
+        return self
+
+    def __exit__(self, *exc):
+        from pylib import layers
+        layers.layernorm_backward = self._saved
+        return False
 
 
 def model_loss_fn(params, cfg, x, y):

@@ -118,9 +118,12 @@ def train(model_cfg, train_cfg, lam, train_tokens, val_tokens, eos_id):
     """pylib.train's loop (same windows, schedule, clipping, AdamW, evals), on main + lam * mtp.
 
     Returns (params, history); records: step, loss (main head), mtp_loss, lr, grad_norm, and
-    train_eval/val (the main head only) at pylib.train's eval steps. Gradient accumulation and
-    divergence handling are left out: a non-finite loss raises.
+    train_eval/val (the main head only) at pylib.train's eval steps; with train_cfg.final_eval the
+    last record also has val_full, the main head's loss on the whole validation split
+    (pylib.evaluation), as pylib.train does. Gradient accumulation and divergence handling are
+    left out: a non-finite loss raises.
     """
+    from pylib import evaluation
     from pylib.data import get_batch
     from pylib.train import estimate_loss
 
@@ -151,5 +154,7 @@ def train(model_cfg, train_cfg, lam, train_tokens, val_tokens, eos_id):
         record.update(loss=float(main), mtp_loss=float(extra), lr=float(lr), grad_norm=float(grad_norm))
         if last:
             record.update(evaluate())
+            if tc.final_eval:  # the main head only: the extra head's parameters are not used
+                record["val_full"] = float(evaluation.full_loss(params, model_cfg, val_tokens))
         history.append(record)
     return params, history

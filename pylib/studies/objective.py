@@ -9,7 +9,7 @@ uses it. Two reductions of the same per-token losses are compared throughout:
   - the mean of per-sequence (or per-microbatch) means: each group's own mean, then the plain
     mean of those, which gives every token of a short group more weight than one of a long group.
 
-The worked numbers are those of the course outline (see chapter 3).
+The two worked examples are the ones chapter 3 works through.
 
 Legend: B batch, T time, C n_embd, V vocab, K microbatches.
 """
@@ -48,7 +48,7 @@ def top_k_rows(p, y, grad, k):
 # ---------------------------------------------------------------------------
 # The denominator: token-weighted mean against the mean of per-sequence means
 
-# The course outline's two worked examples: (counted tokens, summed loss) per sequence.
+# Chapter 3's two worked examples: (counted tokens, summed loss) per sequence.
 WORKED_EXAMPLES = {
     "a": [(2, 4.0), (6, 6.0)],  # 2 targets summing to 4, 6 targets summing to 6
     "b": [(2, 8.0), (8, 8.0)],  # 2 tokens of loss 4 each, 8 tokens of loss 1 each
@@ -189,3 +189,29 @@ def init_train_state(model_cfg, train_cfg, dtype=np.float32):
     opt = optim.adamw_init(params) if train_cfg.optimizer == "adamw" else optim.sgd_init(params)
     state.update(params=params, opt=opt, groups=optim.param_groups(params))
     return state
+
+
+def parameter_difference(params_a, params_b, cfg):
+    """Where two runs' weights differ: {tensor: ||a - b||} (float64), with each block's c_attn.bias
+    split into its query, key and value thirds (…c_attn.bias.q / .k / .v).
+
+    The key bias gets its own entry because its true gradient is exactly zero (adding the same
+    number to every key's score in a row leaves the softmax unchanged; chapter 4): what it
+    receives is rounding noise, it moves without changing the loss, and a difference there says
+    nothing about whether two runs compute different things.
+    """
+    C = cfg.n_embd
+    out = {}
+    for name, a in params_a.items():
+        d = a.astype(np.float64) - params_b[name]
+        if name.endswith("attn.c_attn.bias"):
+            for i, part in enumerate("qkv"):
+                out[f"{name}.{part}"] = float(np.linalg.norm(d[i * C:(i + 1) * C]))
+        else:
+            out[name] = float(np.linalg.norm(d))
+    return out
+
+
+def loss_relevant_difference(diffs):
+    """The norm of a parameter_difference over every entry except the key biases (see there)."""
+    return math.sqrt(sum(v * v for k, v in diffs.items() if not k.endswith("c_attn.bias.k")))

@@ -2,7 +2,9 @@
 
 The model is the course's default config at its seed-0 initialisation, in float64, on a fixed real
 batch of the training text (pylib.studies.gradcheck.fixed_batch): the same numbers in every page and in
-CPython. Reader input is validated here (pylib.web's parsers), never in JavaScript.
+CPython. The full check can also run at perturbed weights (pylib.studies.gradcheck.perturbed_params:
+LayerNorm gains away from 1, biases away from 0), where a backward that mishandles a gain or a
+bias shows; the nudge widget always uses the initial weights. Reader input is validated here (pylib.web's parsers), never in JavaScript.
 """
 
 import time
@@ -16,7 +18,9 @@ BATCH = (2, 64)  # B, T of the fixed batch: every position row of wpe gets a gra
 SEED = 0
 H_MAX = 1.0  # a larger step measures the loss far from the weight, not its slope
 
-_state = {}  # the float64 model, batch and grads, built once per page; the running check
+WEIGHTS = {"init": "the initial weights", "perturbed": "perturbed weights (LayerNorm gains and biases drawn away from 1 and 0)"}
+
+_state = {}  # per weights ("init", "perturbed"): the float64 model, batch and grads, built once per page; "check": the running check
 
 
 def _field(field, label, parse):
@@ -27,16 +31,25 @@ def _field(field, label, parse):
         raise InputError({field: next(iter(e.errors.values()))}) from None
 
 
-def _setup(session):
-    """The float64 model, the fixed batch and its gradients, for the session's vocabulary."""
+def _setup(session, weights="init"):
+    """The float64 model at `weights`, the fixed batch and its gradients, for the session's vocabulary."""
     session._need_corpus()
-    if "params" not in _state:
+    if weights not in _state:
         cfg = model.GPTConfig(vocab_size=session.vocab.size)
-        params = gradcheck.float64_params(cfg, SEED)
+        params = gradcheck.weights_at(cfg, SEED, weights)
         x, y = gradcheck.fixed_batch(session.train_tokens, *BATCH)
         loss, grads = model.loss_and_grads(params, cfg, x, y)
-        _state.update(cfg=cfg, params=params, x=x, y=y, grads=grads, loss=float(loss))
-    return _state
+        _state[weights] = dict(cfg=cfg, params=params, x=x, y=y, grads=grads, loss=float(loss))
+    return _state[weights]
+
+
+def validate_weights(raw):
+    """{weights: "init" | "perturbed"} (missing: "init") -> the key, or InputError."""
+    weights = (raw or {}).get("weights", "init")
+    if weights not in WEIGHTS:
+        shown = str(weights) if len(str(weights)) <= 40 else str(weights)[:40] + "…"
+        raise InputError({"weights": f"Weights must be the initial or the perturbed ones; got {shown!r}."})
+    return weights
 
 
 def param_list(session):
@@ -93,18 +106,20 @@ def nudge(session, raw):
 
 
 def check_start(session, raw):
-    """A fresh check of every tensor: SUBSET random elements of large tensors, all of small ones."""
-    s = _setup(session)
-    _state["check"] = {"names": list(s["params"]), "next": 0, "rows": [], "seconds": 0.0}
+    """A fresh check of every tensor at {weights}: SUBSET random elements of large tensors, all of small ones."""
+    weights = validate_weights(raw)
+    s = _setup(session, weights)
+    _state["check"] = {"names": list(s["params"]), "next": 0, "rows": [], "seconds": 0.0, "weights": weights}
     return {"tensors": len(s["params"]), "subset": gradcheck.SUBSET, "h": gradcheck.H_DEFAULT,
-            "B": BATCH[0], "T": BATCH[1]}
+            "B": BATCH[0], "T": BATCH[1], "weights": weights}
 
 
 def check_chunk(session, raw):
     """Check tensors for about LIMITS['chunk_seconds'] (at least one); returns the new rows."""
-    s, c = _state, _state.get("check")
+    c = _state.get("check")
     if c is None:
         raise RuntimeError("no check running: start one first")
+    s = _state[c["weights"]]
     new, t0 = [], time.perf_counter()
     while c["next"] < len(c["names"]):
         i = c["next"]
@@ -128,7 +143,8 @@ def check_finish(session, raw):
     worst = max(rows, key=lambda r: r["max"]) if rows else None
     return {"tensors_checked": len(rows), "tensors": len(c["names"]), "complete": len(rows) == len(c["names"]),
             "elements_checked": sum(r["checked"] for r in rows), "seconds": c["seconds"],
-            "max": worst["max"] if worst else None, "worst_tensor": worst["name"] if worst else None}
+            "max": worst["max"] if worst else None, "worst_tensor": worst["name"] if worst else None,
+            "weights": c["weights"]}
 
 
 OPS = {
