@@ -1,13 +1,22 @@
-"""Chapter 2's experiments: BPE compression, char vs BPE loss per character, packing, dedup, mixtures.
+"""Chapter 2's experiments: BPE compression, char vs BPE loss per character, packing, dedup,
+a quality heuristic, and mixtures.
 
 - BPE is learnt on a fixed subset of the training stream (BPE_TRAIN_TOKENS ids, CharVocab ids with
-  EOS as a stop symbol) and evaluated on the whole validation stream.
-- Char vs BPE: the default model and TrainConfig() on each tokenisation, three seeds; the
-  validation loss per token is turned into nats per character with the validation stream's
-  tokens / characters ratio (EOS counts as a character).
+  EOS as a stop symbol), without pre-tokenisation (merges may cross word boundaries) and with
+  GPT-2-style pre-tokens (pylib.bpe, split=True); compression is measured on the whole
+  validation stream.
+- Char vs BPE: the default model and TrainConfig(final_eval=True) on each tokenisation, three
+  seeds. Each model's final loss is its whole-validation-split loss (pylib.evaluation) on its own
+  tokenisation of the validation plays, in nats per token; it is turned into nats per character
+  with the characters that the scored target tokens stand for (EOS counts as a character).
 - Packing: the useful-token fraction of packing and padding at the model's window length.
-- Deduplication: exact and MinHash near-duplicates among scenes and among speeches.
-- Mixtures: comedies against tragedies at several weights (pylib.studies.mixture), three seeds.
+- Deduplication: exact and MinHash near-duplicates among scenes and among speeches, and the exact
+  duplicate speeches that sit in both a training and a validation play.
+- Quality: the duplicated word 5-gram fraction of each scene, and what a threshold on it drops.
+- Mixtures: comedies against tragedies at several weights (pylib.studies.mixture), three seeds;
+  each final loss is the whole held-out play of each genre (pylib.evaluation.full_loss).
+
+PARTS run as separate tasks (measure.py); every final loss is stored as an arm (every seed).
 """
 
 import dataclasses
@@ -15,57 +24,76 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, mean_sd, rounded
+from experiments.common import SEEDS, arm, final_val, paired_text, rounded
 
 BPE_TRAIN_TOKENS = 500_000  # the first 500,000 ids of the training stream (about an eighth)
 BPE_VOCABS = (128, 256)  # the BPE vocabularies the model is trained on
+SPLIT_VOCABS = (128,)  # ... and with pre-tokenisation (split=True)
 COMPRESSION_AT = (65, 80, 96, 128, 160, 192, 224, 256)  # vocab sizes reported in results.md
 MIX_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of comedies (tragedies get 1 - w)
 NEAR_DUP = dict(threshold=0.5, k=5, n_hashes=64, bands=16, seed=0)
 SPEECH_MIN_CHARS = 200  # near-duplicate search among speeches at least this long
+QUALITY_N = 5  # word n-grams for the duplicated-n-gram fraction
+QUALITY_THRESHOLD = 0.2  # an illustrative cut, chosen here (not a published value)
+MARGIN = 0.02  # nats: the smallest difference that matters for a null result (chosen in advance)
 
 
-def learn_bpe(corpus, vocab_size):
+def learn_bpe(corpus, vocab_size, split=False):
     """BPE on the fixed training subset, base = the corpus's 65 ids, EOS never merged."""
     from pylib import bpe
     base = list(corpus.vocab.chars) + ["\u2404"]
     return bpe.train_bpe(corpus.train[:BPE_TRAIN_TOKENS], base, vocab_size - corpus.vocab.size,
-                         stop_id=corpus.vocab.eos_id)[0]
+                         stop_id=corpus.vocab.eos_id, split=split)[0]
 
 
 def compression(corpus, tok):
     """Characters per token on the validation stream after each merge: (vocab sizes, ratios)."""
     from pylib import bpe
     ids = corpus.val.astype(np.int64)
+    starts = tok.starts(ids)
     sizes, ratios = [len(tok.base)], [1.0]
     for i, (a, b) in enumerate(tok.merges):
-        ids = bpe.merge(ids, a, b, len(tok.base) + i)
+        ids, starts = bpe.merge_split(ids, starts, a, b, len(tok.base) + i)
         sizes.append(len(tok.base) + i + 1)
         ratios.append(corpus.val.size / ids.size)
     return sizes, ratios
 
 
-def char_vs_bpe(corpus, tok, values, timings):
+def scored_chars_per_token(tok, ids, block_size):
+    """Characters per token over the targets that pylib.evaluation scores (every non-overlapping window)."""
+    from pylib import evaluation
+    lengths = np.array([len(s) for s in tok.token_strings()])
+    _, y = evaluation.full_windows(ids, block_size)
+    return float(lengths[y].sum() / y.size)
+
+
+def arm_name(V, split):
+    return f"ch2.loss_v{V}" + ("split" if split else "")
+
+
+def char_vs_bpe(corpus, toks, values, timings):
     """Default model and TrainConfig on char ids and on BPE ids (first V - 65 merges), 3 seeds."""
     from pylib import model, train
-    tc = train.TrainConfig()
-    for V in (corpus.vocab.size,) + BPE_VOCABS:
-        n = V - corpus.vocab.size
+    tc = dataclasses.replace(train.TrainConfig(), final_eval=True)
+    runs = [(corpus.vocab.size, False)] + [(V, False) for V in BPE_VOCABS] + [(V, True) for V in SPLIT_VOCABS]
+    for V, split in runs:
+        tok, n = toks[split], V - corpus.vocab.size
+        key = arm_name(V, split)
         t0 = time.perf_counter()
         tr = tok.encode_ids(corpus.train, n) if n else corpus.train.astype(np.int64)
         va = tok.encode_ids(corpus.val, n) if n else corpus.val.astype(np.int64)
-        timings[f"ch2.bpe{V}.encode_seconds"] = time.perf_counter() - t0
-        ratio = va.size / corpus.val.size  # tokens per character
+        timings[f"{key}.encode_seconds"] = time.perf_counter() - t0
         cfg = dataclasses.replace(model.GPTConfig(), vocab_size=V)
-        per_token, per_char = [], []
+        cpt = scored_chars_per_token(tok, va, cfg.block_size) if n else 1.0
+        per_token = {}
         for seed in SEEDS:
             _, hist = train.train(cfg, dataclasses.replace(tc, seed=seed), tr, va)
-            per_token.append(hist[-1]["val"])
-            per_char.append(hist[-1]["val"] * ratio)
-        values[f"ch2.loss_v{V}.per_token.mean"], values[f"ch2.loss_v{V}.per_token.sd"] = mean_sd(per_token)
-        values[f"ch2.loss_v{V}.per_char.mean"], values[f"ch2.loss_v{V}.per_char.sd"] = mean_sd(per_char)
-        values[f"ch2.loss_v{V}.chars_per_token"] = 1.0 / ratio
-        values[f"ch2.loss_v{V}.params"] = model.count_params(cfg)
+            per_token[seed] = final_val(hist)
+        per_char = {s: (None if v is None else v / cpt) for s, v in per_token.items()}
+        values.update(arm(f"{key}.per_token", per_token))
+        values.update(arm(f"{key}.per_char", per_char))
+        values[f"{key}.chars_per_token"] = cpt
+        values[f"{key}.params"] = model.count_params(cfg)
 
 
 def speeches(scene):
@@ -78,21 +106,27 @@ def short(text, n=160):
     return text if len(text) <= n else text[:n] + "…"
 
 
-def dedup_values(values, timings):
+def scenes_by_play():
+    """[(normalised scene text, play slug, split)] over every play, in slug order."""
+    from pylib import data
+    out = []
+    for i, play in enumerate(data.read_plays()):
+        split = "val" if data.is_validation_play(i) else "train"
+        out += [(data.normalise_text(s), play.slug, split) for s in data.play_to_scenes(play.markdown)]
+    return out
+
+
+def dedup_values(values):
     from pylib import data
     from pylib.studies import dedup
-    t0 = time.perf_counter()
-    scenes, where = [], []
-    for play in data.read_plays():
-        for s in data.play_to_scenes(play.markdown):
-            scenes.append(data.normalise_text(s))
-            where.append(play.slug)
-    sp = [(x, where[i]) for i, s in enumerate(scenes) for x in speeches(s)]
-    speech_texts = [x for x, _ in sp]
+    scene_rows = scenes_by_play()
+    scenes = [s for s, _, _ in scene_rows]
     values["ch2.dedup.scenes"] = len(scenes)
     values["ch2.dedup.scene_exact_groups"] = len(dedup.exact_duplicate_groups(scenes))
     scene_pairs = dedup.near_duplicate_pairs(scenes, **NEAR_DUP)
     values["ch2.dedup.scene_near_pairs"] = len(scene_pairs)
+    sp = [(x, slug, split) for s, slug, split in scene_rows for x in speeches(s)]
+    speech_texts = [x for x, _, _ in sp]
     values["ch2.dedup.speeches"] = len(speech_texts)
     T = 64  # the model's block_size; packing with speeches (not scenes) as the documents
     values["ch2.packing.speech_padded_useful"] = data.packing_useful_fraction([len(x) for x in speech_texts], T)["padded"]
@@ -108,6 +142,14 @@ def dedup_values(values, timings):
     longest = max(groups, key=lambda g: (len(speech_texts[g[0]]), -g[0]))
     values["ch2.dedup.speech_exact_longest"] = short(speech_texts[longest[0]], 240)
     values["ch2.dedup.speech_exact_longest_plays"] = ", ".join(sorted({sp[i][1] for i in longest}))
+    # exact duplicates on both sides of the train/validation split
+    cross = [g for g in groups if {sp[i][2] for i in g} == {"train", "val"}]
+    values["ch2.dedup.cross_split_groups"] = len(cross)
+    values["ch2.dedup.cross_split_chars"] = sum(len(speech_texts[g[0]]) for g in cross)
+    for n, g in enumerate(sorted(cross, key=lambda g: g[0])):
+        values[f"ch2.dedup.cross_split.{n}.text"] = short(speech_texts[g[0]], 240)
+        values[f"ch2.dedup.cross_split.{n}.train_plays"] = ", ".join(sorted({sp[i][1] for i in g if sp[i][2] == "train"}))
+        values[f"ch2.dedup.cross_split.{n}.val_plays"] = ", ".join(sorted({sp[i][1] for i in g if sp[i][2] == "val"}))
     near = dedup.near_duplicate_pairs(speech_texts, min_chars=SPEECH_MIN_CHARS, **NEAR_DUP)
     near = [p for p in near if dedup.normalise_for_dedup(speech_texts[p[0]]) != dedup.normalise_for_dedup(speech_texts[p[1]])]
     values["ch2.dedup.speech_near_pairs"] = len(near)
@@ -119,7 +161,17 @@ def dedup_values(values, timings):
         values["ch2.dedup.speech_near_example_plays"] = f"{sp[i][1]}, {sp[j][1]}"
         values["ch2.dedup.speech_near_example_est"] = est
         values["ch2.dedup.speech_near_example_exact"] = exact
-    timings["ch2.dedup.seconds"] = time.perf_counter() - t0
+    # a quality heuristic: the duplicated word n-gram fraction of each scene
+    frac = np.array([dedup.duplicated_ngram_fraction(s, QUALITY_N) for s in scenes])
+    flagged = np.flatnonzero(frac > QUALITY_THRESHOLD)
+    chars = np.array([len(s) for s in scenes])
+    values["ch2.quality.median"] = float(np.median(frac))
+    values["ch2.quality.flagged"] = int(flagged.size)
+    values["ch2.quality.flagged_char_fraction"] = float(chars[flagged].sum() / chars.sum())
+    worst = int(np.argmax(frac))
+    values["ch2.quality.max"] = float(frac[worst])
+    values["ch2.quality.max_play"] = scene_rows[worst][1]
+    values["ch2.quality.flagged_plays"] = ", ".join(sorted({scene_rows[i][1] for i in flagged}))
 
 
 def mixture_values(corpus, values, curves):
@@ -131,58 +183,103 @@ def mixture_values(corpus, values, curves):
     tc, cfg = train.TrainConfig(), model.GPTConfig()
     held = {g: [] for g in mixture.GENRES}
     for w in MIX_WEIGHTS:
-        losses = {g: [] for g in mixture.GENRES}
+        losses = {g: {} for g in mixture.GENRES}
         for seed in SEEDS:
             t = dataclasses.replace(tc, seed=seed)
             state = mixture.init_mixture_run(cfg, t, srcs, [w, 1 - w])
             mixture.mixture_steps(state, cfg, t, t.steps)
-            for g, l in zip(mixture.GENRES, mixture.held_out_losses(state, cfg, t)):
-                losses[g].append(l)
+            for g, loss in zip(mixture.GENRES, mixture.held_out_losses(state, cfg)):
+                losses[g][seed] = None if state["diverged"] else loss
         for g in mixture.GENRES:
-            m, s = mean_sd(losses[g])
-            values[f"ch2.mix.w{int(w * 100)}.{g}.mean"], values[f"ch2.mix.w{int(w * 100)}.{g}.sd"] = m, s
-            held[g].append(m)
+            a = arm(f"ch2.mix.w{int(w * 100)}.{g}", losses[g])
+            values.update(a)
+            held[g].append(a[f"ch2.mix.w{int(w * 100)}.{g}.mean"])
     curves["ch2.mix"] = {"weights": list(MIX_WEIGHTS), **{g: rounded(held[g]) for g in mixture.GENRES}}
     for g in mixture.GENRES:
         values[f"ch2.mix.{g}.train_tokens"] = int(sources[g][0].size)
+        values[f"ch2.mix.{g}.held_out_tokens"] = int(sources[g][1].size)
         values[f"ch2.mix.{g}.held_out_play"] = [s for s in spans if s["genre"] == g and s["split"] == "train"][-1]["slug"]
 
 
-def run(corpus):
-    from pylib import data, model
+PARTS = ["part_tokenise", "part_models", "part_cleaning", "part_mixture"]  # independent tasks
+
+
+def part_tokenise(corpus):
+    """BPE without and with pre-tokens: compression curves, first merges, tokens that cross words."""
+    from pylib import bpe
     values, curves, timings = {}, {}, {}
+    for split, suffix in ((False, ""), (True, "_split")):
+        t0 = time.perf_counter()
+        tok = learn_bpe(corpus, max(BPE_VOCABS), split)
+        timings[f"ch2.bpe{suffix}.train_seconds"] = time.perf_counter() - t0
+        sizes, ratios = compression(corpus, tok)
+        curves[f"ch2.bpe_compression{suffix}"] = {"vocab_size": sizes, "chars_per_token": rounded(ratios, 4)}
+        for V in COMPRESSION_AT:
+            values[f"ch2.bpe{suffix}.chars_per_token.v{V}"] = ratios[sizes.index(V)]
+        strings = tok.token_strings()[len(tok.base):]
+        values[f"ch2.bpe{suffix}.first_merges"] = " ".join(repr(s) for s in strings[:10])
+        values[f"ch2.bpe{suffix}.longest_token"] = repr(max(strings, key=lambda s: (len(s), s)))
+        crossing = [s for s in strings if bpe.crosses_pretokens(s)]
+        values[f"ch2.bpe{suffix}.crossing_tokens"] = len(crossing)
+        values[f"ch2.bpe{suffix}.learnt_tokens"] = len(strings)
+        values[f"ch2.bpe{suffix}.crossing_examples"] = " ".join(repr(s) for s in sorted(crossing, key=lambda s: (-len(s), s))[:8])
+    return {"values": values, "curves": curves, "timings": timings,
+            "settings": {"ch2.bpe": {"bpe_train_tokens": BPE_TRAIN_TOKENS, "pretoken_pattern": bpe.PRETOKEN_PATTERN}}}
+
+
+def part_models(corpus):
+    """The default model on characters, BPE-128, BPE-256 and BPE-128 with pre-tokens."""
+    values, timings = {}, {}
+    toks = {False: learn_bpe(corpus, max(BPE_VOCABS)), True: learn_bpe(corpus, max(SPLIT_VOCABS), split=True)}
     t0 = time.perf_counter()
-    tok = learn_bpe(corpus, max(BPE_VOCABS))
-    timings["ch2.bpe.train_seconds"] = time.perf_counter() - t0
-    sizes, ratios = compression(corpus, tok)
-    curves["ch2.bpe_compression"] = {"vocab_size": sizes, "chars_per_token": rounded(ratios, 4)}
-    for V in COMPRESSION_AT:
-        values[f"ch2.bpe.chars_per_token.v{V}"] = ratios[sizes.index(V)]
-    strings = tok.token_strings()
-    values["ch2.bpe.first_merges"] = " ".join(repr(strings[len(tok.base) + i]) for i in range(10))
-    values["ch2.bpe.longest_token"] = repr(max(strings, key=lambda s: (len(s), s)))
-    t0 = time.perf_counter()
-    char_vs_bpe(corpus, tok, values, timings)
+    char_vs_bpe(corpus, toks, values, timings)
     timings["ch2.char_vs_bpe.seconds"] = time.perf_counter() - t0
+    return {"values": values, "timings": timings,
+            "settings": {"ch2.models": {"bpe_vocabs": list(BPE_VOCABS), "split_vocabs": list(SPLIT_VOCABS),
+                                        "seeds": list(SEEDS), "final_loss": "whole validation split"}}}
+
+
+def part_cleaning(corpus):
+    """Packing fractions, exact and near duplicates, duplicates across the split, the quality heuristic."""
+    from pylib import data, model
+    values, timings = {}, {}
     T = model.GPTConfig().block_size
-    frac = data.packing_useful_fraction(data.doc_lengths(corpus.train, corpus.vocab.eos_id), T)
+    lengths = data.doc_lengths(corpus.train, corpus.vocab.eos_id)
+    frac = data.packing_useful_fraction(lengths, T)
     values["ch2.packing.packed_useful"] = frac["packed"]
     values["ch2.packing.padded_useful"] = frac["padded"]
-    lengths = data.doc_lengths(corpus.train, corpus.vocab.eos_id)
     values["ch2.packing.median_doc_tokens"] = int(np.median(lengths))
-    dedup_values(values, timings)
+    t0 = time.perf_counter()
+    dedup_values(values)
+    timings["ch2.dedup.seconds"] = time.perf_counter() - t0
+    return {"values": values, "timings": timings,
+            "settings": {"ch2.cleaning": {"near_dup": NEAR_DUP, "speech_min_chars": SPEECH_MIN_CHARS,
+                                          "quality_n": QUALITY_N, "quality_threshold": QUALITY_THRESHOLD}}}
+
+
+def part_mixture(corpus):
+    values, curves = {}, {}
     t0 = time.perf_counter()
     mixture_values(corpus, values, curves)
-    timings["ch2.mix.seconds"] = time.perf_counter() - t0
-    settings = {"ch2": {"bpe_train_tokens": BPE_TRAIN_TOKENS, "bpe_vocabs": list(BPE_VOCABS),
-                        "mix_weights": list(MIX_WEIGHTS), "near_dup": NEAR_DUP,
-                        "speech_min_chars": SPEECH_MIN_CHARS}}
-    return {"values": values, "curves": curves, "settings": settings, "timings": timings}
+    return {"values": values, "curves": curves, "timings": {"ch2.mix.seconds": time.perf_counter() - t0},
+            "settings": {"ch2.mix": {"mix_weights": list(MIX_WEIGHTS), "seeds": list(SEEDS),
+                                     "final_loss": "each genre's whole held-out play"}}}
+
+
+def run(corpus):
+    """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
+    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+    for name in PARTS:
+        for section, entries in globals()[name](corpus).items():
+            out[section].update(entries)
+    return out
 
 
 def derived(corpus):
-    """Parameter counts per vocabulary, tokens per parameter of the default run, the play spans."""
+    """Parameter counts per vocabulary, tokens per parameter of the default run, the play spans,
+    the LSH settings and their candidate probability at the threshold."""
     from pylib import data, model, train
+    from pylib.studies import dedup
     cfg, tc = model.GPTConfig(), train.TrainConfig()
     out = {f"ch2.params_v{V}": model.count_params(dataclasses.replace(cfg, vocab_size=V))
            for V in (corpus.vocab.size,) + BPE_VOCABS}
@@ -198,7 +295,15 @@ def derived(corpus):
     out["ch2.own_min_chars"] = web_data.own_min_chars()
     out["ch2.shingle_k"] = NEAR_DUP["k"]
     out["ch2.near_dup_threshold"] = NEAR_DUP["threshold"]
+    out["ch2.n_hashes"] = NEAR_DUP["n_hashes"]
+    out["ch2.lsh_bands"] = NEAR_DUP["bands"]
+    out["ch2.lsh_rows"] = NEAR_DUP["n_hashes"] // NEAR_DUP["bands"]
+    out["ch2.lsh_recall_at_threshold"] = dedup.lsh_candidate_probability(
+        NEAR_DUP["threshold"], NEAR_DUP["bands"], NEAR_DUP["n_hashes"] // NEAR_DUP["bands"])
     out["ch2.speech_min_chars"] = SPEECH_MIN_CHARS
+    out["ch2.quality_n"] = QUALITY_N
+    out["ch2.quality_threshold"] = QUALITY_THRESHOLD
+    out["ch2.margin"] = MARGIN
     return out
 
 
@@ -206,29 +311,54 @@ def markdown(results):
     """results.md's section for chapter 2."""
     v = results["values"]
     lines = ["## Chapter 2: data and tokenisation", "",
-             f"BPE learnt on the first {BPE_TRAIN_TOKENS:,} ids of the training stream; compression on the "
-             "validation stream (characters per token, EOS counted as a character).", "",
-             "| vocabulary size | chars per token |", "| --- | --- |"]
-    lines += [f"| {V} | {v[f'ch2.bpe.chars_per_token.v{V}']:.3f} |" for V in COMPRESSION_AT]
-    lines += ["", f"First merges: {v['ch2.bpe.first_merges']}; longest token {v['ch2.bpe.longest_token']}.", "",
-              "Default model and TrainConfig() per tokenisation, 3 seeds (mean ± sd):", "",
-              "| V | params | chars/token | val nats/token | val nats/char |", "| --- | --- | --- | --- | --- |"]
-    for V in (65,) + BPE_VOCABS:
-        k = f"ch2.loss_v{V}"
-        lines.append(f"| {V} | {v[k + '.params']:,} | {v[k + '.chars_per_token']:.3f} | "
+             f"BPE learnt on the first {BPE_TRAIN_TOKENS:,} ids of the training stream, without and with "
+             "GPT-2-style pre-tokens; compression on the validation stream (characters per token, EOS "
+             "counted as a character).", "",
+             "| vocabulary size | chars per token | with pre-tokens |", "| --- | --- | --- |"]
+    lines += [f"| {V} | {v[f'ch2.bpe.chars_per_token.v{V}']:.3f} | {v[f'ch2.bpe_split.chars_per_token.v{V}']:.3f} |"
+              for V in COMPRESSION_AT]
+    for suffix, name in (("", "without pre-tokens"), ("_split", "with pre-tokens")):
+        lines += ["", f"{name}: first merges {v[f'ch2.bpe{suffix}.first_merges']}; longest token "
+                  f"{v[f'ch2.bpe{suffix}.longest_token']}; {v[f'ch2.bpe{suffix}.crossing_tokens']} of "
+                  f"{v[f'ch2.bpe{suffix}.learnt_tokens']} learnt tokens cross a pre-token boundary."]
+    lines += ["", "Default model and TrainConfig() per tokenisation, 3 seeds (mean ± sd); final loss on the "
+              "whole validation split in each model's own tokenisation:", "",
+              "| model | params | chars/token (scored) | val nats/token | val nats/char |", "| --- | --- | --- | --- | --- |"]
+    runs = [(65, False)] + [(V, False) for V in BPE_VOCABS] + [(V, True) for V in SPLIT_VOCABS]
+    for V, split in runs:
+        k = arm_name(V, split)
+        lines.append(f"| {k.split('.')[-1]} | {v[k + '.params']:,} | {v[k + '.chars_per_token']:.3f} | "
                      f"{v[k + '.per_token.mean']:.4f} ± {v[k + '.per_token.sd']:.4f} | "
                      f"{v[k + '.per_char.mean']:.4f} ± {v[k + '.per_char.sd']:.4f} |")
+    lines += ["", "Paired by seed, nats per character (margin ±0.02 for a null result):", ""]
+    for a, b in (("ch2.loss_v128", "ch2.loss_v65"), ("ch2.loss_v256", "ch2.loss_v65"),
+                 ("ch2.loss_v256", "ch2.loss_v128"), ("ch2.loss_v128split", "ch2.loss_v128")):
+        lines.append(f"- {a.split('.')[-1]} − {b.split('.')[-1]}: "
+                     f"{paired_text(v, a + '.per_char', b + '.per_char', MARGIN)}")
     lines += ["", f"Packing: useful tokens {v['ch2.packing.packed_useful']:.4f} packed, "
               f"{v['ch2.packing.padded_useful']:.4f} padded (median document {v['ch2.packing.median_doc_tokens']} tokens).",
               "", f"Dedup: {v['ch2.dedup.scenes']} scenes, {v['ch2.dedup.scene_exact_groups']} exact groups, "
               f"{v['ch2.dedup.scene_near_pairs']} near pairs (MinHash ≥ {NEAR_DUP['threshold']}); "
               f"{v['ch2.dedup.speeches']} speeches, {v['ch2.dedup.speech_exact_groups']} exact groups "
               f"({v['ch2.dedup.speech_exact_removable']} removable, {v['ch2.dedup.speech_exact_char_fraction']:.4f} of characters), "
-              f"{v['ch2.dedup.speech_near_pairs']} near pairs among {v['ch2.dedup.speech_long']} speeches ≥ {SPEECH_MIN_CHARS} chars.",
-              "", "Mixtures (held-out loss per genre, 3 seeds):", "",
+              f"{v['ch2.dedup.speech_near_pairs']} near pairs among {v['ch2.dedup.speech_long']} speeches ≥ {SPEECH_MIN_CHARS} chars; "
+              f"{v['ch2.dedup.cross_split_groups']} exact duplicate speeches in both a training and a validation play:"]
+    for n in range(v["ch2.dedup.cross_split_groups"]):
+        lines.append(f"- \"{v[f'ch2.dedup.cross_split.{n}.text']}\" (train: {v[f'ch2.dedup.cross_split.{n}.train_plays']}; "
+                     f"validation: {v[f'ch2.dedup.cross_split.{n}.val_plays']})")
+    lines += ["", f"Quality heuristic (duplicated word {QUALITY_N}-gram fraction per scene): median "
+              f"{v['ch2.quality.median']:.4f}, max {v['ch2.quality.max']:.4f} ({v['ch2.quality.max_play']}); "
+              f"{v['ch2.quality.flagged']} scenes above {QUALITY_THRESHOLD} "
+              f"({v['ch2.quality.flagged_char_fraction']:.4f} of characters).",
+              "", "Mixtures (loss on each genre's whole held-out play, nats per token, 3 seeds):", "",
               "| comedies weight | comedies | tragedies |", "| --- | --- | --- |"]
     for w in MIX_WEIGHTS:
         k = f"ch2.mix.w{int(w * 100)}"
         lines.append(f"| {w} | {v[k + '.comedies.mean']:.4f} ± {v[k + '.comedies.sd']:.4f} | "
                      f"{v[k + '.tragedies.mean']:.4f} ± {v[k + '.tragedies.sd']:.4f} |")
+    lines += ["", "Paired by seed (margin ±0.02):", "",
+              f"- comedies, weight 1 − weight 0: {paired_text(v, 'ch2.mix.w100.comedies', 'ch2.mix.w0.comedies', MARGIN)}",
+              f"- tragedies, weight 0 − weight 1: {paired_text(v, 'ch2.mix.w0.tragedies', 'ch2.mix.w100.tragedies', MARGIN)}",
+              f"- comedies, weight 0.5 − weight 1: {paired_text(v, 'ch2.mix.w50.comedies', 'ch2.mix.w100.comedies', MARGIN)}",
+              f"- tragedies, weight 0.5 − weight 0: {paired_text(v, 'ch2.mix.w50.tragedies', 'ch2.mix.w0.tragedies', MARGIN)}"]
     return lines + [""]

@@ -93,6 +93,26 @@ def test_bpe_widget_on_corpus_text_matches_cpython(chapter2):
     assert r["vocab_size"] == tok.vocab_size and r["n_tokens"] == ids.size
 
 
+def test_bpe_widget_split_toggle_learns_within_words_as_cpython(chapter2):
+    from pylib import bpe
+
+    w = widget(chapter2, "bpe")
+    text = "the cat sat on the mat; the cat ate the rat. " * 20
+    w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
+    w.locator('input[name="split"]').check()
+    try:
+        submit(w, vocab_size="60")
+        assert wait_status(w) == "done"
+        r = json.loads(w.get_attribute("data-result"))
+        tok, ids = bpe.train_bpe_on_text(text, 60 - len(set(text)), split=True)
+        assert r["split"] and r["vocab_size"] == tok.vocab_size and r["n_tokens"] == ids.size
+        shown = [t.strip() for t in w.locator('[data-role="merges"] .m-token').all_text_contents()]
+        assert shown == [s.replace(" ", "␣") for s in tok.token_strings()[len(tok.base):]]
+        assert not any(bpe.crosses_pretokens(s) for s in tok.token_strings())
+    finally:
+        w.locator('input[name="split"]').uncheck()
+
+
 @pytest.mark.parametrize("text, vocab, needle", [
     ("", "100", "empty"), ("   \n ", "100", "empty"), ("x" * 20001, "100", "limit"),
     ("hello hello", "NaN", "finite"), ("hello hello", "-4", "between"), ("hello hello", "🎭", "number"),
