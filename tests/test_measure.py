@@ -19,7 +19,7 @@ def corpus():
 
 def test_measure_is_deterministic(corpus):
     short = dataclasses.replace(train.TrainConfig(), steps=30, eval_interval=10)
-    first, second = (ch1.run_default(corpus, seeds=(0, 1), train_cfg=short) for _ in range(2))
+    first, second = (ch1.run_default(corpus, seeds=(0, 1), train_cfg=short, spread_seeds=(0, 1)) for _ in range(2))
     first.pop("timings"), second.pop("timings")
     assert first == second
 

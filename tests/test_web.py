@@ -121,6 +121,21 @@ def test_band_series_matches_band_verdict():
     assert b["hi_k"][15] == pytest.approx(v["mean"] + v["half"])
 
 
+def test_chapter1_band_shades_exactly_what_flags():
+    """shade="flag": the drawn edges are band_verdict's limits at every step, so a value just
+    inside an edge is not flagged and one just outside is."""
+    b = web.band_series(CURVE, 21, "flag")
+    assert set(b) == {"mean", "lo", "hi"}
+    for step in range(21):
+        v = web.band_verdict(step, b["mean"][step], CURVE)
+        assert b["lo"][step] == v["mean"] - v["half"] and b["hi"][step] == v["mean"] + v["half"]
+        for edge, inward in [(b["lo"][step], +1), (b["hi"][step], -1)]:
+            assert web.band_verdict(step, edge + inward * 1e-9, CURVE)["inside"]
+            assert not web.band_verdict(step, edge - inward * 1e-9, CURVE)["inside"]
+    with pytest.raises(ValueError):
+        web.band_series(CURVE, 21, "both")
+
+
 # ---------------------------------------------------------------------------
 # Session
 
@@ -188,6 +203,7 @@ def test_band_is_compared_only_for_default_settings(session):
     assert not info["is_default"] and not info["band_applies"] and info["band"] is not None
     info = session.start_run(settings(), curve=CURVE)
     assert info["is_default"] and info["band_applies"]
+    assert info["band"] == web.band_series(CURVE, train.TrainConfig().steps, "flag")  # the band the page draws
 
 
 def test_handle_returns_input_errors_as_json(session):

@@ -12,7 +12,10 @@ It does three things and no numerics of its own:
 3. speaks JSON: `handle(op, args_json) -> result_json`, so the worker needs no Python objects.
 
 Training, sampling and export are pylib.train, pylib.sample and pylib.export. The band check
-(`band_verdict`) compares a live run with the measured three-seed band of the default run.
+(`band_verdict`) compares the default run, live, with the band measured over the default run's
+seeds; `band_series` is what the page draws, the same limits, so what is drawn is what flags. Both
+use the validation loss on the trainer's fixed subset (`TrainConfig.eval_windows` windows), the
+evaluation the live run's dots use.
 """
 
 import dataclasses
@@ -41,7 +44,7 @@ LIMITS = {
     "sample_tokens": 240,  # characters generated at the end of a run
     "text_max": 20000,  # characters accepted by the tokenizer widget
     "ids_shown": 2000,  # token ids returned to the page (the count is always exact)
-    "band_k": 3.0,  # a run leaves the band when |val - mean| > max(band_k * sd, band_floor)
+    "band_k": 3.0,  # the band is mean ± max(band_k * sd, band_floor); a run outside it is flagged
     "band_floor": 0.01,  # nats: three seeds can give a tiny sd early on
     "chunk_seconds": 0.08,  # training time per chunk: about 12 page updates a second
     "smoothing": 0.9,  # the moving average of the train loss: ema = 0.9 * ema + 0.1 * loss
@@ -180,7 +183,8 @@ def band_verdict(step, val_loss, curve):
     """Is val_loss at step inside the measured band? {"inside", "mean", "half"}, or None if no band there.
 
     The band is curve["val_mean"] ± max(k * curve["val_sd"], floor) at curve["steps"], with k and
-    floor from LIMITS; between measured steps mean and sd are interpolated linearly.
+    floor from LIMITS; between measured steps mean and sd are interpolated linearly. curve holds
+    the validation loss on the trainer's fixed subset, so val_loss must be a record's "val".
     """
     if not curve or val_loss is None:
         return None
@@ -194,12 +198,16 @@ def band_verdict(step, val_loss, curve):
     return {"inside": abs(val_loss - m) <= half, "mean": m, "half": half}
 
 
-def band_series(curve, n_steps):
+def band_series(curve, n_steps, shade="sd"):
     """The band drawn behind a run, at steps 0..n_steps-1 (None outside the measured range).
 
-    Returns {"mean", "lo", "hi" (mean ± sd), "lo_k", "hi_k" (the flag limits of band_verdict)}.
+    shade "flag" (chapter 1): {"mean", "lo", "hi"}, lo and hi being the limits band_verdict flags
+    outside of, mean ∓ max(k * sd, floor), so that the shaded band and the flag are one rule.
+    shade "sd" (the other chapters' widgets): {"mean", "lo", "hi" (mean ± sd), "lo_k", "hi_k"
+    (the flag limits)}.
     """
-    keys = ["mean", "lo", "hi", "lo_k", "hi_k"]
+    if shade not in ("sd", "flag"):
+        raise ValueError(f"shade must be 'sd' or 'flag', not {shade!r}")
     if not curve or not curve.get("steps"):
         return None
     steps = np.asarray(curve["steps"], dtype=np.float64)
@@ -208,7 +216,10 @@ def band_series(curve, n_steps):
     sd = np.interp(x, steps, curve["val_sd"])
     half = np.maximum(LIMITS["band_k"] * sd, LIMITS["band_floor"])
     inside = (x >= steps[0]) & (x <= steps[-1])
-    arrays = dict(zip(keys, [mean, mean - sd, mean + sd, mean - half, mean + half]))
+    if shade == "flag":
+        arrays = {"mean": mean, "lo": mean - half, "hi": mean + half}
+    else:
+        arrays = {"mean": mean, "lo": mean - sd, "hi": mean + sd, "lo_k": mean - half, "hi_k": mean + half}
     return {k: [float(v) if ok else None for v, ok in zip(a, inside)] for k, a in arrays.items()}
 
 
@@ -318,7 +329,7 @@ class Session:
             "is_default": is_default,
             "band_applies": bool(is_default and curve),
             "tokens_per_step": train_cfg.batch_size * model_cfg.block_size,
-            "band": band_series(curve, max(train_cfg.steps, int(((curve or {}).get("steps") or [0])[-1]) + 1)),
+            "band": band_series(curve, max(train_cfg.steps, int(((curve or {}).get("steps") or [0])[-1]) + 1), "flag"),
         }
 
     def train_chunk(self, seconds=None):
@@ -448,7 +459,7 @@ _OPS = {
     "load_corpus": lambda s, a: s.load_corpus(a["folder"]),
     "vocab": lambda s, a: s.vocab_table(),
     "tokenize": lambda s, a: s.tokenize(a.get("text")),
-    "band": lambda s, a: band_series(a.get("curve"), int(a.get("n_steps", 0))),
+    "band": lambda s, a: band_series(a.get("curve"), int(a.get("n_steps", 0)), a.get("shade", "sd")),
     "train_start": lambda s, a: s.start_run(a.get("settings") or {}, a.get("curve")),
     "train_chunk": lambda s, a: s.train_chunk(a.get("seconds")),
     "train_finish": lambda s, a: s.finish_run(),

@@ -32,7 +32,8 @@ export class LossChart {
     return { width, height: width < 500 ? 240 : 300 };
   }
 
-  /** Start over with x = 0..n-1 and an optional band {mean, lo, hi, lo_k, hi_k} of length n. */
+  /** Start over with x = 0..n-1 and an optional band of length n from pylib.web.band_series: {mean, lo, hi}
+   *  is shaded between lo and hi; lo_k and hi_k, where given, are drawn as dotted flag limits. */
   reset(n, band) {
     const nulls = () => new Array(n).fill(null);
     const x = Array.from({ length: n }, (_, i) => i);
@@ -43,13 +44,14 @@ export class LossChart {
       nulls(), // 2 its moving average
       nulls(), // 3 train loss on fixed training windows, at eval steps
       nulls(), // 4 validation loss at eval steps
-      b.hi || nulls(), // 5 band: mean + sd
-      b.lo || nulls(), // 6 band: mean - sd
+      b.hi || nulls(), // 5 band: upper edge
+      b.lo || nulls(), // 6 band: lower edge
       b.hi_k || nulls(), // 7 flag limit above
       b.lo_k || nulls(), // 8 flag limit below
       ...this.refs.map((r) => new Array(n).fill(r.value)), // 9.. reference lines
     ];
     this.hasBand = Boolean(band);
+    this.el.drawnBand = band; // what is drawn, for the browser tests (a DOM property, not markup)
     if (this.plot) this.plot.destroy();
     this.plot = new uPlot(this.options(), this.data, this.el);
   }
@@ -73,8 +75,8 @@ export class LossChart {
         { label: "train (moving avg)", stroke: COLORS.smooth, width: 2, points: hidden, value: (u, v) => fmt(v) },
         { label: "train (eval windows)", stroke: COLORS.smooth, width: 0, paths: () => null, points: points(6, COLORS.smooth), value: (u, v) => fmt(v) },
         { label: "val loss", stroke: COLORS.val, width: 0, paths: () => null, points: points(7, COLORS.val), value: (u, v) => fmt(v) },
-        { label: "measured: 3 seeds, mean ± sd", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
-        { label: "mean − sd", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
+        { label: "measured band, upper edge", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
+        { label: "measured band, lower edge", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
         { label: "flag limit", stroke: COLORS.bandEdge, width: 1, dash: [2, 3], points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
         { label: "flag limit (low)", stroke: COLORS.bandEdge, width: 1, dash: [2, 3], points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
         ...refs.map((r) => ({ label: r.label, stroke: COLORS.ref, width: 1, dash: [6, 4], points: hidden, value: (u, v) => fmt(v) })),

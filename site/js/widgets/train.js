@@ -33,6 +33,7 @@ export async function mount(root, client) {
   const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
 
   const d = config.derived;
+  const subset = `${config.defaults.eval_windows} fixed validation windows`;
   const chart = new LossChart($('[data-role="chart"]'), {
     refs: [
       { value: d.ln_vocab, label: `ln V (V = ${d.vocab_size})` },
@@ -43,7 +44,7 @@ export async function mount(root, client) {
   const drawBand = async () => {
     if (!config.curve) return;
     const n = Math.max(config.defaults.steps, config.curve.steps[config.curve.steps.length - 1] + 1);
-    chart.reset(n, await client.call("band", { curve: config.curve, n_steps: n }));
+    chart.reset(n, await client.call("band", { curve: config.curve, n_steps: n, shade: "flag" }));
   };
   if (!(await startPython(client, setStatus, [runButton], drawBand))) return;
   runButton.disabled = false;
@@ -82,7 +83,7 @@ export async function mount(root, client) {
         root.dataset.outsideBand = ev.info.band_applies ? "false" : "n/a";
         if (!ev.info.band_applies && config.curve) {
           flag.hidden = false;
-          flag.textContent = "The shaded band is for the default settings; this run's settings differ, so it is not compared with the band.";
+          flag.textContent = "The shaded band is the default run's; this run's settings differ (the seed included), so it is drawn but not flagged.";
         }
       } else if (ev.kind === "chunk") {
         const c = ev.chunk;
@@ -103,8 +104,8 @@ export async function mount(root, client) {
           flag.hidden = false;
           const b = c.left_band;
           flag.textContent =
-            `This run left the measured band at step ${b.step}: validation loss ${b.val.toFixed(3)}, ` +
-            `band ${b.mean.toFixed(3)} ± ${b.half.toFixed(3)}.`;
+            `This run left the measured band at step ${b.step}: validation loss ${b.val.toFixed(3)} ` +
+            `(${subset}), band ${b.mean.toFixed(3)} ± ${b.half.toFixed(3)}.`;
         }
         message.textContent = `Training… step ${c.step} of ${c.steps}.`;
       }
@@ -130,7 +131,7 @@ export async function mount(root, client) {
       weightsURL = URL.createObjectURL(new Blob([value.weights], { type: "application/octet-stream" }));
       download.href = weightsURL;
       output.hidden = false;
-      const val = r.final_val_loss == null ? "" : `, last validation loss ${r.final_val_loss.toFixed(3)}`;
+      const val = r.final_val_loss == null ? "" : `, last validation loss ${r.final_val_loss.toFixed(3)} (${subset})`;
       if (value.stopped) {
         setStatus("stopped", `Stopped at step ${r.steps} of ${settings.steps.trim()}: the sample and weights below are the model at that step. Press Start to train again from step 0.`);
       } else {
