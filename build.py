@@ -387,7 +387,7 @@ class ChapterContext:
 
     def functions(self):
         return {name: getattr(self, name) for name in
-                ["measured", "measured_pm", "derived", "cited", "code", "test", "widget"]}
+                ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget"]}
 
 
 def _relpath(path):
