@@ -103,3 +103,56 @@ def test_schedule_warms_up_then_decays_to_min_lr():
     assert all(a >= b for a, b in zip(lrs[warmup:total], lrs[warmup + 1:total + 1]))  # then falling
     assert lrs[total] == pytest.approx(min_lr) and lrs[-1] == min_lr
     assert lrs[(warmup + total) // 2] == pytest.approx((max_lr + min_lr) / 2)  # cosine midpoint
+
+
+def _decay_run(beta1, lr=0.01, wd=1.0, n=20_000, steps=1500, window=1000, seed=0):
+    """AdamW on n weights fed pure-noise gradients (independent of the weights): over the last
+    window steps, RMS of the weights, RMS of the Adam direction u (p' = (1 - lr wd) p - lr u) and
+    the mean cosine between p and u."""
+    rng = np.random.default_rng(seed)
+    params = {"w": (0.5 * rng.standard_normal((n // 100, 100)))}  # 2-D: in the decay group
+    state = optim.adamw_init(params)
+    p_sq, u_sq, cos = [], [], []
+    for t in range(steps):
+        before = params["w"].ravel().copy()
+        optim.adamw_step(params, {"w": rng.standard_normal(params["w"].shape)}, state, lr,
+                         beta1=beta1, beta2=0.99, weight_decay=wd)
+        if t >= steps - window:
+            u = -(params["w"].ravel() - (1 - lr * wd) * before) / lr
+            p_sq.append(np.mean(before**2))
+            u_sq.append(np.mean(u**2))
+            cos.append(before @ u / (np.linalg.norm(before) * np.linalg.norm(u)))
+    return math.sqrt(np.mean(p_sq)), math.sqrt(np.mean(u_sq)), float(np.mean(cos))
+
+
+def test_decoupled_decay_holds_uncorrelated_updates_at_the_random_walk_rms():
+    # beta1 = 0: each step's direction is fresh noise, uncorrelated with the weights, so the weights
+    # settle where the decay balances a random walk: RMS(p) = RMS(u) sqrt(lr / (wd (2 - lr wd))).
+    # The start (RMS 0.5) is 3.5x that equilibrium; after 500 steps (about 10 relaxation times
+    # 1 / (2 lr wd)) it has been forgotten.
+    from pylib.studies.optim_state import decay_balance_rms, decay_equilibrium_rms
+    rms_p, rms_u, cos = _decay_run(beta1=0.0)
+    assert abs(cos) < 0.01
+    assert rms_p == pytest.approx(decay_equilibrium_rms(0.01, 1.0, rms_u), rel=0.03)
+    assert decay_balance_rms(0.01, 1.0, rms_u, 0.0) == pytest.approx(decay_equilibrium_rms(0.01, 1.0, rms_u), rel=1e-12)
+
+
+def test_momentum_correlates_the_update_with_the_weights_and_the_balance_accounts_for_it():
+    # beta1 = 0.9: the weights hold the last steps' directions, which momentum repeats, so <p, u> < 0
+    # and the weights settle above the random-walk RMS; the balance with the measured cosine is
+    # where they settle.
+    from pylib.studies.optim_state import decay_balance_rms, decay_equilibrium_rms
+    rms_p, rms_u, cos = _decay_run(beta1=0.9)
+    assert cos < -0.02
+    assert rms_p > 1.2 * decay_equilibrium_rms(0.01, 1.0, rms_u)
+    assert rms_p == pytest.approx(decay_balance_rms(0.01, 1.0, rms_u, cos), rel=0.03)
+
+
+def test_sd_interval_factors_match_the_chi_square_closed_forms():
+    from pylib.studies.optim_state import chi2_cdf, sd_interval_factors
+    for x in (0.01, 0.5, 2.0, 7.0, 30.0):
+        assert chi2_cdf(x, 2) == pytest.approx(1 - math.exp(-x / 2), rel=1e-12)  # df = 2: exponential
+        assert chi2_cdf(x, 1) == pytest.approx(math.erf(math.sqrt(x / 2)), rel=1e-12)  # df = 1: a squared normal
+    lo, hi = sd_interval_factors(3)  # three seeds: s^2 * 2 / sigma^2 ~ chi-square(2)
+    assert lo == pytest.approx(math.sqrt(2 / (-2 * math.log(0.025))), rel=1e-9)
+    assert hi == pytest.approx(math.sqrt(2 / (-2 * math.log(0.975))), rel=1e-9)

@@ -56,3 +56,18 @@ def test_train_settings_are_the_measured_comparison():
     with pytest.raises(web.InputError) as e:
         web_optim.train_settings({"optimizer": "adamw", "lr": "0", "seed": "-1"})
     assert set(e.value.errors) == {"lr", "seed"}
+
+
+def test_measured_band_uses_the_live_runs_evaluation():
+    # The band under the live run must be scored as the live curve is: the trainer's fixed subset
+    # (record["val"]) of the same setting, never the whole-split final loss (val_full).
+    from experiments import ch5
+    live = optim_state.comparison_config("adamw", 0.01, 1)
+    assert ch5.EVAL_WINDOWS == live.eval_windows and ch5.EVAL_INTERVAL == live.eval_interval
+    assert ch5.decay_config("adamw", live.weight_decay, 1) == live  # the decay study's AdamW arm is the page's
+    history = [{"step": 0, "loss": 4.0, "val": 4.1, "train_eval": 4.0},
+               {"step": 1, "loss": 3.0, "val": 3.2, "train_eval": 3.1, "val_full": 3.5}]
+    runs = {s: {"history": [dict(r, val=r["val"] + s / 10) for r in history]} for s in (0, 1, 2)}
+    band = ch5.band_curve(runs)
+    assert band["val_mean"] == [pytest.approx(4.2), pytest.approx(3.3)]  # the subset's values, not 3.5 + ...
+    assert band["eval_windows"] == live.eval_windows

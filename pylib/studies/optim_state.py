@@ -13,6 +13,7 @@ for each hidden matrix plus AdamW's two moments for everything else (pylib.muon)
 """
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -101,3 +102,77 @@ def derived_values():
         for field in ("floats", "per_param", "bytes_per_param", "bytes"):
             out[f"ch5.state.{row['key']}.{field}"] = row[field]
     return out
+
+
+# ---------------------------------------------------------------------------
+# Decoupled weight decay's equilibrium, and what a few seeds say about a spread
+
+
+def decay_equilibrium_rms(lr, weight_decay, update_rms):
+    """The RMS at which decoupled decay balances the update, if the update is uncorrelated with the weights.
+
+    One step of PyTorch-form AdamW on a decayed weight is p' = (1 - lr wd) p - lr u, with u the Adam
+    update direction. If u is uncorrelated with p, E[p'^2] = (1 - lr wd)^2 E[p^2] + lr^2 E[u^2], and
+    the fixed point E[p'^2] = E[p^2] is E[p^2] = lr E[u^2] / (wd (2 - lr wd)): RMS(p) = RMS(u) *
+    sqrt(lr / (wd (2 - lr wd))), about RMS(u) * sqrt(lr / (2 wd)) when lr wd << 1."""
+    if not (lr > 0 and weight_decay > 0 and lr * weight_decay < 2):
+        raise ValueError(f"need lr > 0, wd > 0 and lr * wd < 2; got lr {lr}, wd {weight_decay}")
+    return update_rms * math.sqrt(lr / (weight_decay * (2.0 - lr * weight_decay)))
+
+
+def decay_balance_rms(lr, weight_decay, update_rms, cos):
+    """The RMS at which decoupled decay balances the update when the update u has mean cosine cos with
+    the weights p (per element: <p, u> / N = cos RMS(p) RMS(u)).
+
+    E[p'^2] = E[p^2] for p' = (1 - lr wd) p - lr u gives, with P = RMS(p), U = RMS(u), q = lr wd,
+        wd (2 - q) P^2 + 2 (1 - q) cos U P - lr U^2 = 0,
+    whose positive root is returned. cos = 0 is decay_equilibrium_rms (a random walk held in by the
+    decay); for cos < 0 (the update pushes the weights outwards) and a small random-walk term it is
+    about -cos U / wd: the decay balances a steady outward push."""
+    if not (lr > 0 and weight_decay > 0 and lr * weight_decay < 2):
+        raise ValueError(f"need lr > 0, wd > 0 and lr * wd < 2; got lr {lr}, wd {weight_decay}")
+    q = lr * weight_decay
+    a, b, c = weight_decay * (2.0 - q), 2.0 * (1.0 - q) * cos * update_rms, -lr * update_rms**2
+    return (-b + math.sqrt(b * b - 4.0 * a * c)) / (2.0 * a)
+
+
+def chi2_cdf(x, df):
+    """P(X <= x) for a chi-square variable with df degrees of freedom: the regularised lower
+    incomplete gamma P(df/2, x/2), by its power series (Numerical Recipes, 3rd ed., eq. 6.2.5)."""
+    if x <= 0:
+        return 0.0
+    a, z = df / 2.0, x / 2.0
+    term = total = 1.0 / a
+    k = 0
+    while abs(term) > 1e-17 * abs(total):
+        k += 1
+        term *= z / (a + k)
+        total += term
+        if k > 10_000:
+            raise ArithmeticError("chi2_cdf: the series did not converge")
+    return min(1.0, total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
+
+
+def chi2_quantile(p, df):
+    """The x with chi2_cdf(x, df) = p (0 < p < 1), by bisection."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    lo, hi = 0.0, max(1.0, float(df))
+    while chi2_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if chi2_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def sd_interval_factors(n, confidence=0.95):
+    """(low, high): the 95% interval for a normal population's sd is (low * s, high * s), s being the
+    sample sd of n values: (n - 1) s^2 / sigma^2 is chi-square with n - 1 degrees of freedom."""
+    if n < 2:
+        raise ValueError("a sample sd needs at least two values")
+    df, tail = n - 1, (1.0 - confidence) / 2.0
+    return math.sqrt(df / chi2_quantile(1.0 - tail, df)), math.sqrt(df / chi2_quantile(tail, df))
