@@ -12,6 +12,8 @@ export async function mount(root, client) {
   const setStatus = statusSetter(root, message);
   const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
   const measured = JSON.parse($('[data-role="measured"]').textContent);
+  const config = JSON.parse($('[data-role="config"]').textContent);
+  const subset = `on the ${config.eval_windows}-window subset`;
   const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
   const note = $('[data-role="band-note"]');
   const chart = new LossChart($('[data-role="chart"]'));
@@ -33,7 +35,7 @@ export async function mount(root, client) {
     const n = curve.steps[curve.steps.length - 1] + 1;
     band = await client.call("band", { curve, n_steps: n });
     chart.reset(n, withoutFlagLimits(band));
-    note.textContent = `Band: ${form.elements.optimizer.selectedOptions[0].textContent} at its measured best rate, ${measured.best_lr[name]}.`;
+    note.textContent = `Band: ${form.elements.optimizer.selectedOptions[0].textContent} at its measured best rate, ${measured.best_lr[name]}, validation loss ${subset}.`;
   }
 
   if (!(await startPython(client, setStatus, [runButton]))) return;
@@ -92,9 +94,9 @@ export async function mount(root, client) {
       if (r.diverged) {
         setStatus("done", `Diverged at step ${r.diverged_at}: the loss left the range a training run can be in (above 2 ln V, or not a number). Try a smaller learning rate.`);
       } else if (value.stopped) {
-        setStatus("stopped", `Stopped after ${r.steps} steps; last validation loss ${r.last_val == null ? "–" : r.last_val.toFixed(3)} (step ${r.last_val_step}). Press Start to run again from step 0.`);
+        setStatus("stopped", `Stopped after ${r.steps} steps; last validation loss ${r.last_val == null ? "–" : r.last_val.toFixed(3)} (step ${r.last_val_step}, ${subset}). Press Start to run again from step 0.`);
       } else {
-        setStatus("done", `Done: ${r.steps} steps, final validation loss ${r.last_val.toFixed(3)}.`);
+        setStatus("done", `Done: ${r.steps} steps, final validation loss ${r.last_val.toFixed(3)} ${subset}, the band's evaluation (the chapter's tables use the whole validation split).`);
       }
       if (divergedAt != null) readout("step", `diverged at ${divergedAt}`);
     } catch (err) {
