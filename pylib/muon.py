@@ -20,6 +20,10 @@ section 2, make them:
   - Decoupled weight decay on the Muon matrices too (Moonshot, section 2.2): p *= 1 - lr * wd.
 
 Shapes: a hidden matrix is (out, in), PyTorch's layout, e.g. (3C, C) for attn.c_attn.weight.
+c_attn holds the query, key and value projections in one tensor, and it is orthogonalised as ONE
+3C x C matrix: a choice (splitting it into three C x C blocks is the alternative). KellerJordan/Muon's
+muon_update orthogonalises each 2-D parameter it is given as one matrix, so there too it depends on
+how the model stores Q, K and V.
 Updates are in place, like pylib.optim.
 """
 

@@ -1,7 +1,10 @@
 """Optimisers on a dict of named arrays: SGD with momentum, AdamW, and global-norm clipping.
 
-AdamW is Loshchilov & Hutter (2019), "Decoupled Weight Decay Regularization", Algorithm 2, with
-Adam's bias correction (Kingma & Ba 2015, section 2); the update matches torch.optim.AdamW.
+AdamW is decoupled weight decay (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization")
+in PyTorch's form: torch.optim.AdamW's p *= 1 - lr * wd, the decay scaled by the (scheduled)
+learning rate. The paper's Algorithm 2 (line 12) scales it by the schedule multiplier eta_t alone,
+not by Adam's alpha, so there lr and wd are separate knobs; here the decay per step is lr * wd.
+With Adam's bias correction (Kingma & Ba 2015, section 2); the update matches torch.optim.AdamW.
 
 Weight decay groups follow nanoGPT's `configure_optimizers`: every tensor with 2 or more
 dimensions is decayed (Linear weights AND the embeddings wte and wpe), every 1-D tensor (biases,
