@@ -94,3 +94,13 @@ def test_mtp_with_zero_weight_trains_exactly_like_pylib_train():
     _, with_head = mtp.train(CFG, cfg, 0.0, tokens, tokens, EOS)
     for a, b in zip(plain, with_head):
         assert a["loss"] == b["loss"] and a.get("val") == b.get("val"), a["step"]
+
+
+def test_mtp_final_eval_scores_the_main_head_on_the_whole_split_like_pylib_train():
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(0, CFG.vocab_size, 5000).astype(np.uint8)
+    cfg = dataclasses.replace(train.TrainConfig(), steps=6, eval_interval=5, eval_windows=4, final_eval=True)
+    _, plain = train.train(CFG, cfg, tokens, tokens)
+    _, with_head = mtp.train(CFG, cfg, 0.0, tokens, tokens, EOS)  # lambda 0: the same trunk as pylib.train's
+    assert "val_full" not in with_head[0]
+    assert with_head[-1]["val_full"] == plain[-1]["val_full"]

@@ -1,6 +1,6 @@
 """Chapter 4 in a real browser: the nudge widget agrees with CPython's pylib.studies.gradcheck, refuses bad
-input with a visible message and keeps working; the streamed gradient check fills its table, passes,
-and stops when asked. One shared page (conftest.chapter4); console errors and off-host requests fail."""
+input with a visible message and keeps working; the streamed gradient check fills its table, passes
+at the initial and at the perturbed weights, and stops when asked. One shared page (conftest.chapter4); console errors and off-host requests fail."""
 
 import json
 
@@ -107,6 +107,23 @@ def test_gradient_check_streams_every_tensor_and_passes(chapter4):
     assert w.locator('[data-role="rows"] tr').count() == n_params
     assert r["max"] < 1e-6
     assert "Done" in w.locator('[data-role="message"]').inner_text()
+
+
+def test_gradient_check_at_perturbed_weights_passes_and_says_so(chapter4):
+    w = check_widget(chapter4)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    select = w.locator('select[name="weights"]')
+    expect(select).to_be_enabled()
+    select.select_option("perturbed")
+    w.locator('[data-action="run"]').click()
+    try:
+        assert wait_settled(w) == "done"
+        r = json.loads(w.get_attribute("data-result"))
+        assert r["weights"] == "perturbed" and r["complete"]
+        assert r["max"] < 1e-5  # the correct backward passes where gains and biases are not 1 and 0
+        assert "Perturbed weights" in w.locator('[data-role="message"]').inner_text()
+    finally:
+        select.select_option("init")
 
 
 def test_gradient_check_stops_when_asked(chapter4):
