@@ -95,6 +95,15 @@ def test_chapter_with_unknown_key_fails(tmp_path):
         build.render_chapter(build.make_env(), chapter, {"values": {}})
 
 
+def test_a_chapter_can_call_compare_and_measured_seeds(tmp_path):
+    page = tmp_path / "01-cmp.md"
+    page.write_text('# Cmp\n\nA is {{ compare("ch1.a", "ch1.b", expect="lower") }}; '
+                    'seeds {{ measured_seeds("ch1.a") }}.\n')
+    values = {"ch1.a.per_seed": {"0": 2.50, "1": 2.61, "2": 2.47}, "ch1.b.per_seed": {"0": 2.60, "1": 2.70, "2": 2.58}}
+    html = build.render_chapter(build.make_env(), build.Chapter(1, "01-cmp", "Cmp", page), {"values": values})
+    assert "3 paired seeds: lower" in html and "seed 2: 2.470" in html
+
+
 def test_maths_renders_offline_with_katex():
     html = build.markdown_to_html("Gradient $p - y$ and\n\n$$\\frac{a}{b}$$\n")
     assert 'class="katex"' in html and "katex-display" in html and "$" not in html
