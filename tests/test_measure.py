@@ -48,3 +48,33 @@ def test_results_json_was_measured_with_the_current_defaults():
     measured = {k: v for k, v in results["settings"]["ch1.default"].items() if k not in ignored}
     assert measured == defaults, "defaults changed: run `python build.py --measure`"
     assert results["meta"]["seeds"] == list(common.SEEDS)
+
+
+def test_previous_token_share_of_uniform_attention_is_the_uniform_share():
+    """With zero query and key weights every score is 0, so each row attends uniformly to its
+    t + 1 visible tokens: chapter 1's diagnostic must then give exactly the uniform share."""
+    import numpy as np
+
+    from pylib import model
+    cfg = model.GPTConfig()
+    params = model.init_params(cfg, seed=0, dtype=np.float64)
+    C = cfg.n_embd
+    params["h.0.attn.c_attn.weight"][:2 * C] = 0.0  # q and k rows; v keeps its weights
+    params["h.0.attn.c_attn.bias"][:2 * C] = 0.0
+    x = np.random.default_rng(0).integers(0, cfg.vocab_size, size=(4, cfg.block_size))
+    share = ch1.previous_token_share(params, cfg, x)
+    assert abs(share - ch1.uniform_previous_share(cfg.block_size)) < 1e-12
+    assert abs(ch1.uniform_previous_share(cfg.block_size) - np.mean(1.0 / np.arange(ch1.PREV_FROM + 1, 65))) < 1e-15
+
+
+def test_bigram_loss_is_low_when_each_token_fixes_the_next_and_unigram_when_it_does_not():
+    import math
+
+    import numpy as np
+    cycle = np.tile(np.arange(4), 2500)  # 0 1 2 3 0 1 ...: the previous token fixes the next
+    x, y = cycle[:-1], cycle[1:]
+    # each of the 4 rows has ~2,500 counts on its one successor, plus add-one on all 4 successors
+    assert abs(ch1.bigram_loss(cycle, x, y, 4) + math.log(2501 / 2504)) < 1e-4
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 4, size=200_000)  # independent tokens: the previous one tells nothing
+    assert abs(ch1.bigram_loss(noise, noise[:-1], noise[1:], 4) - math.log(4)) < 0.01

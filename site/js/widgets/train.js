@@ -83,7 +83,8 @@ export async function mount(root, client) {
         root.dataset.outsideBand = ev.info.band_applies ? "false" : "n/a";
         if (!ev.info.band_applies && config.curve) {
           flag.hidden = false;
-          flag.textContent = "The shaded band is the default run's; this run's settings differ (the seed included), so it is drawn but not flagged.";
+          flag.textContent = `The shaded band is the default run's (default settings, seed ${config.defaults.seed}); ` +
+            "this run's settings differ, so the band is drawn but the run is not flagged.";
         }
       } else if (ev.kind === "chunk") {
         const c = ev.chunk;
