@@ -24,7 +24,9 @@ from pylib import model, muon, optim
 
 COMPARISON_STEPS = 200
 COMPARISON_EVAL_INTERVAL = 25
-COMPARISON_EVAL_WINDOWS = 32
+COMPARISON_EVAL_WINDOWS = 32  # fewer than TrainConfig's 128, for cost: the page scores both splits at
+# 9 points of every live run, and the sweep has ~80 runs; the curves and the page's band use it, every
+# final loss uses the whole validation split instead (pylib.evaluation)
 
 # name -> (TrainConfig overrides, learning rates swept, label)
 COMPARISON = {
