@@ -1,12 +1,15 @@
-"""Training stability: attention statistics, a corrupted batch, per-layer gradient norms, and
-where NaN comes from (each source next to its guard).
+"""Training stability: attention statistics, a corrupted batch, per-layer gradient and weight
+norms, dead MLP units, and where NaN comes from (each source next to its guard).
 
 - Attention-logit growth (Dehghani et al. 2023, "Scaling Vision Transformers to 22 Billion
-  Parameters", section 3.1.1; Wortsman et al. 2023, "Small-scale proxies for large-scale
-  Transformer training instabilities", section 3.1): the largest attention logit |q.k| * scale
-  and the mean attention entropy per layer, read from the forward cache.
+  Parameters"; reproduced at small scale by Wortsman et al. 2023, "Small-scale proxies for
+  large-scale Transformer training instabilities", section 3.1.1): the largest attention logit
+  |q.k| * scale and the mean attention entropy per layer, read from the forward cache; and the
+  output's log normaliser log Z (what z-loss acts on), signed and in absolute value.
 - One bad batch: a batch whose every input and target is one repeated token id, swapped in at
   chosen steps through pylib.train's batch_hook; per-layer gradient norms through its grad_hook.
+- Diagnostics of a run's state: the weight norm of each layer group, and the MLP units that
+  never fire (pre-activation never above 0) on a set of windows.
 - NaN sources: log(0), exp overflow, a fully masked softmax row; each as the naive formula and
   as the guarded one.
 
@@ -23,14 +26,15 @@ from pylib import layers, model, train
 # ---------------------------------------------------------------------------
 # The chapter's two training settings (measured by experiments/ch8.py, re-run live by the page)
 
-ATTN = {  # attention-logit growth: a 2-layer model at 5x the default peak lr, held constant
+ATTN = {  # attention-logit growth: a 2-layer model at 10x the default peak lr (0.01), held constant
     "preset": "decoder-2x32", "lr": 0.1, "warmup_steps": 10, "steps": 150, "batch_size": 8,
     "stats_interval": 10, "stats_windows": 8, "z_loss": 1e-4,  # PaLM's coefficient
 }
 BAD = {  # one bad batch: the default model and settings, shorter; a bad stretch of `repeats` steps
     "steps": 300, "inject_step": 150, "repeats": 3, "token": " ", "clip": 1.0, "skip_factor": 4.0,
-    "lr_spike": 1.5,  # 75x the default peak lr, no bad batch: the optimisation-driven spike
+    "lr_spike": 1.5,  # 150x the default peak lr (0.01), no bad batch: the optimisation-driven spike
 }
+DIAG_WINDOWS = 32  # fixed validation windows on which dead units are counted (2,048 tokens at T = 64)
 RECOVERY = {"tolerance": 0.05, "window": 10, "tail": 50}  # spike_report's defaults: nats, steps, steps
 PRE_SPIKE_STEPS = 10  # the steps "just before" a divergence whose gradient norms are reported
 NORM_WINDOW = 20  # grad_norm_ratio compares a step's norm with the median of this many steps before it
@@ -81,15 +85,20 @@ def attention_stats(params, cfg, x):
         with np.errstate(divide="ignore", invalid="ignore"):
             plogp = np.where(probs > 0, probs * np.log(probs), 0.0)
         entropy.append(float(-plogp.sum(axis=-1).mean()))  # mean over batch, heads and query positions
-    return {"max_logit": max_logit, "entropy": entropy, "log_z": output_log_z(logits)}
+    return {"max_logit": max_logit, "entropy": entropy, "log_z": output_log_z(logits),
+            "log_z_signed": float(log_normaliser(logits).mean())}
+
+
+def log_normaliser(logits):
+    """log Z = log sum_v exp(logit_v) of every position's output softmax, (N,) float64."""
+    z = logits.reshape(-1, logits.shape[-1]).astype(np.float64)  # (N, V)
+    zmax = z.max(axis=1)
+    return zmax + np.log(np.exp(z - zmax[:, None]).sum(axis=1))  # (N,)
 
 
 def output_log_z(logits):
     """Mean |log Z| of the output softmax, Z = sum_v exp(logit_v): what z-loss pulls towards 0."""
-    z = logits.reshape(-1, logits.shape[-1]).astype(np.float64)  # (N, V)
-    zmax = z.max(axis=1)
-    lse = zmax + np.log(np.exp(z - zmax[:, None]).sum(axis=1))  # (N,)
-    return float(np.abs(lse).mean())
+    return float(np.abs(log_normaliser(logits)).mean())
 
 
 def uniform_attention_entropy(T):
@@ -118,12 +127,47 @@ def layer_names(cfg):
     return ["embeddings"] + blocks + ["final norm"]
 
 
+def group_key(group):
+    """A layer_names group as a results key: "block 0 attention" -> "block0_attention"."""
+    return group.replace("block ", "block").replace(" ", "_").lower()
+
+
+def _group_norms(tensors, cfg):
+    """The L2 norm of each group of layer_names over a {parameter name: array} dict (float64 sums)."""
+    sq = {name: 0.0 for name in layer_names(cfg)}
+    for name, g in tensors.items():
+        flat = g.ravel().astype(np.float64)
+        sq[layer_of(name)] += float(np.dot(flat, flat))
+    return [math.sqrt(sq[name]) for name in layer_names(cfg)]
+
+
 def layer_grad_norms(grads, cfg):
     """The L2 norm of the gradient of each group of layer_names (float64 sums)."""
-    sq = {name: 0.0 for name in layer_names(cfg)}
-    for name, g in grads.items():
-        sq[layer_of(name)] += float(np.dot(g.ravel().astype(np.float64), g.ravel().astype(np.float64)))
-    return [math.sqrt(sq[name]) for name in layer_names(cfg)]
+    return _group_norms(grads, cfg)
+
+
+def layer_weight_norms(params, cfg):
+    """The L2 norm of the weights of each group of layer_names (float64 sums), norm gains included.
+
+    A group's norm growing step after step (at a constant loss) is the slow sign of a learning
+    rate too high for it: attention weights growing is what drives attention-logit growth."""
+    return _group_norms(params, cfg)
+
+
+def mlp_preactivations(params, cfg, x):
+    """Each block's MLP pre-activations (the input of its GELU), (N, 4C) per layer, on ids x (B, T)."""
+    _, cache = model.forward(params, cfg, x)
+    return [c_mlp[1][0].reshape(-1, c_mlp[1][0].shape[-1]) for _, _, _, c_mlp in cache[3]]
+
+
+def dead_units(params, cfg, x):
+    """Per layer, the fraction of MLP hidden units that never fire on ids x: pre-activation <= 0 at
+    every one of the B*T positions.
+
+    With ReLU such a unit outputs 0 and gets no gradient, and can stay dead for good. With GELU (the
+    model's) it still outputs a small negative value and passes a small gradient, so "never fires"
+    is the warning sign rather than a sentence: a large and growing fraction means capacity lost."""
+    return [float((pre.max(axis=0) <= 0.0).mean()) for pre in mlp_preactivations(params, cfg, x)]
 
 
 def grad_norm_hook(cfg):

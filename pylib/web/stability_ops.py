@@ -5,6 +5,8 @@ Ops (see pylib.web.all_ops):
   stability_nan_demo             one NaN source, unguarded next to guarded (pylib.studies.stability);
   run:stability_bad              a default-model run with a bad stretch of batches at a chosen
                                  step and a cure (none, clipping, skipping), chunked and stoppable;
+                                 every step's per-layer gradient and weight norms, and after each
+                                 chunk the dead MLP units on DIAG_WINDOWS validation windows;
   stability_bad_inject           "Inject now": a bad stretch from the run's next step;
   run:stability_attn             a short high-lr run, with or without QK-norm and z-loss, with
                                  attention statistics after every few steps.
@@ -121,10 +123,23 @@ def bad_start(session, args):
     token = int(session.vocab.encode(stability.BAD["token"])[0][0])
     state["batch_hook"] = stability.bad_batch_hook(bad_steps, token)
     state["grad_hook"] = stability.grad_norm_hook(mcfg)
+    x_diag, _ = data.eval_windows(session.val_tokens, stability.DIAG_WINDOWS, mcfg.block_size)
     _RUNS["bad"] = {"model_cfg": mcfg, "cfg": tcfg, "state": state, "bad_steps": bad_steps, "history": [],
-                    "diverged_at": None}
+                    "diverged_at": None, "x_diag": x_diag}
     return {"settings": s, "steps": tcfg.steps, "repeats": stability.BAD["repeats"],
-            "layers": stability.layer_names(mcfg), "bad_steps": sorted(bad_steps)}
+            "layers": stability.layer_names(mcfg), "bad_steps": sorted(bad_steps),
+            "mlp_units": 4 * mcfg.n_embd, "diag_windows": stability.DIAG_WINDOWS,
+            "dead_units": _dead(run=_RUNS["bad"])}
+
+
+def _finite_list(values):
+    return [v if math.isfinite(v) else None for v in values]
+
+
+def _dead(run):
+    """The fraction of dead MLP units per layer of the run's current weights (None if not finite)."""
+    with np.errstate(all="ignore"):
+        return _finite_list(stability.dead_units(run["state"]["params"], run["model_cfg"], run["x_diag"]))
 
 
 def bad_inject(session, args):
@@ -142,7 +157,8 @@ def _bad_record(run, rec):
     r = {"step": rec["step"], "loss": rec.get("loss"), "lr": rec.get("lr"), "grad_norm": rec.get("grad_norm"),
          "clipped": bool(rec.get("clipped")), "skipped": bool(rec.get("skipped")),
          "bad": rec["step"] in run["bad_steps"], "diverged": bool(rec.get("diverged")),
-         "layer_grad_norms": [v if math.isfinite(v) else None for v in rec.get("layer_grad_norms", [])]}
+         "layer_grad_norms": _finite_list(rec.get("layer_grad_norms", [])),
+         "layer_weight_norms": _finite_list(rec.get("layer_weight_norms", []))}
     if r["diverged"] and run["diverged_at"] is None:
         run["diverged_at"] = r["step"]
     return r
@@ -154,13 +170,15 @@ def bad_chunk(session, args):
     out, t0 = [], time.perf_counter()
     while state["step"] < cfg.steps and not state["diverged"]:
         for rec in train.train_steps(state, run["model_cfg"], cfg, session.train_tokens, session.val_tokens, 1):
+            with np.errstate(all="ignore"):  # the weights after this step's update (or skip)
+                rec["layer_weight_norms"] = stability.layer_weight_norms(state["params"], run["model_cfg"])
             run["history"].append(rec)
             out.append(_bad_record(run, rec))
         if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
             break
     done = state["step"] >= cfg.steps or state["diverged"]
     return {"done": done, "records": out, "step": state["step"], "steps": cfg.steps,
-            "diverged_at": run["diverged_at"]}
+            "diverged_at": run["diverged_at"], "dead_units": _dead(run)}
 
 
 def bad_finish(session, args):
@@ -177,7 +195,9 @@ def bad_finish(session, args):
             "bad_steps_taken": len(bad_applied),
             "bad_skipped": sum(1 for r in bad_applied if r.get("skipped")),
             "grad_norm_ratio": ratio,
-            "final_loss": h[-1].get("loss") if h else None}
+            "final_loss": h[-1].get("loss") if h else None,
+            "layer_weight_norms": _finite_list(h[-1]["layer_weight_norms"]) if h else None,
+            "dead_units": _dead(run)}
 
 
 # ---------------------------------------------------------------------------
