@@ -93,7 +93,8 @@ def fill_bad(page, **fields):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     cure = fields.pop("cure", "none")
     w.locator(f'input[name="cure"][value="{cure}"]').check()
-    defaults = {"inject_step": "150", "clip": "1", "skip_factor": "4", "lr": "0.02", "seed": "0"}
+    from pylib import train
+    defaults = {"inject_step": "150", "clip": "1", "skip_factor": "4", "lr": str(train.TrainConfig().lr), "seed": "0"}
     for name, value in {**defaults, **fields}.items():
         w.locator(f'input[name="{name}"]').fill(str(value))
     return w
@@ -118,6 +119,14 @@ def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
     h = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
     assert r["final_loss"] == pytest.approx(h[-1]["loss"], abs=2e-3)
     assert r["skipped_steps"] == sum(1 for x in h if x.get("skipped"))
+    # the weight-norm panel and the dead-unit readout show pylib's numbers for the same weights
+    assert r["layer_weight_norms"] == pytest.approx(stability.layer_weight_norms(state["params"], mcfg), rel=1e-3)
+    x_diag, _ = data.eval_windows(corpus.val, stability.DIAG_WINDOWS, mcfg.block_size)
+    dead = stability.dead_units(state["params"], mcfg, x_diag)
+    units = 4 * mcfg.n_embd
+    assert w.locator('[data-readout="dead"]').inner_text() == ", ".join(f"{round(f * units)} of {units}" for f in dead)
+    drawn = chapter8.evaluate("el => el.querySelector('[data-role=\"chart-weights\"] canvas') !== null", w.element_handle())
+    assert drawn
 
 
 def test_bad_batch_inject_now_and_stop_mid_run(chapter8):

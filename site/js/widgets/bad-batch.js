@@ -20,7 +20,7 @@ export async function mount(root, client) {
   let plots = {};
   let data = {};
 
-  const els = { loss: $('[data-role="chart-loss"]'), norm: $('[data-role="chart-norm"]'), layers: $('[data-role="chart-layers"]') };
+  const els = { loss: $('[data-role="chart-loss"]'), norm: $('[data-role="chart-norm"]'), layers: $('[data-role="chart-layers"]'), weights: $('[data-role="chart-weights"]') };
   const size = (el) => ({ width: Math.max(280, el.clientWidth || 600), height: 200 });
   const axes = (label, log) => [
     { label: "step", stroke: "#444", grid: { stroke: "#eee" } },
@@ -65,6 +65,9 @@ export async function mount(root, client) {
     data.layers = [x, ...layers.map(() => nulls())];
     makePlot("layers", layers.map((name, i) => ({ label: name, stroke: LAYER_COLORS[i % LAYER_COLORS.length], width: 1.5, points: hidden })),
       data.layers, true, "norm");
+    data.weights = [x, ...layers.map(() => nulls())];
+    makePlot("weights", layers.map((name, i) => ({ label: name, stroke: LAYER_COLORS[i % LAYER_COLORS.length], width: 1.5, points: hidden })),
+      data.weights, false, "weight norm");
     const legend = $('[data-role="legend"]');
     legend.replaceChildren();
     const item = $('template[data-role="legend-item"]');
@@ -82,6 +85,11 @@ export async function mount(root, client) {
   }
 
   const counts = { clipped: 0, skipped: 0 };
+  let units = null; // MLP hidden units per layer, from the run's start
+  function showDead(dead) {
+    if (!dead || units == null) return;
+    readouts.dead.textContent = dead.map((f) => (f == null ? "–" : `${Math.round(f * units)} of ${units}`)).join(", ");
+  }
   function addRecords(records) {
     const n = data.loss[0].length;
     for (const r of records) {
@@ -94,6 +102,7 @@ export async function mount(root, client) {
       data.norm[1][r.step] = r.grad_norm;
       data.norm[2][r.step] = r.lr == null ? null : r.lr * 100;
       r.layer_grad_norms.forEach((v, i) => { data.layers[i + 1][r.step] = v; });
+      r.layer_weight_norms.forEach((v, i) => { data.weights[i + 1][r.step] = v; });
     }
     // markers: bad steps at the loss line's recent level; clipped / skipped at their loss
     for (const r of records) {
@@ -160,10 +169,13 @@ export async function mount(root, client) {
     const onEvent = (ev) => {
       if (ev.kind === "start") {
         reset(ev.info.steps, ev.info.layers, ev.info.settings.cure);
+        units = ev.info.mlp_units;
+        showDead(ev.info.dead_units);
         injectButton.disabled = false;
       } else if (ev.kind === "chunk") {
         const c = ev.chunk;
         addRecords(c.records);
+        showDead(c.dead_units);
         if (c.diverged_at != null && divergedAt == null) {
           divergedAt = c.diverged_at;
           flag.textContent = `Diverged at step ${divergedAt}: the loss or the gradient stopped being a finite number, or passed 2 ln V. The run was stopped there.`;
@@ -175,6 +187,7 @@ export async function mount(root, client) {
     try {
       const value = await client.call("run:stability_bad", args, { onEvent });
       const r = value.result;
+      showDead(r.dead_units);
       const summary = `${r.clipped_steps} clipped (${(100 * r.clipped_fraction).toFixed(1)}% of steps), ${r.skipped_steps} skipped (${(100 * r.skipped_fraction).toFixed(1)}%)`
         + (r.bad_steps_taken ? `; ${r.bad_steps_taken} bad batches met, ${r.bad_skipped} of them skipped` : "; no bad batch reached")
         + (r.grad_norm_ratio != null ? `; at the first bad batch the grad norm was ${r.grad_norm_ratio.toFixed(1)}× the median of the 20 steps before` : "");
