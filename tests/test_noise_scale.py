@@ -90,8 +90,28 @@ def test_good_band_excludes_diverged_rates_and_rates_far_from_the_best():
 
 def test_rung_outcome_reports_divergence_step():
     assert lr_sweep.rung_outcome([{"step": 0}, {"step": 1, "diverged": True}]) == \
-        {"final_val": None, "final_train": None, "diverged_at": 1}
+        {"final_val": None, "final_val_full": None, "final_train": None, "diverged_at": 1}
     assert lr_sweep.rung_outcome([{"step": 199, "val": 2.5, "train_eval": 2.4}])["final_val"] == 2.5
+
+
+def test_rung_outcome_keeps_the_subset_and_the_whole_split_apart():
+    # the page's sweep compares its subset value with the ladder's subset value; the chapter's table uses val_full
+    out = lr_sweep.rung_outcome([{"step": 199, "val": 2.50, "val_full": 2.51, "train_eval": 2.4}])
+    assert (out["final_val"], out["final_val_full"]) == (2.50, 2.51)
+    assert lr_sweep.rung_outcome([{"step": 199, "val": 2.50, "train_eval": 2.4}])["final_val_full"] is None
+
+
+def test_optimal_lr_factor_is_nearly_linear_far_below_the_noise_scale_and_saturates_above_it():
+    # eps_opt(B) = eps_max / (1 + B_noise / B): the factor for a k-fold batch, by hand at three points
+    assert noise_scale.optimal_lr_factor(4, 2, 44.0) == pytest.approx(12.0 / 6.5, rel=1e-12)
+    assert noise_scale.optimal_lr_factor(1, 2, 1e6) == pytest.approx(2.0, rel=1e-5)  # B << B_noise: linear
+    assert noise_scale.optimal_lr_factor(1000, 16, 10.0) == pytest.approx(1.01 / 1.000625, rel=1e-12)  # B >> B_noise
+    for k in (2, 4, 8, 16, 1000):  # never more than k (the linear rule over-shoots), never more than 1 + B_noise / B
+        factor = noise_scale.optimal_lr_factor(4, k, 30.0)
+        assert 1.0 < factor < k and factor < 1 + 30.0 / 4
+    assert noise_scale.optimal_lr_factor(4, 1, 30.0) == 1.0
+    with pytest.raises(ValueError):
+        noise_scale.optimal_lr_factor(0, 2, 30.0)
 
 
 def test_noise_scale_estimate_is_deterministic_for_a_seeded_rng():

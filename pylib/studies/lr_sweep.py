@@ -5,7 +5,8 @@ A sweep like this is the first thing to run on a new model (nanoGPT's and most p
 rates about 3x apart (half a decade), each trained for the same short budget, the final
 validation loss plotted against log(lr). Too small a rate learns slowly; too large a rate
 diverges, and pylib.train detects that (a non-finite or > 2 ln V loss ends the run). Between
-them lies the band of rates that train; the best one is usually near its upper edge.
+them lies the band of rates that train; where the best one sits inside it is measured, not assumed
+(for the course model it is well below the first rate that diverges).
 """
 
 import dataclasses
@@ -34,11 +35,16 @@ def rung_config(lr, seed, base=None):
 
 
 def rung_outcome(history):
-    """{"final_val", "final_train", "diverged_at"} of one finished (or diverged) rung's history."""
+    """{"final_val", "final_val_full", "final_train", "diverged_at"} of one finished (or diverged) rung.
+
+    final_val is on the trainer's fixed subset of validation windows (what the page's live sweep
+    shows); final_val_full is the whole validation split, present only if the rung was trained
+    with final_eval=True (the measured ladder), else None."""
     last = history[-1]
     if last.get("diverged"):
-        return {"final_val": None, "final_train": None, "diverged_at": last["step"]}
-    return {"final_val": last.get("val"), "final_train": last.get("train_eval"), "diverged_at": None}
+        return {"final_val": None, "final_val_full": None, "final_train": None, "diverged_at": last["step"]}
+    return {"final_val": last.get("val"), "final_val_full": last.get("val_full"),
+            "final_train": last.get("train_eval"), "diverged_at": None}
 
 
 def good_band(rates, final_means, diverged_counts, tolerance=BAND_TOLERANCE):

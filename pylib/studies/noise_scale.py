@@ -15,6 +15,11 @@ Steps to a target against batch size follow S = S_min (1 + B_noise / B) in their
 S = S_min + E_min / B with E_min = S_min * B_noise the fewest examples; the critical batch is
 B_crit = E_min / S_min (their section 2.3). `fit_critical_batch` fits that line.
 
+The same model gives the best SGD learning rate at batch B as eps_opt(B) = eps_max / (1 + B_noise / B)
+(their section 2): it grows almost in proportion to B while B << B_noise and saturates at eps_max
+above it. `optimal_lr_factor` is the factor by which that best rate grows when the batch grows k-fold;
+the linear scaling rule multiplies the rate by k, which is more than this factor for every k > 1.
+
 An "example" here is one window of T tokens: the batch size B counts windows, as everywhere in
 the course. Shapes: B windows, T tokens per window.
 """
@@ -68,6 +73,16 @@ def estimate_noise_scale(params, cfg, tokens, b_small, b_big, n_batches, rng):
 def steps_to_target(evals, target):
     """The first step whose loss is at or below target, from [(step, loss)] in step order; None if never."""
     return next((step for step, loss in evals if loss is not None and loss <= target), None)
+
+
+def optimal_lr_factor(batch_size, k, b_noise):
+    """eps_opt(k B) / eps_opt(B) with eps_opt(B) = eps_max / (1 + B_noise / B) (McCandlish et al., section 2).
+
+    Equals (1 + B_noise / B) / (1 + B_noise / (k B)): about k while k B << B_noise, at most
+    1 + B_noise / B however large k grows, and always below k for k > 1."""
+    if batch_size <= 0 or k <= 0 or b_noise < 0:
+        raise ValueError("need batch_size > 0, k > 0 and b_noise >= 0")
+    return (1.0 + b_noise / batch_size) / (1.0 + b_noise / (k * batch_size))
 
 
 def fit_critical_batch(batch_sizes, steps):

@@ -5,6 +5,7 @@ CPython. One shared page (conftest.chapter_fixture); a console error or a reques
 fails a test."""
 
 import dataclasses
+import json
 
 import pytest
 from playwright.sync_api import expect
@@ -39,7 +40,8 @@ def test_schedule_plot_draws_the_default_schedule(chapter6):
 
 
 def test_schedule_plot_redraws_as_the_reader_types(chapter6):
-    from pylib import schedules
+    from pylib import schedules, train
+    d = train.TrainConfig()
     w = widget(chapter6, "schedule-plot")
     w.locator('select[name="kind"]').select_option("wsd")
     w.locator('input[name="steps"]').fill("1000")
@@ -47,8 +49,8 @@ def test_schedule_plot_redraws_as_the_reader_types(chapter6):
     chapter6.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).steps === 1000 "
                                "&& JSON.parse(el.dataset.result).kind === 'wsd'", arg=w.element_handle(), timeout=TIMEOUT)
     r = result(w)
-    assert r["final_lr"] == pytest.approx(schedules.lr_at("wsd", 999, 0.02, 20, 1000, 0.002, 0.5))
-    expect(w.locator('[data-readout="peak_lr"]')).to_have_text("0.0200")
+    assert r["final_lr"] == pytest.approx(schedules.lr_at("wsd", 999, d.lr, d.warmup_steps, 1000, d.min_lr, 0.5))
+    expect(w.locator('[data-readout="peak_lr"]')).to_have_text(f"{d.lr:.4f}")
 
 
 @pytest.mark.parametrize("field", ["lr", "warmup", "steps", "min_ratio", "decay_frac"])
@@ -103,6 +105,19 @@ def test_lr_sweep_matches_pylib_and_labels_divergence(chapter6):
     assert rungs[0]["diverged_at"] is None and abs(rungs[0]["final_val"] - ref[0]["final_val"]) < RUNG_TOL
     expect(w.locator("svg text.diverged-label", has_text=f"diverged at step {rungs[1]['diverged_at']}")).to_have_count(1)
     expect(w.locator('[data-role="message"]')).to_contain_text(f"lr 3: diverged at step {rungs[1]['diverged_at']}")
+
+
+def test_lr_sweep_measured_band_uses_the_live_runs_evaluation(chapter6):
+    # the live rungs are scored on the trainer's subset (rung_config without final_eval); the measured
+    # points and the shaded band drawn under them must be on the same subset, never the whole split
+    from pylib.studies import lr_sweep
+    w = widget(chapter6, "lr-sweep")
+    cfg = json.loads(w.locator('[data-role="config"]').text_content())
+    ladder, live = cfg["ladder"], lr_sweep.rung_config(0.01, 0)
+    assert not live.final_eval and ladder["eval_windows"] == live.eval_windows
+    assert ladder["evaluation"].startswith("subset")
+    assert cfg["good_band"] == list(lr_sweep.good_band(ladder["lrs"], ladder["final_mean"], ladder["diverged"]))
+    expect(w.locator("figcaption")).to_contain_text("not the whole split")
 
 
 def test_lr_sweep_refuses_bad_rates_and_keeps_working(chapter6):
