@@ -1,22 +1,30 @@
 """Chapter 7's measurements: initialisation, normalisation and µP.
 
+Every final loss is on the whole validation split (pylib.evaluation), stored as an arm with every
+seed (experiments.common.arm) so that the chapter can pair them (pylib.compare). Curves, the
+step-0 losses and the losses used only to pick a learning rate are on the trainer's fixed subset
+of validation windows and are labelled so.
+
 1. Init scale: the loss at initialisation and the residual stream's std after each block, for a
    sweep of init stds, on a 4-layer model of the course's width (three seeds, no training); and a
    short training run of the course model at a few of those scales.
 2. Depth: the family n_layer = 1..8 at the course's width (n_layer 1 is the course model), pre-LN
-   and post-LN: per-layer activation std and block gradient norm at initialisation (three seeds);
-   then short runs at 8 layers, pre/post, with and without warmup (three seeds; the page's band).
+   and post-LN: per-layer activation std and block gradient norm at initialisation (three seeds),
+   also with the position embedding at std 1 so that the stream enters block 1 at size ~1; then
+   short runs at 8 layers, pre/post, with and without warmup, at three peak rates (three seeds);
+   each setting's rate is picked on the subset, and its final loss there is scored on the whole
+   split; the page's band is the runs at the page's rate.
 3. RMSNorm against LayerNorm on the course model, the default run (three seeds).
 4. Width: the coordinate check (Yang et al. 2022, Tensor Programs V) at widths 16..128 under SP
-   and µP; and a learning-rate sweep at each width under SP, µP, and µP without its output
-   multiplier (short runs, three seeds).
+   and µP; and a learning-rate sweep at widths 16, 32, 64 under SP, µP (with mup's weight-decay
+   rule) and µP without its output multiplier (short runs, three seeds). The rate is picked on the
+   default 128-window subset; the whole split scores the picked runs at widths 16 and 64 and the
+   width-64 runs at width 16's rate.
 
-The budget (CPython, one core of the course machine, quiet; one step timed with a small script):
-default model B=16 ~5 ms; 8 layers B=8 ~15 ms; widths 16/32/64/128 (1 layer, 2 heads) B=8 about
-1.7/2.7/6.8/9.9 ms. So: depth training 12 runs x 150 steps x 15 ms = 27 s; width sweep
-3 arms x 5 lrs x 3 seeds x 100 steps x 21 ms (all four widths) = 95 s; init-scale
-training 4 x 3 x 200 x 5 ms = 12 s; RMSNorm 2 x 3 x 400 x 5 ms = 12 s; the coordinate check
-2 x 3 x 4 widths x 5 steps (plus its forward passes) ~ 3 s; statistics at init ~ 2 s. About 150 s.
+The budget (CPython, one core): whole-split evaluation costs ~0.8 s for the course model, ~6 s at
+8 layers and ~3 s at width 64 (~9 s at width 128, which is why the sweep stops at 64). Depth:
+36 runs x ~1.8 s + up to 15 evaluations x 6 s; width: ~45 s of runs + ~40-55 s of evaluations;
+the rest ~45 s. About 280 s, in five parts that measure.py runs on both cores.
 """
 
 import dataclasses
@@ -24,19 +32,22 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, mean_sd, rounded
+from experiments.common import SEEDS, arm, final_val, mean_sd, rounded
 
 INIT_STDS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # the sweep at initialisation
 INIT_DEPTH = 4  # layers of the model the init sweep looks at (the course's width)
 INIT_TRAIN_STDS = (0.002, 0.02, 0.1, 0.5)  # the course model trained from these scales
-INIT_TRAIN = {"steps": 200, "eval_interval": 50, "eval_windows": 32}
+INIT_TRAIN = {"steps": 200, "eval_interval": 50}  # the default subset (128 windows) for the curves
 PROBE_WINDOWS = 16  # fixed validation windows for the statistics at init
+MARGIN = 0.02  # nats: the margin of a null result in every paired comparison, fixed before measuring
 
 WIDTH_LRS = (1e-3, 10 ** -2.5, 1e-2, 10 ** -1.5, 1e-1)  # Adam, a factor sqrt(10) apart
+WIDTH_SWEEP = (16, 32, 64)  # widths of the learning-rate sweep (the coordinate check goes to 128)
+WIDTH_FULL = (16, 64)  # widths whose picked runs are scored on the whole validation split
 # sp, muP, and muP without its 1/width output multiplier (the readout as in SP): the ablation that
 # shows what limits muP's wide models in these short runs.
 WIDTH_ARMS = ("sp", "mup", "mup_noout")
-WIDTH_TRAIN = {"steps": 100, "batch_size": 8, "warmup_steps": 10, "eval_interval": 100, "eval_windows": 16}
+WIDTH_TRAIN = {"steps": 100, "batch_size": 8, "warmup_steps": 10, "eval_interval": 100}
 
 
 def base_cfg(corpus):
@@ -58,17 +69,23 @@ def derived(corpus):
         "ch7.depth_train_steps": init_study.DEPTH_TRAIN["steps"],
         "ch7.depth_train_batch": init_study.DEPTH_TRAIN["batch_size"],
         "ch7.depth_train_lr": init_study.DEPTH_TRAIN["lr"],
+        "ch7.depth_train_windows": init_study.DEPTH_TRAIN["eval_windows"],
+        "ch7.depth_train_eval_interval": init_study.DEPTH_TRAIN["eval_interval"],
+        "ch7.depth_lrs": ", ".join(f"{x:g}" for x in init_study.DEPTH_LRS),
         "ch7.depth_warmup": init_study.DEPTH_WARMUP,
+        "ch7.embed_unit_std": init_study.EMBED_UNIT_STD,
         "ch7.coord_steps": init_study.COORD_STEPS,
         "ch7.coord_lr": init_study.COORD_LR,
         "ch7.coord_base_width": init_study.COORD_BASE_WIDTH,
         "ch7.coord_widths": ", ".join(map(str, init_study.COORD_WIDTHS)),
+        "ch7.width_sweep": ", ".join(map(str, WIDTH_SWEEP)),
         "ch7.width_steps": WIDTH_TRAIN["steps"],
         "ch7.width_batch": WIDTH_TRAIN["batch_size"],
         "ch7.width_lrs": ", ".join(f"{x:.3g}" for x in WIDTH_LRS),
         "ch7.init_train_steps": INIT_TRAIN["steps"],
         "ch7.init_std_max": web_init.LIMITS["init_std_max"],
         "ch7.coord_lr_max": web_init.LIMITS["coord_lr_max"],
+        "ch7.margin": MARGIN,
     }
     from pylib import model
     for w in init_study.COORD_WIDTHS:
@@ -77,18 +94,26 @@ def derived(corpus):
     return out
 
 
-def final_val(history):
-    """(final validation loss, or None, and the step it diverged at, or None)."""
-    div = next((r["step"] for r in history if r.get("diverged")), None)
-    return (None if div is not None else history[-1]["val"]), div
+def subset_final(history):
+    """The last record's subset validation loss (the trainer's eval_windows), or None if diverged."""
+    last = history[-1]
+    return None if last.get("diverged") else last.get("val")
 
 
 def val_curve(histories):
-    """Three-seed mean and sd of the validation loss at every eval step, for the page's band."""
+    """Mean and sd over seeds of the subset validation loss at every eval step, for the page's band."""
     evals = [[r for r in h if r.get("val") is not None] for h in histories]
     per = np.array([[r["val"] for r in e] for e in evals])  # (seeds, evals)
     return {"steps": [r["step"] for r in evals[0]], "val_mean": rounded(per.mean(axis=0)),
             "val_sd": rounded(per.std(axis=0, ddof=1))}
+
+
+def full_split(params, mcfg, corpus):
+    """The whole-split loss of trained params, or None if not finite (pylib.evaluation)."""
+    import math
+    from pylib import evaluation
+    v = evaluation.full_loss(params, mcfg, corpus.val)
+    return v if math.isfinite(v) else None
 
 
 # ---------------------------------------------------------------------------
@@ -113,20 +138,18 @@ def run_init_scale(corpus):
     # the course model trained from a few scales
     for s in INIT_TRAIN_STDS:
         mcfg = dataclasses.replace(base_cfg(corpus), init_std=s)
-        finals, divs, hist = [], [], []
+        finals, hist = {}, []
         for seed in SEEDS:
-            tcfg = dataclasses.replace(train.TrainConfig(), **INIT_TRAIN, seed=seed)
+            tcfg = dataclasses.replace(train.TrainConfig(), **INIT_TRAIN, seed=seed, final_eval=True)
             _, h = train.train(mcfg, tcfg, corpus.train, corpus.val)
-            v, d = final_val(h)
-            finals.append(v), divs.append(d), hist.append(h)
+            finals[seed] = final_val(h)
+            hist.append(h)
         key = f"ch7.init_train.std{s:g}"
-        values[key + ".diverged"] = sum(d is not None for d in divs)
-        if all(v is not None for v in finals):
-            values[key + ".val.mean"], values[key + ".val.sd"] = mean_sd(finals)
-            values[key + ".first_val.mean"], values[key + ".first_val.sd"] = mean_sd([h[0]["val"] for h in hist])
+        values.update(arm(key + ".val", finals))  # whole validation split
+        values[key + ".diverged"] = sum(v is None for v in finals.values())
+        values[key + ".first_val.mean"], values[key + ".first_val.sd"] = mean_sd([h[0]["val"] for h in hist])  # subset, step 0
+        if all(v is not None for v in finals.values()):
             curves[key] = val_curve(hist)
-        else:
-            values[key + ".diverged_at"] = min(d for d in divs if d is not None)
     return values, curves
 
 
@@ -134,64 +157,88 @@ def run_depth_init(corpus):
     from pylib.studies import init_study
     x, y = probe(corpus)
     depths = list(range(1, init_study.DEPTH_MAX + 1))
-    per_seed = [init_study.depth_stats(base_cfg(corpus), depths, ("pre", "post"), seed, x, y) for seed in SEEDS]
     values, curves = {}, {}
-    for pos in ("pre", "post"):
-        for i, L in enumerate(depths):
-            act = np.array([ps[pos][i]["act_std"] for ps in per_seed])  # (seeds, L + 1)
-            grad = np.array([ps[pos][i]["grad_norm"] for ps in per_seed])  # (seeds, L)
-            curves[f"ch7.depth_init.{pos}.L{L}"] = {"act_std_mean": rounded(act.mean(axis=0)),
-                                                   "grad_norm_mean": rounded(grad.mean(axis=0))}
-        L = depths[-1]
-        act = np.array([ps[pos][-1]["act_std"] for ps in per_seed])
-        grad = np.array([ps[pos][-1]["grad_norm"] for ps in per_seed])
-        values[f"ch7.depth_init.{pos}.L{L}.act_embed"] = float(act[:, 0].mean())
-        values[f"ch7.depth_init.{pos}.L{L}.act_last"] = float(act[:, -1].mean())
-        values[f"ch7.depth_init.{pos}.L{L}.grad_first"] = float(grad[:, 0].mean())
-        values[f"ch7.depth_init.{pos}.L{L}.grad_second"] = float(grad[:, 1].mean())
-        values[f"ch7.depth_init.{pos}.L{L}.grad_last"] = float(grad[:, -1].mean())
-        values[f"ch7.depth_init.{pos}.L{L}.loss"] = float(np.mean([ps[pos][-1]["loss"] for ps in per_seed]))
+    for variant, wpe_std in (("", None), (".unit", init_study.EMBED_UNIT_STD)):
+        per_seed = [init_study.depth_stats(base_cfg(corpus), depths, ("pre", "post"), seed, x, y, wpe_std)
+                    for seed in SEEDS]
+        for pos in ("pre", "post"):
+            if not variant:
+                for i, L in enumerate(depths):
+                    act = np.array([ps[pos][i]["act_std"] for ps in per_seed])  # (seeds, L + 1)
+                    grad = np.array([ps[pos][i]["grad_norm"] for ps in per_seed])  # (seeds, L)
+                    curves[f"ch7.depth_init.{pos}.L{L}"] = {"act_std_mean": rounded(act.mean(axis=0)),
+                                                           "grad_norm_mean": rounded(grad.mean(axis=0))}
+            L = depths[-1]
+            act = np.array([ps[pos][-1]["act_std"] for ps in per_seed])
+            grad = np.array([ps[pos][-1]["grad_norm"] for ps in per_seed])
+            k = f"ch7.depth_init{variant}.{pos}.L{L}"
+            values[k + ".act_embed"] = float(act[:, 0].mean())
+            values[k + ".act_last"] = float(act[:, -1].mean())
+            values[k + ".inv_act_last"] = float((1.0 / act[:, -1]).mean())
+            values[k + ".grad_first"] = float(grad[:, 0].mean())
+            values[k + ".grad_second"] = float(grad[:, 1].mean())
+            values[k + ".grad_middle"] = float(grad[:, L // 2 - 1].mean())
+            values[k + ".grad_last"] = float(grad[:, -1].mean())
+            values[k + ".grad_last_over_middle"] = float((grad[:, -1] / grad[:, L // 2 - 1]).mean())
+            values[k + ".loss"] = float(np.mean([ps[pos][-1]["loss"] for ps in per_seed]))
     return values, curves
 
 
-def run_depth_train(corpus):
+def run_depth_train(corpus, position):
+    """One placement: every (warmup, rate) on the grid, three seeds; each warmup setting's rate is
+    picked on the subset; the whole split scores the picked runs (and, with warmup, the page's rate)."""
     from pylib import train
     from pylib.studies import init_study
     values, curves, settings = {}, {}, {}
-    for key, (L, pos, warmup) in init_study.depth_train_settings().items():
-        finals, divs, hist = [], [], []
-        for seed in SEEDS:
-            mcfg, tcfg = init_study.depth_train_config(base_cfg(corpus), L, pos, warmup, seed)
-            _, h = train.train(mcfg, tcfg, corpus.train, corpus.val)
-            v, d = final_val(h)
-            finals.append(v), divs.append(d), hist.append(h)
-            settings[key] = {k: x for k, x in dataclasses.asdict(tcfg).items() if k != "seed"}
-        values[key + ".diverged"] = sum(d is not None for d in divs)
-        values[key + ".clipped_frac"] = float(np.mean([np.mean([bool(r.get("clipped")) for r in h]) for h in hist]))
-        if all(v is not None for v in finals):
-            values[key + ".val.mean"], values[key + ".val.sd"] = mean_sd(finals)
-            curves[key] = val_curve(hist)
-        else:
-            values[key + ".diverged_at"] = min(d for d in divs if d is not None)
+    page_lr = init_study.DEPTH_TRAIN["lr"]
+    for L in init_study.DEPTH_TRAIN_DEPTHS:
+        for warmup in (False, True):
+            key = init_study.depth_train_key(L, position, warmup)
+            runs = {}  # lr -> [(seed, params, history)]
+            for lr in init_study.DEPTH_LRS:
+                runs[lr] = []
+                for seed in SEEDS:
+                    mcfg, tcfg = init_study.depth_train_config(base_cfg(corpus), L, position, warmup, seed, lr)
+                    params, h = train.train(mcfg, tcfg, corpus.train, corpus.val)
+                    runs[lr].append((seed, params, h))
+                hist = [h for _, _, h in runs[lr]]
+                k = f"{key}.lr{lr:g}"
+                values.update(arm(k + ".sub", {seed: subset_final(h) for seed, _, h in runs[lr]}))  # subset
+                values[k + ".diverged"] = sum(bool(h[-1].get("diverged")) for h in hist)
+                values[k + ".clipped_frac"] = float(np.mean([np.mean([bool(r.get("clipped")) for r in h]) for h in hist]))
+                if lr == page_lr:
+                    settings[key] = {k2: x for k2, x in dataclasses.asdict(tcfg).items() if k2 != "seed"}
+                    if not values[k + ".diverged"]:
+                        curves[key] = val_curve(hist)  # the page's band: the subset curve of its setting
+            means = {lr: values[f"{key}.lr{lr:g}.sub.mean"] for lr in init_study.DEPTH_LRS}
+            ok = [lr for lr in init_study.DEPTH_LRS if means[lr] is not None]
+            best = min(ok, key=lambda lr: means[lr]) if ok else None
+            values[key + ".best_lr"] = best
+            scored = {}
+            for lr in ({best} | ({page_lr} if warmup else set())) - {None}:
+                mcfg = dataclasses.replace(base_cfg(corpus), n_layer=L, norm_position=position)
+                scored[lr] = {seed: (None if h[-1].get("diverged") else full_split(p, mcfg, corpus))
+                              for seed, p, h in runs[lr]}
+                values.update(arm(f"{key}.lr{lr:g}.val", scored[lr]))  # whole validation split
+            if best is not None:
+                values.update(arm(key + ".best.val", scored[best]))
     return values, curves, settings
 
 
 def run_rmsnorm(corpus):
     from pylib import model, train
     values, seconds = {}, {}
-    finals = {}
     for norm in ("layernorm", "rmsnorm"):
         mcfg = dataclasses.replace(base_cfg(corpus), norm=norm)
-        finals[norm] = []
+        finals = {}
         t0 = time.perf_counter()
         for seed in SEEDS:
-            _, h = train.train(mcfg, dataclasses.replace(train.TrainConfig(), seed=seed), corpus.train, corpus.val)
-            finals[norm].append(h[-1]["val"])
+            _, h = train.train(mcfg, dataclasses.replace(train.TrainConfig(), seed=seed, final_eval=True),
+                               corpus.train, corpus.val)
+            finals[seed] = final_val(h)
         seconds[norm] = (time.perf_counter() - t0) / len(SEEDS)
-        values[f"ch7.norm.{norm}.val.mean"], values[f"ch7.norm.{norm}.val.sd"] = mean_sd(finals[norm])
+        values.update(arm(f"ch7.norm.{norm}.val", finals))  # whole validation split
         values[f"ch7.norm.{norm}.params"] = model.count_params(mcfg)
-    diff = [r - l for r, l in zip(finals["rmsnorm"], finals["layernorm"])]
-    values["ch7.norm.delta.mean"], values["ch7.norm.delta.sd"] = mean_sd(diff)
     return values, {f"ch7.norm.{k}.seconds_per_run": v for k, v in seconds.items()}
 
 
@@ -221,114 +268,186 @@ def run_coord(corpus):
     return values, curves
 
 
+def width_model(corpus, param, w):
+    from pylib.studies import init_study
+    mcfg = init_study.width_config(base_cfg(corpus), w, 0 if param == "sp" else init_study.COORD_BASE_WIDTH)
+    return dataclasses.replace(mcfg, mup_output_mult=param != "mup_noout")
+
+
+def width_train_config(param, lr, seed):
+    """The sweep's run: µP's arms use mup's weight-decay rule (lr * wd kept, as MuAdamW's default)."""
+    from pylib import train
+    return dataclasses.replace(train.TrainConfig(), **WIDTH_TRAIN, lr=lr, seed=seed,
+                               mup_constant_decay=param != "sp")
+
+
 def run_width_sweep(corpus):
     from pylib import train
     from pylib.studies import init_study
     values, curves = {}, {}
+    base_w = init_study.COORD_BASE_WIDTH
+    shared = {}  # width 16 is µP's base width: there every arm is the same model (tested), run once
     for param in WIDTH_ARMS:
-        curve = {"widths": list(init_study.COORD_WIDTHS), "lrs": list(WIDTH_LRS), "val_mean": [], "diverged": []}
+        curve = {"widths": list(WIDTH_SWEEP), "lrs": list(WIDTH_LRS), "val_mean": [], "diverged": [],
+                 "evaluation": "subset"}
         per_width = {}
-        for w in init_study.COORD_WIDTHS:
-            mcfg = init_study.width_config(base_cfg(corpus), w, 0 if param == "sp" else init_study.COORD_BASE_WIDTH)
-            mcfg = dataclasses.replace(mcfg, mup_output_mult=param != "mup_noout")
-            finals = []
-            for lr in WIDTH_LRS:
-                runs = []
-                for seed in SEEDS:
-                    tcfg = dataclasses.replace(train.TrainConfig(), **WIDTH_TRAIN, lr=lr, seed=seed)
-                    runs.append(final_val(train.train(mcfg, tcfg, corpus.train, corpus.val)[1])[0])
-                finals.append(runs)
-            summary = init_study.lr_sweep_summary(list(WIDTH_LRS), finals)
+        for w in WIDTH_SWEEP:
+            mcfg = width_model(corpus, param, w)
+            if w == base_w and shared:
+                runs = shared["runs"]
+            else:
+                runs = [[(seed,) + train.train(mcfg, width_train_config(param, lr, seed), corpus.train, corpus.val)
+                         for seed in SEEDS] for lr in WIDTH_LRS]  # [lr][seed] = (seed, params, history)
+                if w == base_w:
+                    shared["runs"] = runs
+            subset = [[subset_final(h) for _, _, h in r] for r in runs]
+            summary = init_study.lr_sweep_summary(list(WIDTH_LRS), subset)
             curve["val_mean"].append([None if m is None else round(m, 5) for m in summary["mean"]])
             curve["diverged"].append(summary["diverged"])
             key = f"ch7.width.{param}.w{w}"
             values[key + ".best_lr"] = summary["best_lr"]
-            best = summary["best_index"]
-            values[key + ".best_val.mean"], values[key + ".best_val.sd"] = mean_sd(finals[best])
             values[key + ".diverged_runs"] = sum(summary["diverged"])
-            per_width[w] = (finals, summary)
-        base_index = per_width[init_study.COORD_WIDTHS[0]][1]["best_index"]  # the narrowest model's best lr
+            per_width[w] = (mcfg, runs, summary)
+        base_index = per_width[base_w][2]["best_index"]  # the narrowest model's best lr
         values[f"ch7.width.{param}.base_lr"] = WIDTH_LRS[base_index]
-        for w, (finals, summary) in per_width.items():
-            # what transferring the narrowest model's best lr costs at this width
-            key = f"ch7.width.{param}.w{w}"
-            if summary["mean"][base_index] is not None:
-                values[key + ".at_base_lr.mean"], values[key + ".at_base_lr.sd"] = mean_sd(finals[base_index])
-                values[key + ".transfer_gap"] = summary["mean"][base_index] - summary["mean"][summary["best_index"]]
-        curves[f"ch7.width.{param}"] = curve
-        bests = [values[f"ch7.width.{param}.w{w}.best_lr"] for w in init_study.COORD_WIDTHS]
+        bests = [values[f"ch7.width.{param}.w{w}.best_lr"] for w in WIDTH_SWEEP]
         values[f"ch7.width.{param}.best_lr_spread"] = max(bests) / min(bests)  # 1 = the best lr transferred
+        for w in WIDTH_FULL:
+            mcfg, runs, summary = per_width[w]
+            scored = {}
+            for name, i in (("best_val", summary["best_index"]), ("at_base_lr", base_index)):
+                if i not in scored:
+                    scored[i] = {seed: (None if h[-1].get("diverged") else full_split(p, mcfg, corpus))
+                                 for seed, p, h in runs[i]}
+                values.update(arm(f"ch7.width.{param}.w{w}.{name}", scored[i]))  # whole validation split
+        curves[f"ch7.width.{param}"] = curve
     return values, curves
 
 
 # ---------------------------------------------------------------------------
+# The parts: independent, so measure.py can run them at once
+
+
+PARTS = ["part_depth_pre", "part_depth_post", "part_width", "part_init", "part_small"]
+
+
+def _timed(name, fn, corpus):
+    t0 = time.perf_counter()
+    out = fn(corpus)
+    return out, {f"ch7.{name}.seconds": time.perf_counter() - t0}
+
+
+def part_depth_pre(corpus):
+    (v, c, s), t = _timed("depth_train_pre", lambda cp: run_depth_train(cp, "pre"), corpus)
+    return {"values": v, "curves": c, "settings": s, "timings": t}
+
+
+def part_depth_post(corpus):
+    (v, c, s), t = _timed("depth_train_post", lambda cp: run_depth_train(cp, "post"), corpus)
+    return {"values": v, "curves": c, "settings": s, "timings": t}
+
+
+def part_width(corpus):
+    from pylib.studies import init_study
+    (v, c), t = _timed("width", run_width_sweep, corpus)
+    settings = {"ch7.width": {**WIDTH_TRAIN, "lrs": list(WIDTH_LRS), "widths": list(WIDTH_SWEEP),
+                              "whole_split_widths": list(WIDTH_FULL), "mup_base_width": init_study.COORD_BASE_WIDTH,
+                              "mup_constant_decay": "µP arms only"}}
+    return {"values": v, "curves": c, "settings": settings, "timings": t}
+
+
+def part_init(corpus):
+    (v, c), t = _timed("init_scale", run_init_scale, corpus)
+    return {"values": {**v, "ch7.seeds": len(SEEDS)}, "curves": c,
+            "settings": {"ch7.init_train": dict(INIT_TRAIN)}, "timings": t}
+
+
+def part_small(corpus):
+    from pylib.studies import init_study
+    values, curves, timings = {}, {}, {}
+    for name, fn in [("depth_init", run_depth_init), ("coord", run_coord)]:
+        (v, c), t = _timed(name, fn, corpus)
+        values.update(v), curves.update(c), timings.update(t)
+    (v, t2), t = _timed("norm", run_rmsnorm, corpus)
+    values.update(v), timings.update(t), timings.update(t2)
+    settings = {"ch7.coord": {"lr": init_study.COORD_LR, "steps": init_study.COORD_STEPS,
+                              "batch_size": init_study.COORD_BATCH, "schedule": "constant"}}
+    return {"values": values, "curves": curves, "settings": settings, "timings": timings}
 
 
 def run(corpus):
-    values, curves, settings, timings = {}, {}, {}, {}
-    for name, fn in [("init_scale", run_init_scale), ("depth_init", run_depth_init), ("coord", run_coord),
-                     ("width", run_width_sweep)]:
-        t0 = time.perf_counter()
-        v, c = fn(corpus)
-        values.update(v), curves.update(c)
-        timings[f"ch7.{name}.seconds"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    v, c, s = run_depth_train(corpus)
-    values.update(v), curves.update(c), settings.update(s)
-    timings["ch7.depth_train.seconds"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    v, t = run_rmsnorm(corpus)
-    values.update(v), timings.update(t)
-    timings["ch7.norm.seconds"] = time.perf_counter() - t0
-    from pylib.studies import init_study
-    settings["ch7.width"] = {**WIDTH_TRAIN, "lrs": list(WIDTH_LRS), "widths": list(init_study.COORD_WIDTHS),
-                             "mup_base_width": init_study.COORD_BASE_WIDTH}
-    settings["ch7.coord"] = {"lr": init_study.COORD_LR, "steps": init_study.COORD_STEPS,
-                             "batch_size": init_study.COORD_BATCH, "schedule": "constant"}
-    settings["ch7.init_train"] = dict(INIT_TRAIN)
-    values["ch7.seeds"] = len(SEEDS)
-    return {"values": values, "curves": curves, "settings": settings, "timings": timings}
+    """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
+    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+    for name in PARTS:
+        for section, entries in globals()[name](corpus).items():
+            out[section].update(entries)
+    return out
 
 
 def _pm(v, key, fmt=".4f"):
     sd_fmt = fmt.lstrip("+")
-    return f"{v[key + '.mean']:{fmt}} ± {v[key + '.sd']:{sd_fmt}}" if key + ".mean" in v else "diverged"
+    m = v.get(key + ".mean")
+    return f"{m:{fmt}} ± {v[key + '.sd']:{sd_fmt}}" if m is not None else "diverged"
 
 
 def markdown(results):
     """results.md's section for chapter 7."""
+    from experiments.common import EVAL_FULL, paired_text
     from pylib.studies import init_study
     v = results["values"]
+    L = init_study.DEPTH_MAX
     lines = ["## Chapter 7: initialisation, normalisation and µP", "",
-             f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds.", "",
+             f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds. Final losses: {EVAL_FULL}. "
+             f"Comparisons: paired by seed, 95% t-interval, margin ±{MARGIN} nats.", "",
              f"### Init scale ({INIT_DEPTH} layers, width 16, at initialisation)", "",
              "| init std | loss at init | residual std after embeddings | after last block | key |",
              "| --- | --- | --- | --- | --- |"]
     for s in INIT_STDS:
         k = f"ch7.init_scale.std{s:g}"
         lines.append(f"| {s:g} | {_pm(v, k + '.loss')} | {v[k + '.act_first']:.4g} | {_pm(v, k + '.act_last', '.4g')} | `{k}` |")
-    lines += ["", f"The course model trained {INIT_TRAIN['steps']} steps from each scale (default settings otherwise):", "",
-              "| init std | final val loss | diverged runs | key |", "| --- | --- | --- | --- |"]
+    lines += ["", f"The course model trained {INIT_TRAIN['steps']} steps from each scale (default settings otherwise); "
+              "step-0 loss on the 128-window subset, final loss on the whole split:", "",
+              "| init std | step-0 loss (subset) | final val loss | against 0.02 | key |", "| --- | --- | --- | --- | --- |"]
     for s in INIT_TRAIN_STDS:
         k = f"ch7.init_train.std{s:g}"
-        lines.append(f"| {s:g} | {_pm(v, k + '.val')} | {v[k + '.diverged']} | `{k}` |")
-    lines += ["", "### Depth at initialisation (width 16, 8 layers)", "",
-              "| placement | residual std: embeddings | last block | grad norm: block 0 | block 1 | last block | key |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for pos in ("pre", "post"):
-        k = f"ch7.depth_init.{pos}.L{init_study.DEPTH_MAX}"
-        lines.append(f"| {pos}-LN | {v[k + '.act_embed']:.4g} | {v[k + '.act_last']:.4g} | {v[k + '.grad_first']:.4g} | "
-                     f"{v[k + '.grad_second']:.4g} | {v[k + '.grad_last']:.4g} | `{k}` |")
-    lines += ["", f"### Depth: training ({init_study.DEPTH_TRAIN}, warmup {init_study.DEPTH_WARMUP} or 0)", "",
-              "| setting | final val loss | diverged runs | clipped steps (fraction) | key |", "| --- | --- | --- | --- | --- |"]
-    for key in init_study.depth_train_settings():
-        lines.append(f"| {key.split('depth_train.')[1]} | {_pm(v, key + '.val')} | {v[key + '.diverged']} | "
-                     f"{v[key + '.clipped_frac']:.3f} | `{key}` |")
-    lines += ["", "### RMSNorm against LayerNorm (the default run)", "",
+        cmp = "" if s == 0.02 else paired_text(v, k + ".val", "ch7.init_train.std0.02.val", MARGIN)
+        lines.append(f"| {s:g} | {_pm(v, k + '.first_val')} | {_pm(v, k + '.val')} | {cmp} | `{k}.val` |")
+    for variant, title in (("", "the default init"), (".unit", f"position embedding at std {init_study.EMBED_UNIT_STD:g}")):
+        lines += ["", f"### Depth at initialisation (width 16, {L} layers, {title})", "",
+                  "| placement | residual std: embeddings | last block | grad norm: block 1 | block 2 | middle block | last block | key |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for pos in ("pre", "post"):
+            k = f"ch7.depth_init{variant}.{pos}.L{L}"
+            lines.append(f"| {pos}-LN | {v[k + '.act_embed']:.4g} | {v[k + '.act_last']:.4g} | {v[k + '.grad_first']:.4g} | "
+                         f"{v[k + '.grad_second']:.4g} | {v[k + '.grad_middle']:.4g} | {v[k + '.grad_last']:.4g} | `{k}` |")
+    lines += ["", f"### Depth: training ({init_study.DEPTH_TRAIN} at peak rates {init_study.DEPTH_LRS}, warmup "
+              f"{init_study.DEPTH_WARMUP} or 0)", "",
+              f"Final loss on the {init_study.DEPTH_TRAIN['eval_windows']}-window subset (used only to pick each "
+              "setting's rate):", "",
+              "| setting | " + " | ".join(f"lr {lr:g}" for lr in init_study.DEPTH_LRS) + " | picked | clipped steps at each lr |",
+              "| --- |" + " --- |" * (len(init_study.DEPTH_LRS) + 2)]
+    keys = list(init_study.depth_train_settings())
+    for key in keys:
+        cells = " | ".join(_pm(v, f"{key}.lr{lr:g}.sub") for lr in init_study.DEPTH_LRS)
+        clipped = ", ".join(f"{v[f'{key}.lr{lr:g}.clipped_frac']:.3f}" for lr in init_study.DEPTH_LRS)
+        lines.append(f"| {key.split('depth_train.')[1]} | {cells} | {v[key + '.best_lr']} | {clipped} |")
+    lines += ["", "At each setting's picked rate, on the whole split:", "", "| setting | final val loss | key |",
+              "| --- | --- | --- |"]
+    for key in keys:
+        lines.append(f"| {key.split('depth_train.')[1]} | {_pm(v, key + '.best.val')} | `{key}.best.val` |")
+    d = f"ch7.depth_train.L{L}"
+    lines += ["", "Paired comparisons (whole split, each setting at its picked rate):", "",
+              f"- pre-LN, warmup − no warmup: {paired_text(v, d + '.pre.warmup.best.val', d + '.pre.nowarmup.best.val', MARGIN)}",
+              f"- post-LN, warmup − no warmup: {paired_text(v, d + '.post.warmup.best.val', d + '.post.nowarmup.best.val', MARGIN)}",
+              f"- with warmup, post-LN − pre-LN: {paired_text(v, d + '.post.warmup.best.val', d + '.pre.warmup.best.val', MARGIN)}",
+              f"- without warmup, post-LN − pre-LN: {paired_text(v, d + '.post.nowarmup.best.val', d + '.pre.nowarmup.best.val', MARGIN)}",
+              f"- post-LN with warmup at the page's rate {init_study.DEPTH_TRAIN['lr']:g} (whole split): "
+              f"{_pm(v, d + '.post.warmup.lr' + format(init_study.DEPTH_TRAIN['lr'], 'g') + '.val')}"]
+    lines += ["", "### RMSNorm against LayerNorm (the default run; whole split)", "",
               "| norm | params | final val loss | key |", "| --- | --- | --- | --- |"]
     for norm in ("layernorm", "rmsnorm"):
-        lines.append(f"| {norm} | {v[f'ch7.norm.{norm}.params']} | {_pm(v, f'ch7.norm.{norm}.val')} | `ch7.norm.{norm}` |")
-    lines += [f"| paired difference (RMSNorm − LayerNorm) | | {_pm(v, 'ch7.norm.delta', '+.4f')} | `ch7.norm.delta` |", "",
+        lines.append(f"| {norm} | {v[f'ch7.norm.{norm}.params']} | {_pm(v, f'ch7.norm.{norm}.val')} | `ch7.norm.{norm}.val` |")
+    lines += ["", f"RMSNorm − LayerNorm: {paired_text(v, 'ch7.norm.rmsnorm.val', 'ch7.norm.layernorm.val', MARGIN)}", "",
               f"### Coordinate check (Adam, lr {init_study.COORD_LR}, constant, {init_study.COORD_STEPS} steps, batch {init_study.COORD_BATCH})", "",
               "RMS of one coordinate after the last step; ratio = width 128 / width 16.", "",
               "| parameterisation | quantity | width 16 | width 128 | ratio |", "| --- | --- | --- | --- | --- |"]
@@ -336,8 +455,9 @@ def markdown(results):
         for k in init_study.COORD_KEYS:
             b = f"ch7.coord.{param}.{k}"
             lines.append(f"| {param} | {k} | {v[b + '.w16']:.4g} | {v[b + '.w128']:.4g} | {v[b + '.ratio']:.3g} |")
-    lines += ["", f"### Learning rate against width ({WIDTH_TRAIN}; lrs {', '.join(f'{x:.3g}' for x in WIDTH_LRS)})", "",
-              "Final validation loss, mean over seeds (– : a seed diverged).", ""]
+    lines += ["", f"### Learning rate against width ({WIDTH_TRAIN}; lrs {', '.join(f'{x:.3g}' for x in WIDTH_LRS)}; "
+              "µP arms with mup's weight-decay rule)", "",
+              "Final loss on the 128-window subset, mean over seeds (– : a seed diverged); used only to pick the rate.", ""]
     curves = results["curves"]
     for param in WIDTH_ARMS:
         c = curves[f"ch7.width.{param}"]
@@ -346,14 +466,14 @@ def markdown(results):
         for w, row in zip(c["widths"], c["val_mean"]):
             cells = " | ".join("–" if m is None else f"{m:.4f}" for m in row)
             lines.append(f"| {w} | {cells} | {v[f'ch7.width.{param}.w{w}.best_lr']:.3g} |")
-        lines += ["", f"Spread of the best lr across widths (max/min): {v[f'ch7.width.{param}.best_lr_spread']:.3g} "
-                      f"(`ch7.width.{param}.best_lr_spread`)", "",
-                  f"Transferring width 16's best lr ({v[f'ch7.width.{param}.base_lr']:.3g}): final val loss there, and its "
-                  "excess over the width's best:", "", "| width | loss at width 16's best lr | excess | key |",
-                  "| --- | --- | --- | --- |"]
-        for w in c["widths"]:
+        lines += ["", f"Whole split, at the picked rate and at width 16's rate ({v[f'ch7.width.{param}.base_lr']:.3g}):", "",
+                  "| width | at its picked rate | at width 16's rate | key |", "| --- | --- | --- | --- |"]
+        for w in WIDTH_FULL:
             k = f"ch7.width.{param}.w{w}"
-            if k + ".transfer_gap" in v:
-                lines.append(f"| {w} | {_pm(v, k + '.at_base_lr')} | {v[k + '.transfer_gap']:.4f} | `{k}.transfer_gap` |")
-        lines.append("")
+            lines.append(f"| {w} | {_pm(v, k + '.best_val')} | {_pm(v, k + '.at_base_lr')} | `{k}` |")
+        hi, lo = WIDTH_FULL[-1], WIDTH_FULL[0]
+        lines += ["", f"- width {hi} at width 16's rate − at its own: "
+                      f"{paired_text(v, f'ch7.width.{param}.w{hi}.at_base_lr', f'ch7.width.{param}.w{hi}.best_val', MARGIN)}",
+                  f"- width {hi} − width {lo}, each at its picked rate: "
+                  f"{paired_text(v, f'ch7.width.{param}.w{hi}.best_val', f'ch7.width.{param}.w{lo}.best_val', MARGIN)}", ""]
     return lines

@@ -117,6 +117,29 @@ def test_depth_train_config_is_the_measured_setting():
     assert init_study.depth_train_config(CFG, 8, "pre", True, 0)[1].warmup_steps == init_study.DEPTH_WARMUP
 
 
+def test_depth_rate_grid_changes_only_the_rate_and_contains_the_pages_rate():
+    # The page's band is the grid's runs at the page's rate: same config, so the same subset curve.
+    page = init_study.depth_train_config(CFG, 8, "post", True, 1)[1]
+    assert page.lr == init_study.DEPTH_TRAIN["lr"] and page.lr in init_study.DEPTH_LRS
+    assert page.eval_windows == init_study.DEPTH_TRAIN["eval_windows"] and not page.final_eval
+    other = init_study.depth_train_config(CFG, 8, "post", True, 1, lr=init_study.DEPTH_LRS[0])[1]
+    assert other.lr == init_study.DEPTH_LRS[0] != page.lr
+    assert dataclasses.replace(other, lr=page.lr) == page
+
+
+def test_position_embedding_at_unit_std_makes_the_stream_enter_block_one_at_size_one(batch):
+    x, y = batch
+    cfg = dataclasses.replace(CFG, n_layer=3, norm_position="post")
+    small = init_study.init_stats(cfg, 0, x, y)
+    unit = init_study.init_stats(cfg, 0, x, y, wpe_std=1.0)
+    assert small["act_std"][0] == pytest.approx(math.sqrt(2) * CFG.init_std, rel=0.2)
+    assert unit["act_std"][0] == pytest.approx(1.0, rel=0.1)
+    # the small stream's first post-LN norm divides by ~0.03: block 1's gradient is far above block 2's;
+    # at unit size that excess is gone
+    assert small["grad_norm"][0] > 5 * small["grad_norm"][1]
+    assert unit["grad_norm"][0] < 1.5 * unit["grad_norm"][1]
+
+
 # ---------------------------------------------------------------------------
 # The page ops
 

@@ -25,9 +25,14 @@ from pylib import loss as xent, model
 # The settings of chapter 7's runs, shared by experiments/ch7.py and the page (pylib.web.init_ops)
 
 DEPTH_MAX = 8  # the depth family: n_layer 1..8 at the course model's width (n_layer 1 is the course model)
-DEPTH_TRAIN = {"steps": 150, "batch_size": 8, "lr": 2e-2, "eval_interval": 25, "eval_windows": 16}
+# The page's run (and its measured band): 150 steps at peak lr 0.02. The curve is on a 64-window subset
+# of the validation split (half the default 128: an 8-block model's evaluation costs 8 times the
+# course model's, and the page repeats it every 25 steps).
+DEPTH_TRAIN = {"steps": 150, "batch_size": 8, "lr": 2e-2, "eval_interval": 25, "eval_windows": 64}
 DEPTH_WARMUP = 20  # warmup steps of the "with warmup" runs (the default run's); the others have none
 DEPTH_TRAIN_DEPTHS = (8,)  # the depth measured with three seeds (the band in the page)
+DEPTH_LRS = (5e-3, 1e-2, 2e-2)  # the peak rates each placement is run at; DEPTH_TRAIN's is the last
+EMBED_UNIT_STD = 1.0  # the position embedding's std in the check with the stream entering block 1 at size ~1
 
 COORD_WIDTHS = (16, 32, 64, 128)  # n_embd; n_head stays the course model's 2, so the head size grows
 COORD_BASE_WIDTH = 16  # muP's base width: at 16 the muP model is the standard one
@@ -48,13 +53,14 @@ def depth_train_settings():
             for w in (False, True)}
 
 
-def depth_train_config(base, depth, position, warmup, seed):
-    """(model config, train config) of a short run at this depth and norm placement."""
+def depth_train_config(base, depth, position, warmup, seed, lr=None):
+    """(model config, train config) of a short run at this depth and norm placement (lr: the
+    page's, DEPTH_TRAIN["lr"], unless given)."""
     from pylib import train
     mcfg = dataclasses.replace(base, n_layer=depth, norm_position=position)
     tcfg = dataclasses.replace(train.TrainConfig(), **DEPTH_TRAIN, warmup_steps=DEPTH_WARMUP if warmup else 0,
                                seed=seed)
-    return mcfg, tcfg
+    return mcfg, (tcfg if lr is None else dataclasses.replace(tcfg, lr=lr))
 
 
 def coord_train_config(base, width, mup, seed, lr=COORD_LR):
@@ -86,10 +92,16 @@ def block_grad_norms(grads, cfg):
     return out
 
 
-def init_stats(cfg, seed, x, y):
+def init_stats(cfg, seed, x, y, wpe_std=None):
     """At init (seed): {loss, act_std (L + 1: embeddings, then each block's output), grad_norm (L),
-    logit_std}, on the batch x, y (B, T)."""
+    logit_std}, on the batch x, y (B, T).
+
+    wpe_std: if given, the position embedding is redrawn at this std (the same draw, rescaled), so
+    that the stream enters block 1 at about that size; the token embedding, tied to the output
+    layer, keeps cfg.init_std."""
     params = model.init_params(cfg, seed)
+    if wpe_std is not None:
+        params["wpe"] *= wpe_std / cfg.init_std
     trace = []
     with np.errstate(all="ignore"):  # a huge init scale overflows float32: reported as None
         logits, cache = model.forward(params, cfg, x, trace=trace)  # logits (B, T, V)
@@ -108,10 +120,10 @@ def init_scale_sweep(cfg, init_stds, seed, x, y):
     return [init_stats(dataclasses.replace(cfg, init_std=s), seed, x, y) for s in init_stds]
 
 
-def depth_stats(cfg, depths, positions, seed, x, y):
+def depth_stats(cfg, depths, positions, seed, x, y, wpe_std=None):
     """{position: [init_stats at n_layer = L for L in depths]} for norm positions "pre"/"post"."""
-    return {pos: [init_stats(dataclasses.replace(cfg, n_layer=L, norm_position=pos), seed, x, y) for L in depths]
-            for pos in positions}
+    return {pos: [init_stats(dataclasses.replace(cfg, n_layer=L, norm_position=pos), seed, x, y, wpe_std)
+                  for L in depths] for pos in positions}
 
 
 # ---------------------------------------------------------------------------

@@ -154,6 +154,10 @@ def test_depth_train_runs_to_the_end_and_matches_cpython(chapter7):
     assert len(r["losses"]) == len(cpython)
     assert r["losses"][:FIRST_STEPS] == pytest.approx(cpython[:FIRST_STEPS], abs=1e-5)
     assert r["final_val_loss"] < hist[0]["val"] - 0.5  # it learnt
+    # the live value is the subset's, the evaluation the band uses, and the page says so
+    windows = init_study.DEPTH_TRAIN["eval_windows"]
+    expect(w.locator('[data-role="message"]')).to_contain_text(f"{windows}-window subset")
+    expect(w.locator(".widget-hint")).to_contain_text(f"{windows}-window subset")
     expect(w.locator('[data-role="band-note"]')).to_contain_text("No measured band")
 
 

@@ -78,7 +78,7 @@ export async function mount(root, client) {
       } else if (value.stopped) {
         setStatus("stopped", `Stopped at step ${r.steps}. Press Start to train again from step 0.`);
       } else {
-        const val = r.final_val_loss == null ? "" : `, final validation loss ${r.final_val_loss.toFixed(3)}`;
+        const val = r.final_val_loss == null ? "" : `, final validation loss ${r.final_val_loss.toFixed(3)} (on the ${d.subset_windows}-window subset)`;
         setStatus("done", `Done: ${r.steps} steps${val}.`);
       }
     } catch (err) {
