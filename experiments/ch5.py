@@ -10,7 +10,8 @@ the page's live run uses: COMPARISON_EVAL_WINDOWS windows every COMPARISON_EVAL_
    each, three seeds, SWEEP_STEPS steps of the default model and batch. A rate counts only if no
    seed diverged; the best rate is the lowest mean final loss. The runs at the best rate ARE the
    comparison of the optimisers (their subset curves are kept as bands): nothing is re-run.
-   One part per optimiser (PARTS), so that measure.py can spread them over the cores.
+   Parts (PARTS) so that measure.py can spread them over the cores: one per optimiser, except that
+   Adam, AdamW and the decay study share one (part_adam_decay), to run their common runs once.
 2. Weight decay (part_decay), at one rate fixed in advance (DECAY_LR, the course's default peak
    rate): Adam without decay, and a small grid of coefficients for each of AdamW (decoupled,
    PyTorch's form p *= 1 - lr*wd) and Adam + L2, three seeds each; each method's best coefficient
@@ -25,10 +26,11 @@ best coefficients and no decay, where three seeds left the chapter's comparisons
 best is chosen on the first three seeds.
 
 Budget (counted): 75 sweep runs (runs that diverge stop early and skip the final evaluation),
-6 extra-seed sweep runs, 27 + 9 decay runs, 6 short equilibrium runs. Timed with a small script (OPENBLAS_NUM_THREADS=1, quiet
+6 extra-seed sweep runs, 21 + 9 decay runs (6 of its 27 grid runs are the sweep's), 6 short
+equilibrium runs. Timed with a small script (OPENBLAS_NUM_THREADS=1, quiet
 machine): a 200-step run with its whole-split evaluation costs ~1.2-1.3 s of CPU (~0.6 s of it
-the evaluation), so ~95 s for the sweep, ~45 s for decay, ~4 s for the equilibrium: ~145 s of
-CPU in all, within the 150 s the chapter may take, spread over the cores by PARTS.
+the evaluation), (1.3-1.6 s at a load of 2), so ~95-115 s for the sweep, ~38-45 s for decay, ~4 s for the
+equilibrium: ~140-165 s of CPU, about the 150 s the chapter may take.
 """
 
 import dataclasses
@@ -73,19 +75,28 @@ def decayed_rms(params):
     return math.sqrt(total / sum(params[n].size for n in names))
 
 
-def run_setting(corpus, make_cfg, seeds=SEEDS):
+def run_setting(corpus, make_cfg, seeds=SEEDS, cache=None):
     """One setting, every seed: per-seed histories, the final loss on the whole validation split
-    (None if the run diverged) and the final params' decayed RMS."""
+    (None if the run diverged) and the final params' decayed RMS.
+
+    cache, optional: a dict {TrainConfig: run} shared by the settings of one part, so that a run two
+    studies share (Adam at the decay study's rate is the sweep's Adam at that rate) is made once;
+    the values are the same either way (same config, same seed: the same run)."""
     from pylib import model, train
     model_cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     runs = {}
     for seed in seeds:
         cfg = dataclasses.replace(make_cfg(seed), final_eval=True)
+        if cache is not None and cfg in cache:
+            runs[seed] = cache[cfg]
+            continue
         params, history = train.train(model_cfg, cfg, corpus.train, corpus.val)
         diverged = next((r["step"] for r in history if r.get("diverged")), None)
         value = final_val(history)
         runs[seed] = {"history": history, "diverged_at": diverged, "final_val": value,
                       "rms": None if value is None else decayed_rms(params)}
+        if cache is not None:
+            cache[cfg] = runs[seed]
     return runs
 
 
@@ -111,14 +122,14 @@ def per_seed(runs, field="final_val"):
 # 1. The sweep, one part per optimiser
 
 
-def sweep_part(corpus, name):
+def sweep_part(corpus, name, cache=None):
     values, curves, settings = {}, {}, {}
     overrides, lrs, label = SWEEP[name]
     t0 = time.perf_counter()
     table = {"lrs": lrs, "val_mean": [], "val_sd": [], "diverged_seeds": []}
     cells = []
     for k, lr in enumerate(lrs):
-        runs = run_setting(corpus, lambda seed: sweep_config(name, lr, seed))
+        runs = run_setting(corpus, lambda seed: sweep_config(name, lr, seed), cache=cache)
         n_div = sum(r["diverged_at"] is not None for r in runs.values())
         key = f"ch5.sweep.{name}.lr{k}"
         values[f"{key}.lr"] = lr
@@ -172,14 +183,6 @@ def part_momentum(corpus):
     return sweep_part(corpus, "momentum")
 
 
-def part_adam(corpus):
-    return sweep_part(corpus, "adam")
-
-
-def part_adamw(corpus):
-    return sweep_part(corpus, "adamw")
-
-
 def part_muon(corpus):
     return sweep_part(corpus, "muon")
 
@@ -193,16 +196,16 @@ def decay_config(method, wd, seed):
     return dataclasses.replace(sweep_config("adamw", DECAY_LR, seed), weight_decay=wd, optimizer=method)
 
 
-def part_decay(corpus):
+def part_decay(corpus, cache=None):
     t0 = time.perf_counter()
     values, curves = {}, {}
-    none = run_setting(corpus, lambda seed: decay_config("adamw", 0.0, seed))
+    none = run_setting(corpus, lambda seed: decay_config("adamw", 0.0, seed), cache=cache)
     values.update(arm("ch5.decay.none.final_val", per_seed(none)))
     values.update(arm("ch5.decay.none.rms", per_seed(none, "rms")))
     for method, grid in DECAY_GRID.items():
         best = None
         for i, wd in enumerate(grid):
-            runs = run_setting(corpus, lambda seed: decay_config(method, wd, seed))
+            runs = run_setting(corpus, lambda seed: decay_config(method, wd, seed), cache=cache)
             key = f"ch5.decay.{method}.wd{i}"
             values[f"{key}.wd"] = wd
             values.update(arm(f"{key}.final_val", per_seed(runs)))
@@ -287,7 +290,17 @@ def part_equilibrium(corpus):
     return {"values": values, "timings": {"ch5.equilibrium.seconds": time.perf_counter() - t0}}
 
 
-PARTS = ["part_sgd", "part_momentum", "part_adam", "part_adamw", "part_muon", "part_decay", "part_equilibrium"]
+def part_adam_decay(corpus):
+    """Adam's and AdamW's sweeps and the decay study, in one task: the decay study's no-decay arm and
+    its AdamW arm at 0.1 are the sweeps' Adam and AdamW at DECAY_LR, so they are run once."""
+    cache, out = {}, {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+    for part in (sweep_part(corpus, "adam", cache), sweep_part(corpus, "adamw", cache), part_decay(corpus, cache)):
+        for section, entries in part.items():
+            out[section].update(entries)
+    return out
+
+
+PARTS = ["part_sgd", "part_momentum", "part_adam_decay", "part_muon", "part_equilibrium"]
 
 
 def run(corpus):
