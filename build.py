@@ -319,7 +319,8 @@ class ChapterContext:
                 f"{c.verdict!r} (Δ {c.mean:+.4f}, 95% interval {c.low:+.4f} to {c.high:+.4f}, {c.n} seeds, "
                 f"margin {margin}): rewrite the sentence around it")
         sign = lambda x: format_number(x, "+" + fmt).replace("-", "−")  # noqa: E731
-        text = (f"Δ = {sign(c.mean)} {unit}, 95% interval {sign(c.low)} to {sign(c.high)} over {c.n} paired seeds: "
+        unit_text = f" {unit}" if unit else ""
+        text = (f"Δ = {sign(c.mean)}{unit_text}, 95% interval {sign(c.low)} to {sign(c.high)} over {c.n} paired seeds: "
                 f"{c.words(unit)}")
         return figure("measured", markupsafe.escape(text),
                       f"measured, paired by seed: results.json {key_a} minus {key_b}; verdict from the "

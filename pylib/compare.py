@@ -107,7 +107,7 @@ class Comparison:
         return {
             "lower": "lower",
             "higher": "higher",
-            "null": f"no difference as large as {self.margin:g} {unit} (a null result, {self.n} seeds)",
+            "null": f"no difference as large as {self.margin:g}{' ' + unit if unit else ''} (a null result, {self.n} seeds)",
             "unresolved": f"no difference resolved with {self.n} seeds",
         }[self.verdict]
 
