@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from experiments.common import EVAL_FULL, SEEDS, arm, final_val, mean_sd, paired_text, rounded
+from experiments.common import EVAL_FULL, SEEDS, arm, final_val, paired_text, rounded
 from pylib.studies.optim_state import COMPARISON as SWEEP  # the settings the page's live widget re-runs
 from pylib.studies.optim_state import COMPARISON_EVAL_INTERVAL as EVAL_INTERVAL
 from pylib.studies.optim_state import COMPARISON_EVAL_WINDOWS as EVAL_WINDOWS
