@@ -13,7 +13,7 @@ export async function mount(root, client) {
   const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
   const measured = JSON.parse($('[data-role="measured"]').textContent);
   const config = JSON.parse($('[data-role="config"]').textContent);
-  const subset = `on the ${config.eval_windows}-window subset`;
+  const subset = config.eval_windows ? `on the ${config.eval_windows}-window subset` : "on the trainer's fixed subset of windows";
   const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
   const note = $('[data-role="band-note"]');
   const chart = new LossChart($('[data-role="chart"]'));
