@@ -82,13 +82,17 @@ def run_experiments(only=None, results=None, executor=None, workers=None):
     own = executor is None
     executor = executor or default_executor(workers)
     t0, outputs = time.perf_counter(), {}
+    # Longest first (by the last run's task times, when there are any), so that no worker is left
+    # with a long task at the end; the merge below is in chapter order whatever the submission order.
+    last = last_task_seconds()
+    submit_order = sorted(tasks, key=lambda task: -last.get(task_name(*task), 0.0))
     try:
-        futures = {executor.submit(run_task, chapter, part): (chapter, part) for chapter, part in tasks}
+        futures = {executor.submit(run_task, chapter, part): (chapter, part) for chapter, part in submit_order}
         print(f"measure: {len(tasks)} tasks on {getattr(executor, '_max_workers', '?')} workers", flush=True)
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             chapter, part = futures[future]
             outputs[chapter, part] = future.result()
-            print(f"measure: [{done}/{len(tasks)}] {chapter}{'.' + part if part else ''} took "
+            print(f"measure: [{done}/{len(tasks)}] {task_name(chapter, part)} took "
                   f"{outputs[chapter, part][1]:.1f} s ({time.perf_counter() - t0:.0f} s elapsed)", flush=True)
     finally:
         if own:
@@ -104,7 +108,23 @@ def run_experiments(only=None, results=None, executor=None, workers=None):
             results[section].update(entries)
     for chapter, seconds in chapter_seconds.items():
         results["timings"][f"{chapter}.total_seconds"] = seconds  # CPU-side: the sum of its tasks
+    for (chapter, part), (_, seconds) in outputs.items():
+        results["timings"][f"measure.task.{task_name(chapter, part)}"] = seconds
     return results
+
+
+def task_name(chapter, part):
+    return f"{chapter}.{part}" if part else chapter
+
+
+def last_task_seconds():
+    """{task name: seconds} from results.json's timings, for the submission order; {} if none."""
+    try:
+        timings = json.loads(RESULTS_JSON.read_text()).get("timings", {})
+    except (OSError, ValueError):
+        return {}
+    prefix = "measure.task."
+    return {k[len(prefix):]: v for k, v in timings.items() if k.startswith(prefix) and isinstance(v, (int, float))}
 
 
 # ---------------------------------------------------------------------------
@@ -191,10 +211,15 @@ def results_markdown(results):
     return "\n".join(lines) + "\n"
 
 
-def without_chapters(results, only):
-    """A copy of results without the keys of the chapters in only ("ch5" owns every "ch5.*" key)."""
+def chapter_owns(key, only):
+    """Does a key belong to one of the chapters in only? "ch5" owns "ch5.*" and "measure.task.ch5.*"."""
     prefixes = tuple(f"{name}." for name in only)
-    return {section: {k: v for k, v in entries.items() if not k.startswith(prefixes)}
+    return key.startswith(prefixes) or key.startswith(tuple(f"measure.task.{p}" for p in prefixes))
+
+
+def without_chapters(results, only):
+    """A copy of results without the keys of the chapters in only."""
+    return {section: {k: v for k, v in entries.items() if not chapter_owns(k, only)}
             for section, entries in results.items() if section != "meta"}
 
 
@@ -206,12 +231,11 @@ def merge_chapters(fresh, only):
         fcntl.flock(handle, fcntl.LOCK_EX)
         current = json.loads(RESULTS_JSON.read_text())
         merged = without_chapters(current, only)
-        prefixes = tuple(f"{name}." for name in only)
         for section, entries in fresh.items():
             if section == "meta":
                 continue
             merged.setdefault(section, {}).update(
-                {k: v for k, v in entries.items() if k.startswith(prefixes) or section == "timings" and k == "bench"})
+                {k: v for k, v in entries.items() if chapter_owns(k, only) or section == "timings" and k == "bench"})
         merged["meta"] = current.get("meta", {})
         merged["timings"]["measure.total_seconds"] = sum(
             v for k, v in merged["timings"].items() if k.endswith(".total_seconds") and k.startswith("ch"))

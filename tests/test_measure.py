@@ -78,3 +78,22 @@ def test_bigram_loss_is_low_when_each_token_fixes_the_next_and_unigram_when_it_d
     rng = np.random.default_rng(0)
     noise = rng.integers(0, 4, size=200_000)  # independent tokens: the previous one tells nothing
     assert abs(ch1.bigram_loss(noise, noise[:-1], noise[1:], 4) - math.log(4)) < 0.01
+
+
+def test_an_only_run_replaces_just_its_chapters_keys(tmp_path, monkeypatch):
+    """merge_chapters keeps every other chapter's keys and replaces the named chapter's, task timings included."""
+    monkeypatch.setattr(measure, "RESULTS_JSON", tmp_path / "results.json")
+    monkeypatch.setattr(measure, "RESULTS_MD", tmp_path / "results.md")
+    monkeypatch.setattr(measure, "experiment_modules", lambda: [])
+    meta = {"command": "python build.py --measure", "date": "2026-12-03", "versions": {}, "machine": "x", "seeds": [0, 1, 2]}
+    on_disk = {"meta": meta, "values": {"ch4.a": 1, "ch5.a": 2, "ch5.old": 3}, "curves": {},
+               "settings": {}, "timings": {"ch4.total_seconds": 1.0, "measure.task.ch5.part_x": 9.0,
+                                           "measure.task.ch4.part_y": 4.0}}
+    measure.RESULTS_JSON.write_text(json.dumps(on_disk))
+    fresh = {"values": {"ch5.a": 20, "ch4.a": 999}, "curves": {}, "settings": {},
+             "timings": {"ch5.total_seconds": 2.0, "measure.task.ch5.part_z": 5.0}}
+    merged = measure.merge_chapters(fresh, ["ch5"])
+    assert merged["values"] == {"ch4.a": 1, "ch5.a": 20}
+    assert merged["timings"]["measure.task.ch4.part_y"] == 4.0 and "measure.task.ch5.part_x" not in merged["timings"]
+    assert merged["timings"]["measure.task.ch5.part_z"] == 5.0 and merged["meta"] == on_disk["meta"]
+    assert json.loads(measure.RESULTS_JSON.read_text())["values"] == merged["values"]
