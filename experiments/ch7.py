@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, mean_sd, rounded
+from experiments.common import SEEDS, arm, final_val, rounded
 
 INIT_STDS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # the sweep at initialisation
 INIT_DEPTH = 4  # layers of the model the init sweep looks at (the course's width)
@@ -131,8 +131,8 @@ def run_init_scale(corpus):
     curves["ch7.init_scale"] = {"init_stds": list(INIT_STDS), "loss_mean": rounded(losses.mean(axis=0)),
                                 "act_std_mean": [rounded(a) for a in acts.mean(axis=0)]}
     for i, s in enumerate(INIT_STDS):
-        values[f"ch7.init_scale.std{s:g}.loss.mean"], values[f"ch7.init_scale.std{s:g}.loss.sd"] = mean_sd(losses[:, i].tolist())
-        values[f"ch7.init_scale.std{s:g}.act_last.mean"], values[f"ch7.init_scale.std{s:g}.act_last.sd"] = mean_sd(acts[:, i, -1].tolist())
+        values.update(arm(f"ch7.init_scale.std{s:g}.loss", dict(zip(SEEDS, losses[:, i].tolist()))))
+        values.update(arm(f"ch7.init_scale.std{s:g}.act_last", dict(zip(SEEDS, acts[:, i, -1].tolist()))))
         values[f"ch7.init_scale.std{s:g}.act_first"] = float(acts[:, i, 0].mean())
         values[f"ch7.init_scale.std{s:g}.act_growth"] = float((acts[:, i, -1] / acts[:, i, 0]).mean())
     # the course model trained from a few scales
@@ -147,7 +147,7 @@ def run_init_scale(corpus):
         key = f"ch7.init_train.std{s:g}"
         values.update(arm(key + ".val", finals))  # whole validation split
         values[key + ".diverged"] = sum(v is None for v in finals.values())
-        values[key + ".first_val.mean"], values[key + ".first_val.sd"] = mean_sd([h[0]["val"] for h in hist])  # subset, step 0
+        values.update(arm(key + ".first_val", {seed: h[0]["val"] for seed, h in zip(SEEDS, hist)}))  # subset, step 0
         if all(v is not None for v in finals.values()):
             curves[key] = val_curve(hist)
     return values, curves
