@@ -97,3 +97,16 @@ def test_an_only_run_replaces_just_its_chapters_keys(tmp_path, monkeypatch):
     assert merged["timings"]["measure.task.ch4.part_y"] == 4.0 and "measure.task.ch5.part_x" not in merged["timings"]
     assert merged["timings"]["measure.task.ch5.part_z"] == 5.0 and merged["meta"] == on_disk["meta"]
     assert json.loads(measure.RESULTS_JSON.read_text())["values"] == merged["values"]
+
+
+def test_every_arm_keeps_every_seed():
+    """results.json: a value stored as key.mean and key.sd (an arm over seeds) also has key.per_seed,
+    so that any two arms can be paired later; its mean is the mean of those seeds."""
+    values = json.loads(measure.RESULTS_JSON.read_text())["values"]
+    arms = {k[:-len(".mean")] for k in values if k.endswith(".mean") and k[:-len(".mean")] + ".sd" in values}
+    missing = sorted(k for k in arms if k + ".per_seed" not in values)
+    assert not missing, f"{len(missing)} arms without per-seed values, e.g. {missing[:5]}"
+    for key in arms:
+        per_seed = [v for v in values[key + ".per_seed"].values() if v is not None]
+        if values[key + ".mean"] is not None:
+            assert values[key + ".mean"] == pytest.approx(sum(per_seed) / len(per_seed), rel=1e-9, abs=1e-12), key
