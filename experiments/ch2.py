@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, rounded
+from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
 
 BPE_TRAIN_TOKENS = 500_000  # the first 500,000 ids of the training stream (about an eighth)
 BPE_VOCABS = (128, 256)  # the BPE vocabularies the model is trained on
@@ -268,11 +268,7 @@ def part_mixture(corpus):
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def derived(corpus):

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from experiments.common import EVAL_FULL, SEEDS, paired_text, rounded
+from experiments.common import EVAL_FULL, SEEDS, paired_text, rounded, run_parts
 
 MTP_WEIGHT = 0.3  # lambda: DeepSeek-V3's weight for its first 10T tokens
 GRAD_EXAMPLE_COUNTS = [64, 8, 32, 4]  # counted targets per window in each of 4 microbatches
@@ -173,11 +173,7 @@ PARTS = ["part_accumulation", "part_gradient_example", "part_mtp"]  # independen
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def markdown(results):

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, paired_text
+from experiments.common import SEEDS, arm, paired_text, run_parts
 
 HIGHWAY_PRESET = "decoder-4x64"
 HIGHWAY_STEPS = 100  # a short run: enough to leave the initialisation
@@ -148,11 +148,7 @@ def part_highway(corpus):
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def derived(corpus):

@@ -39,7 +39,8 @@ import time
 
 import numpy as np
 
-from experiments.common import EVAL_FULL, SEEDS, arm, final_val, paired_text, rounded
+from experiments.common import EVAL_FULL, SEEDS, arm, final_val, paired_text, rounded, run_parts
+from pylib.compare import sd_interval_factors
 from pylib.studies.optim_state import COMPARISON as SWEEP  # the settings the page's live widget re-runs
 from pylib.studies.optim_state import COMPARISON_EVAL_INTERVAL as EVAL_INTERVAL
 from pylib.studies.optim_state import COMPARISON_EVAL_WINDOWS as EVAL_WINDOWS
@@ -305,11 +306,7 @@ PARTS = ["part_sgd", "part_momentum", "part_adam_decay", "part_muon", "part_equi
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def derived(corpus):
@@ -318,7 +315,7 @@ def derived(corpus):
     from pylib import evaluation, model, muon
     from pylib.studies import adam_trace, optim_state, quadratic
     lo, hi = muon.ns_singular_value_band(NS_BAND_FROM)
-    sd_lo, sd_hi = optim_state.sd_interval_factors(len(SEEDS))
+    sd_lo, sd_hi = sd_interval_factors(len(SEEDS))
     init = model.init_params(dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size), 0)
     return {**optim_state.derived_values(), **quadratic.derived_values(), **adam_trace.derived_values(),
             "ch5.ns.band_from": NS_BAND_FROM, "ch5.ns.band_lo": lo, "ch5.ns.band_hi": hi,

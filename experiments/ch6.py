@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, mean_sd, paired_text, rounded
+from experiments.common import SEEDS, arm, final_val, mean_sd, paired_text, rounded, run_parts
 
 # ---------------------------------------------------------------------------
 # Settings
@@ -385,11 +385,7 @@ def part_batch(corpus):
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def derived(corpus):

@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, rounded
+from experiments.common import SEEDS, arm, final_val, rounded, run_parts
 
 INIT_STDS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # the sweep at initialisation
 INIT_DEPTH = 4  # layers of the model the init sweep looks at (the course's width)
@@ -377,11 +377,7 @@ def part_small(corpus):
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def _pm(v, key, fmt=".4f"):

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, rounded
+from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
 
 from pylib.studies import stability
 
@@ -291,11 +291,7 @@ def part_lr_spike(corpus):
 
 def run(corpus):
     """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
-    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in PARTS:
-        for section, entries in globals()[name](corpus).items():
-            out[section].update(entries)
-    return out
+    return run_parts(globals(), PARTS, corpus)
 
 
 def derived(corpus):

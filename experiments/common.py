@@ -60,3 +60,13 @@ def paired_text(values, key_a, key_b, margin=0.0, fmt="+.3f"):
     """'Δ +0.012 [−0.020, +0.044], 3 seeds: unresolved': a paired comparison as a results.md cell."""
     c = paired(values, key_a, key_b, margin)
     return f"Δ {c.mean:{fmt}} [{c.low:{fmt}}, {c.high:{fmt}}], {c.n} seeds: {c.verdict}"
+
+
+def run_parts(namespace, parts, corpus):
+    """A module's PARTS, one after the other, merged into one output: what measure.py does with
+    them as separate tasks. namespace: the module's globals(), where the part functions live."""
+    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+    for name in parts:
+        for section, entries in namespace[name](corpus).items():
+            out[section].update(entries)
+    return out

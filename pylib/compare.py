@@ -14,7 +14,8 @@ from the interval and nothing else:
 
 Student's t quantile is computed here (no SciPy in the page): the t CDF through the regularised
 incomplete beta function (Numerical Recipes, 3rd ed., section 6.4, continued fraction 6.4.5),
-inverted by bisection.
+inverted by bisection. So is the chi-square quantile, for the interval on a sample sd (how rough
+the spread of three seeds is).
 """
 
 import math
@@ -64,26 +65,69 @@ def t_cdf(t, df):
     return 1.0 - tail if t >= 0 else tail
 
 
-def t_quantile(p, df):
-    """The t with P(T <= t) = p (0 < p < 1), by bisection on t_cdf to about 1e-12."""
+def invert_cdf(cdf, p, hi=1.0):
+    """The x >= 0 with cdf(x) = p (0 < p < 1) for an increasing cdf on [0, inf), by bisection to
+    about 1e-12 relative."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p}")
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
+    lo = 0.0
+    while cdf(hi) < p:
         hi *= 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
+        if cdf(mid) < p:
             lo = mid
         else:
             hi = mid
         if hi - lo < 1e-12 * max(1.0, hi):
             break
     return 0.5 * (lo + hi)
+
+
+def t_quantile(p, df):
+    """The t with P(T <= t) = p (0 < p < 1) for Student's t with df degrees of freedom."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    return invert_cdf(lambda t: t_cdf(t, df), p)
+
+
+# ---------------------------------------------------------------------------
+# The chi-square distribution: how rough a sample sd from a few seeds is
+
+
+def chi2_cdf(x, df):
+    """P(X <= x) for a chi-square variable with df degrees of freedom: the regularised lower
+    incomplete gamma P(df/2, x/2), by its power series (Numerical Recipes, 3rd ed., eq. 6.2.5)."""
+    if x <= 0:
+        return 0.0
+    a, z = df / 2.0, x / 2.0
+    term = total = 1.0 / a
+    k = 0
+    while abs(term) > 1e-17 * abs(total):
+        k += 1
+        term *= z / (a + k)
+        total += term
+        if k > 10_000:
+            raise ArithmeticError("chi2_cdf: the series did not converge")
+    return min(1.0, total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
+
+
+def chi2_quantile(p, df):
+    """The x with chi2_cdf(x, df) = p (0 < p < 1)."""
+    return invert_cdf(lambda x: chi2_cdf(x, df), p, hi=max(1.0, float(df)))
+
+
+def sd_interval_factors(n, confidence=0.95):
+    """(low, high): the 95% interval for a normal population's sd is (low * s, high * s), s being the
+    sample sd of n values: (n - 1) s^2 / sigma^2 is chi-square with n - 1 degrees of freedom."""
+    if n < 2:
+        raise ValueError("a sample sd needs at least two values")
+    df, tail = n - 1, (1.0 - confidence) / 2.0
+    return math.sqrt(df / chi2_quantile(1.0 - tail, df)), math.sqrt(df / chi2_quantile(tail, df))
 
 
 # ---------------------------------------------------------------------------

@@ -149,7 +149,7 @@ def test_momentum_correlates_the_update_with_the_weights_and_the_balance_account
 
 
 def test_sd_interval_factors_match_the_chi_square_closed_forms():
-    from pylib.studies.optim_state import chi2_cdf, sd_interval_factors
+    from pylib.compare import chi2_cdf, sd_interval_factors
     for x in (0.01, 0.5, 2.0, 7.0, 30.0):
         assert chi2_cdf(x, 2) == pytest.approx(1 - math.exp(-x / 2), rel=1e-12)  # df = 2: exponential
         assert chi2_cdf(x, 1) == pytest.approx(math.erf(math.sqrt(x / 2)), rel=1e-12)  # df = 1: a squared normal

@@ -19,7 +19,7 @@ import time
 
 from pylib import data, model, train
 from pylib.studies import init_study
-from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field
+from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, collect_fields, parse_field, parse_int, parse_number
 
 LIMITS = {
     "init_std_max": 10.0,  # above this float32 overflows in the deeper models: refused with a message
@@ -58,14 +58,7 @@ def parse_depth(raw):
 def init_scale(session, args):
     """{init_std, depth} -> init_study.init_stats at that scale and depth (seed 0, pre-LN)."""
     session._need_corpus()
-    errors, parsed = {}, {}
-    for key, parse in [("init_std", parse_init_std), ("depth", parse_depth)]:
-        try:
-            parsed[key] = parse(args.get(key))
-        except InputError as e:
-            errors.update(e.errors)
-    if errors:
-        raise InputError(errors)
+    parsed = collect_fields({"init_std": parse_init_std, "depth": parse_depth}, args)
     cfg = dataclasses.replace(_base_cfg(session), n_layer=parsed["depth"], init_std=parsed["init_std"])
     x, y = _probe(session, cfg)
     stats = init_study.init_stats(cfg, 0, x, y)
