@@ -42,13 +42,29 @@ def rowmean(a):
 
 
 # ---------------------------------------------------------------------------
+# Chapter 9's hook: what a matrix product's inputs become in a lower precision
+#
+# MATMUL_INPUT is None (float32: nothing changes), or a function f(a, role) -> array that rounds
+# one input of a matrix product; role is "activation", "weight" or "grad". The rounded
+# activations are also what the caches keep, as a 16-bit run stores them.
+# pylib.systems.mixed_precision sets it around one step and restores it after.
+
+MATMUL_INPUT = None
+
+
+def mm_in(a, role):
+    """a as a matrix product receives it: unchanged unless MATMUL_INPUT is set."""
+    return a if MATMUL_INPUT is None else MATMUL_INPUT(a, role)
+
+
+# ---------------------------------------------------------------------------
 # Linear
 
 
 def linear_forward(x, w, b):
     """y = x @ w.T + b over the last axis; w is (out, in), b is (out,) or None."""
-    x2 = x.reshape(-1, x.shape[-1])  # (N, in): one 2-D matmul, not a broadcast batch of them
-    out = x2 @ w.T  # (N, out)
+    x2 = mm_in(x.reshape(-1, x.shape[-1]), "activation")  # (N, in): one 2-D matmul, not a broadcast batch of them
+    out = x2 @ mm_in(w, "weight").T  # (N, out)
     if b is not None:
         out += b
     return out.reshape(*x.shape[:-1], w.shape[0]), (x2, w, b is not None, x.shape)
@@ -57,8 +73,8 @@ def linear_forward(x, w, b):
 def linear_backward(dout, cache):
     """Returns (dx, dw, db); db is None when the layer has no bias."""
     x2, w, has_bias, x_shape = cache
-    d2 = dout.reshape(-1, w.shape[0])  # (N, out)
-    dx = (d2 @ w).reshape(x_shape)  # (N, in)
+    d2 = mm_in(dout.reshape(-1, w.shape[0]), "grad")  # (N, out)
+    dx = (d2 @ mm_in(w, "weight")).reshape(x_shape)  # (N, in)
     dw = d2.T @ x2  # (out, in)
     db = colsum(d2) if has_bias else None  # (out,)
     return dx, dw, db
@@ -205,6 +221,7 @@ def attention_forward(qkv, n_head, extra_mask=None, scale=None):
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     q, k, v = qkv.reshape(B, T, 3, n_head, D).transpose(2, 0, 3, 1, 4)  # 3 x (B, H, T, D)
     q = q * scale  # scaling q (B*T*C numbers) is cheaper than scaling the (B, H, T, T) scores
+    q, k, v = mm_in(q, "activation"), mm_in(k, "activation"), mm_in(v, "activation")
     kt = k.transpose(0, 1, 3, 2)  # (B, H, D, T)
     # Stable softmax. Subtracting each row's own diagonal score q_t.k_t is as good as its max
     # unless a score exceeds the diagonal one by ~88 (exp overflows in float32), and it is far
@@ -219,6 +236,7 @@ def attention_forward(qkv, n_head, extra_mask=None, scale=None):
         if extra_mask is not None:
             masked += extra_mask
         att, _ = causal_softmax(att, masked.max(axis=-1, keepdims=True), extra_mask)
+    att = mm_in(att, "activation")
     yh = att @ v  # (B, H, T, D)
     y = yh.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
     return y, (q, k, v, att, yh, scale)
@@ -228,7 +246,7 @@ def attention_backward(dy, cache):
     """dy (B, T, C) -> dqkv (B, T, 3C)."""
     q, k, v, att, yh, scale = cache  # q is already scaled
     B, H, T, D = q.shape
-    dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # (B, H, T, D)
+    dy = mm_in(dy.reshape(B, T, H, D).transpose(0, 2, 1, 3), "grad")  # (B, H, T, D)
     datt = dy @ v.transpose(0, 1, 3, 2)  # (B, H, T, T)
     dv = att.transpose(0, 1, 3, 2) @ dy  # (B, H, T, D)
     # softmax backward: ds = p * (dp - sum_j p_j dp_j); masked entries have p = 0, so ds = 0 there.
@@ -237,6 +255,7 @@ def attention_backward(dy, cache):
     # Algorithm 4 in Appendix B.4).
     datt -= rowsum(dy * yh)[..., None]
     datt *= att
+    datt = mm_in(datt, "grad")
     dq = (datt @ k) * scale  # (B, H, T, D)
     dk = datt.transpose(0, 1, 3, 2) @ q  # (B, H, T, D); q carries the scale
     dqkv = np.empty((B, T, 3, H, D), dtype=dy.dtype)
