@@ -52,7 +52,10 @@ import pygments
 import pygments.formatters
 import pygments.lexers
 from markdown_it import MarkdownIt
+from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+import glossary
 
 ROOT = pathlib.Path(__file__).resolve().parent
 OUT = ROOT / "_site"
@@ -60,6 +63,7 @@ CACHE = ROOT / ".cache"
 NODE_MODULES = ROOT / "node_modules"
 RESULTS_JSON = ROOT / "results.json"
 RESULTS_MD = ROOT / "results.md"
+GLOSSARY = ROOT / "chapters" / "glossary.yaml"
 SITE_TITLE = "Training a language model, in the page"
 
 # The Pyodide core comes from npm (package.json pins pyodide 0.27.7). Its NumPy, micropip and
@@ -448,10 +452,12 @@ def link_chapter_references(state, links):
         block.children = children
 
 
-def markdown_to_html(source, chapter_links=None):
+def markdown_to_html(source, chapter_links=None, terms=None):
     """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML.
 
-    chapter_links: {chapter number: href}; "chapter N" in running text links to it."""
+    Section headings (## and ###) get GitHub-style ids, so the glossary and other pages can link to
+    a section. chapter_links: {chapter number: href}; "chapter N" in running text links to it.
+    terms: [glossary.Term]; the first use of each on the page links to its glossary entry."""
     maths = []  # (tex, display) in order of first appearance
 
     def collect(content, options):
@@ -462,8 +468,11 @@ def markdown_to_html(source, chapter_links=None):
 
     md = MarkdownIt("commonmark", {"html": True, "typographer": False}).enable("table")
     md.use(dollarmath_plugin, renderer=collect, allow_space=False, double_inline=True)
+    md.use(anchors_plugin, min_level=2, max_level=3)
     if chapter_links:
         md.core.ruler.push("chapter_links", lambda state: link_chapter_references(state, chapter_links))
+    if terms:
+        md.core.ruler.push("glossary_terms", lambda state: glossary.link_terms(state, terms))
     html = md.render(source)
     rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
     return re.sub("\x00MATH(\\d+)\x00", lambda m: rendered[int(m.group(1))], html)
@@ -480,9 +489,10 @@ class Chapter:
     title: str
     path: pathlib.Path
 
-    def as_dict(self, root):
+    def as_dict(self):
+        """The chapter for a template; url is relative to the site's root (templates prefix site.root)."""
         return {"number": self.number, "slug": self.slug, "title": self.title,
-                "url": f"{root}chapters/{self.slug}.html"}
+                "url": f"chapters/{self.slug}.html"}
 
 
 def find_chapters():
@@ -502,9 +512,10 @@ def make_env():
                               keep_trailing_newline=True)
 
 
-def render_chapter(env, chapter, results, chapters=()):
+def render_chapter(env, chapter, results, chapters=(), terms=None):
     """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body; "chapter N"
-    links to the other chapters' pages (siblings in chapters/)."""
+    links to the other chapters' pages (siblings in chapters/), and each glossary term's first use
+    to its entry (terms: [glossary.Term])."""
     ctx = ChapterContext(env, results, _relpath(chapter.path))
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
                                      keep_trailing_newline=True)
@@ -514,14 +525,32 @@ def render_chapter(env, chapter, results, chapters=()):
         raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
     links = {c.number: f"{c.slug}.html" for c in chapters if c.number != chapter.number}
-    return ctx.fill_blocks(markdown_to_html(source, links))
+    return ctx.fill_blocks(markdown_to_html(source, links, terms))
+
+
+def render_glossary(env, results, entries):
+    """Each entry's sentence as HTML, through the chapters' Jinja calls and one markdown-it pass (so
+    KaTeX runs once), and as plain text for the chapters' hover definitions: ({anchor: html}, {anchor: text})."""
+    ctx = ChapterContext(env, results, _relpath(GLOSSARY))
+    chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    try:
+        sentences = [chapter_env.from_string(e.sentence).render(ctx.functions()) for e in entries]
+    except jinja2.TemplateError as e:
+        raise BuildError(f"{_relpath(GLOSSARY)}: {e}") from e
+    if any("\n\n" in text for text in sentences):
+        raise BuildError(f"{_relpath(GLOSSARY)}: a sentence is one paragraph")
+    rendered = re.findall(r"<p>(.*?)</p>", markdown_to_html("\n\n".join(sentences)), re.S)
+    if len(rendered) != len(entries):
+        raise BuildError(f"{_relpath(GLOSSARY)}: each sentence must render as one paragraph of text")
+    return ({e.anchor: markupsafe.Markup(html) for e, html in zip(entries, rendered)},
+            {e.anchor: glossary.plain_text(text) for e, text in zip(entries, sentences)})
 
 
 def build_site(out=OUT, only_chapters=None):
     """Everything in _site/, from the sources; fails with BuildError on any unknown reference.
 
     only_chapters: render just these chapter numbers (a quicker build while writing one chapter;
-    the others' pages are left as they were)."""
+    the others' pages are left as they were, and the glossary checks its targets against them)."""
     results = load_results()
     env = make_env()
     copy_pyodide(out / "pyodide")
@@ -533,21 +562,44 @@ def build_site(out=OUT, only_chapters=None):
     chapters = find_chapters()
     if not chapters:
         raise BuildError("chapters/ has no NN-slug.md files")
+    try:
+        entries = glossary.load(GLOSSARY)
+    except glossary.GlossaryError as e:
+        raise BuildError(str(e)) from e
+    sentences, definitions = render_glossary(env, results, entries)
+    terms = glossary.terms_for_page(entries, definitions, "../glossary.html")
     site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}"}
+    links = [c.as_dict() for c in chapters]
+    pages = {}  # chapter number -> rendered page, for the glossary's targets
+    (out / "chapters").mkdir(parents=True, exist_ok=True)
     for i, chapter in enumerate(chapters):
+        target = out / "chapters" / f"{chapter.slug}.html"
         if only_chapters and chapter.number not in only_chapters:
+            if target.exists():
+                pages[chapter.number] = target.read_text(encoding="utf-8")
             continue
-        root = "../"
         page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
-                "body": render_chapter(env, chapter, results, chapters),
-                "prev": chapters[i - 1].as_dict(root) if i > 0 else None,
-                "next": chapters[i + 1].as_dict(root) if i + 1 < len(chapters) else None}
-        html = env.get_template("chapter.html").render(
-            site=dict(site, root=root), chapters=[c.as_dict(root) for c in chapters], page=page)
-        (out / "chapters").mkdir(parents=True, exist_ok=True)
-        (out / "chapters" / f"{chapter.slug}.html").write_text(html, encoding="utf-8")
-    index = env.get_template("index.html").render(
-        site=dict(site, root=""), chapters=[c.as_dict("") for c in chapters])
+                "body": render_chapter(env, chapter, results, chapters, terms),
+                "prev": links[i - 1] if i > 0 else None,
+                "next": links[i + 1] if i + 1 < len(chapters) else None}
+        html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page)
+        target.write_text(html, encoding="utf-8")
+        pages[chapter.number] = html
+    written = {c.number for c in chapters}
+    checked = [e for e in entries if e.chapter not in written or e.chapter in pages]  # a partial build checks what it has
+    try:
+        targets = glossary.check_targets(checked, pages)
+    except glossary.GlossaryError as e:
+        raise BuildError(str(e)) from e
+    by_number = {c["number"]: c for c in links}
+    items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor], "deck": e.deck,
+              "chapter": by_number[e.chapter], "section": e.section,
+              "section_id": e.section_id, "widget_id": targets.get(e.anchor, (None, None, ""))[1],
+              "widget_title": targets.get(e.anchor, (None, None, ""))[2]}
+             for e in entries]
+    (out / "glossary.html").write_text(env.get_template("glossary.html").render(
+        site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
+    index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links)
     (out / "index.html").write_text(index, encoding="utf-8")
     return chapters
 

@@ -165,4 +165,4 @@ def test_chapter_references_link_to_chapters_that_exist():
     assert '<a href="07-init.html" class="chapter-ref">Chapter 7</a>' in html
     assert "chapter 12" in html and "chapter-ref\">chapter 12" not in html  # not written yet: plain
     assert "<code>chapter 2</code>" in html and '<a href="x.html">chapter 7</a>' in html
-    assert "<h2>Back to chapter 2</h2>" in html
+    assert '<h2 id="back-to-chapter-2">Back to chapter 2</h2>' in html  # headings get ids, not links

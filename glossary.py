@@ -1,0 +1,194 @@
+"""The glossary: chapters/glossary.yaml rendered into glossary.html, and each term's first use on a
+chapter page linked to its entry, with its one-sentence definition shown on hover or focus.
+
+Three pieces, each called by build.py:
+
+- `load(path)` reads and checks the entries (every field present, no duplicate term);
+- `link_terms(state, terms)` is a markdown-it core rule: on a chapter page, the first use of each
+  term's phrases in running text (not in headings, links, code or inline HTML such as a number's
+  label) becomes a link to its entry;
+- `check_targets(entries, pages)` fails the build when a term's chapter, section heading or widget
+  is missing from the rendered chapter.
+
+Headings get GitHub-style ids (build.py's anchors plugin), so a section is found by its heading
+text; a widget by its root element's id, `w<k>-<name>`, which build.py gives every widget.
+"""
+
+import dataclasses
+import html
+import re
+
+import yaml
+from markdown_it.token import Token
+from mdit_py_plugins.anchors.index import slugify
+
+FIELDS = ("term", "sentence", "deck", "chapter", "section", "widget", "match")
+
+
+class GlossaryError(Exception):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    term: str
+    sentence: str  # Markdown with Jinja calls, as written in the YAML
+    deck: str
+    chapter: int
+    section: str
+    widget: str
+    match: tuple
+
+    @property
+    def anchor(self):
+        return "term-" + slugify(self.term.replace("µ", "mu"))
+
+    @property
+    def section_id(self):
+        """The heading's id as the anchors plugin makes it (from the heading's text and code, maths left out)."""
+        return slugify(re.sub(r"\$[^$]*\$", "", self.section).replace("`", ""))
+
+
+def load(path):
+    """The entries of glossary.yaml, in order; GlossaryError on a missing field or a duplicate."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, list) or not raw:
+        raise GlossaryError(f"{path.name}: expected a list of entries")
+    entries, seen = [], set()
+    for i, item in enumerate(raw):
+        missing = [f for f in FIELDS if not isinstance(item, dict) or item.get(f) in (None, "", [])]
+        if missing:
+            raise GlossaryError(f"{path.name}: entry {i + 1} ({item.get('term', '?') if isinstance(item, dict) else item!r}) "
+                                f"lacks {', '.join(missing)}")
+        extra = set(item) - set(FIELDS)
+        if extra:
+            raise GlossaryError(f"{path.name}: entry {item['term']!r} has unknown fields {sorted(extra)}")
+        entry = Entry(**dict(item, chapter=int(item["chapter"]), match=tuple(str(m) for m in item["match"])))
+        if entry.anchor in seen:
+            raise GlossaryError(f"{path.name}: {entry.term!r} appears twice")
+        seen.add(entry.anchor)
+        entries.append(entry)
+    return entries
+
+
+# ---------------------------------------------------------------------------
+# First use on a chapter page -> a link to the entry, with the definition on hover or focus
+
+
+def plain_text(sentence):
+    """A sentence (Markdown after its Jinja calls ran) as plain text for the hover definition: number
+    labels and tags dropped, $maths$ kept as its TeX source."""
+    text = re.sub(r'<sup class="fig-tag">.*?</sup>', "", sentence)
+    text = re.sub(r"\$\$?([^$]*)\$\$?", r"\1", text)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text)).replace("**", "").replace("`", "")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def phrase_pattern(phrase):
+    """A phrase as a regex: whole words, an optional plural; case-insensitive unless it has capitals."""
+    flags = 0 if any(c.isupper() for c in phrase) else re.I
+    return re.compile(rf"(?<![\w-]){re.escape(phrase)}(?:e?s)?(?![\w-])", flags)
+
+
+@dataclasses.dataclass
+class Term:
+    """What link_terms needs for one entry: its patterns, its href and its plain definition."""
+    anchor: str
+    href: str
+    definition: str
+    patterns: list
+
+
+def terms_for_page(entries, definitions, glossary_href):
+    """[Term] for a chapter page; definitions: {anchor: plain-text sentence}."""
+    return [Term(e.anchor, f"{glossary_href}#{e.anchor}", definitions[e.anchor], [phrase_pattern(m) for m in e.match])
+            for e in entries]
+
+
+def _first_match(text, terms, linked):
+    """(start, end, term) of the earliest, then longest, match in text of a term not linked yet."""
+    best = None
+    for term in terms:
+        if term.anchor in linked:
+            continue
+        for pattern in term.patterns:
+            m = pattern.search(text)
+            if m and (best is None or (m.start(), -(m.end() - m.start())) < (best[0], -(best[1] - best[0]))):
+                best = (m.start(), m.end(), term)
+    return best
+
+
+def link_terms(state, terms):
+    """markdown-it core rule: the first use of each term on the page links to its glossary entry."""
+    linked = set()
+    tokens = state.tokens
+    for i, block in enumerate(tokens):
+        if block.type != "inline" or not block.children:
+            continue
+        if i > 0 and tokens[i - 1].type == "heading_open":
+            continue  # headings stay plain: they carry the section ids
+        children, depth = [], 0
+        for child in block.children:
+            if child.type in ("link_open", "link_close"):
+                depth += 1 if child.type == "link_open" else -1
+            elif child.type == "html_inline":
+                tag = re.match(r"<(/?)([a-zA-Z][\w-]*)", child.content)
+                if tag and not child.content.rstrip().endswith("/>") and tag.group(2).lower() not in ("br", "img", "wbr"):
+                    depth += -1 if tag.group(1) else 1
+            if child.type != "text" or depth > 0:
+                children.append(child)
+                continue
+            text = child.content
+            while text:
+                found = _first_match(text, terms, linked)
+                if not found:
+                    break
+                start, end, term = found
+                linked.add(term.anchor)
+                if start:
+                    children.append(Token("text", "", 0, content=text[:start]))
+                children.append(Token("html_inline", "", 0, content=(
+                    f'<a class="gloss-term" href="{html.escape(term.href)}" '
+                    f'data-definition="{html.escape(term.definition)}" '
+                    f'aria-description="{html.escape(term.definition)}">')))
+                children.append(Token("text", "", 0, content=text[start:end]))
+                children.append(Token("html_inline", "", 0, content="</a>"))
+                text = text[end:]
+            if text:
+                children.append(Token("text", "", 0, content=text))
+        block.children = children
+
+
+# ---------------------------------------------------------------------------
+# Targets
+
+
+def widget_ids(page_html, name):
+    return re.findall(rf'<section[^>]*\bid="(w\d+-{re.escape(name)})"', page_html)
+
+
+def widget_title(page_html, widget_id):
+    """The visible title of the widget whose root has this id ('' if it has none)."""
+    m = re.search(rf'id="{re.escape(widget_id)}-title"[^>]*>(.*?)</h\d>', page_html, re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", m.group(1))).strip() if m else ""
+
+
+def check_targets(entries, pages):
+    """{anchor: (section id, widget id, widget title)}; GlossaryError naming every missing target.
+
+    pages: {chapter number: rendered chapter HTML} for every chapter that exists."""
+    problems, targets = [], {}
+    for e in entries:
+        page = pages.get(e.chapter)
+        if page is None:
+            problems.append(f"{e.term!r}: chapter {e.chapter} does not exist")
+            continue
+        if not re.search(rf'<h[23][^>]*\bid="{re.escape(e.section_id)}"', page):
+            problems.append(f"{e.term!r}: chapter {e.chapter} has no section headed {e.section!r} (id {e.section_id!r})")
+        ids = widget_ids(page, e.widget)
+        if not ids:
+            problems.append(f"{e.term!r}: chapter {e.chapter} has no widget {e.widget!r}")
+        targets[e.anchor] = (e.section_id, ids[0] if ids else None, widget_title(page, ids[0]) if ids else "")
+    if problems:
+        raise GlossaryError("glossary targets missing:\n  " + "\n  ".join(problems))
+    return targets

@@ -1,0 +1,106 @@
+"""The glossary and the site's links in a real browser: a term's definition shows on hover and on
+keyboard focus, every glossary link lands on a section or widget that exists, and the whole site
+works when it is served under a subpath (every link and asset on every page resolves there)."""
+
+import functools
+import http.server
+import re
+import threading
+import urllib.parse
+
+import pytest
+from playwright.sync_api import expect
+
+import build
+from conftest import SITE
+
+
+def test_a_terms_definition_shows_on_hover_and_on_focus(page, site_url):
+    page.goto(f"{site_url}chapters/03-the-objective.html", wait_until="domcontentloaded")
+    term = page.locator('a.gloss-term[href$="#term-perplexity"]').first
+    definition = term.get_attribute("data-definition")
+    assert definition.startswith("e^L: a model with loss L")
+    after = "el => getComputedStyle(el, '::after').content"
+    assert term.evaluate(after) in ("none", "normal", "")  # hidden until asked for
+    page.keyboard.press("Tab")  # focus is by keyboard: move it onto the term
+    for _ in range(200):
+        if page.evaluate("document.activeElement && document.activeElement.matches('a.gloss-term[href$=\"#term-perplexity\"]')"):
+            break
+        page.keyboard.press("Tab")
+    assert definition in term.evaluate(after)
+    page.mouse.move(0, 0)
+    term.hover()
+    assert definition in term.evaluate(after)
+    term.click()
+    expect(page).to_have_url(re.compile(r"glossary\.html#term-perplexity$"))
+    expect(page.locator("#term-perplexity")).to_be_visible()
+
+
+def test_every_glossary_link_lands_on_what_it_names(page, site_url):
+    page.goto(f"{site_url}glossary.html", wait_until="domcontentloaded")
+    hrefs = page.eval_on_selector_all(".glossary-where a", "els => els.map(a => a.href)")
+    assert len(hrefs) >= 2 * len(page.locator(".glossary-entry").all())  # a section and a widget each
+    by_page = {}
+    for href in hrefs:
+        url, _, fragment = href.partition("#")
+        by_page.setdefault(url, set()).add(urllib.parse.unquote(fragment))
+    for url, fragments in by_page.items():
+        page.goto(url, wait_until="domcontentloaded")
+        for fragment in fragments:
+            assert page.locator(f"[id='{fragment}']").count() == 1, f"{url}#{fragment}"
+
+
+class SubpathHandler(http.server.SimpleHTTPRequestHandler):
+    """The built site under /course/ only: anything outside it is a 404, as on a shared host."""
+    prefix = "/course/"
+
+    def translate_path(self, path):
+        if not urllib.parse.urlsplit(path).path.startswith(self.prefix):
+            return "/nonexistent/" + path
+        return super().translate_path("/" + path[len(self.prefix):])
+
+    def log_message(self, *args):
+        pass
+
+
+SubpathHandler.extensions_map = {**build.SiteHandler.extensions_map}
+
+
+@pytest.fixture(scope="module")
+def subpath_url():
+    handler = functools.partial(SubpathHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/course/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_every_link_and_asset_resolves_when_served_under_a_subpath(page, subpath_url):
+    pages = [subpath_url + "index.html", subpath_url + "glossary.html"]
+    pages += [f"{subpath_url}chapters/{c.slug}.html" for c in build.find_chapters()]
+    checked, missing = {}, []
+    ids = {}
+    links = set()
+    for url in pages:
+        response = page.goto(url, wait_until="domcontentloaded")
+        assert response.status == 200, url
+        ids[url] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
+        for attr, selector in (("href", "a[href]"), ("href", "link[href]"), ("src", "script[src]")):
+            for target in page.eval_on_selector_all(selector, f"els => els.map(e => e['{attr}'])"):
+                if target.startswith("http://127.0.0.1"):
+                    links.add((url, target))
+                else:
+                    assert target.startswith(("data:", "mailto:", "https://", "http://")), target
+    for source, target in sorted(links):
+        resource, _, fragment = target.partition("#")
+        fragment = urllib.parse.unquote(fragment)
+        assert resource.startswith(subpath_url), f"{source} links off the site's folder: {target}"
+        if resource not in checked:
+            checked[resource] = page.request.get(resource).status
+        if checked[resource] != 200:
+            missing.append(f"{source} -> {target}: {checked[resource]}")
+        elif fragment and resource in ids and fragment not in ids[resource]:
+            missing.append(f"{source} -> {target}: no element with that id")
+    assert not missing, "\n".join(missing)
+    assert len(checked) > len(pages)

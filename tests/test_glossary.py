@@ -1,0 +1,92 @@
+"""The glossary: its entries, the first-use links in the chapters, and the build's check of targets."""
+
+import re
+
+import pytest
+
+import build
+import glossary
+
+
+def page_terms(*entries):
+    definitions = {e.anchor: f"definition of {e.term}" for e in entries}
+    return glossary.terms_for_page(list(entries), definitions, "../glossary.html")
+
+
+def entry(term, match, chapter=1, section="Seeds and spread", widget="train"):
+    return glossary.Entry(term=term, sentence="One sentence.", deck="deck 01", chapter=chapter,
+                          section=section, widget=widget, match=tuple(match))
+
+
+def test_first_use_links_once_and_skips_headings_code_links_and_labels():
+    seeds = entry("Seeds and spread", ["seed"])
+    sgd = entry("SGD", ["SGD"])
+    source = ("## Seeds everywhere\n\n"
+              "A `seed` in code, [a seed](x.html) in a link, "
+              '<span class="fig measured" title="t">seed 0</span> in a label.\n\n'
+              "Then the seeds, once; a second seed stays plain. sgd in lower case is not SGD's name.\n")
+    html = build.markdown_to_html(source, terms=page_terms(seeds, sgd))
+    links = re.findall(r'<a class="gloss-term" href="([^"]+)"[^>]*>([^<]+)</a>', html)
+    assert links == [("../glossary.html#term-seeds-and-spread", "seeds"), ("../glossary.html#term-sgd", "SGD")]
+    assert '<h2 id="seeds-everywhere">Seeds everywhere</h2>' in html
+    assert "<code>seed</code>" in html and '<a href="x.html">a seed</a>' in html
+    assert 'data-definition="definition of Seeds and spread"' in html
+
+
+def test_longest_match_wins_and_words_are_whole():
+    adam = entry("Adam", ["Adam"])
+    adamw = entry("AdamW", ["AdamW"])
+    clipping = entry("Gradient clipping", ["gradient clipping"])
+    gradient = entry("Gradient", ["gradient"])
+    html = build.markdown_to_html("AdamW is not Adam. Gradient clipping, then a gradient.\n",
+                                  terms=page_terms(adam, adamw, clipping, gradient))
+    assert re.findall(r'#term-([\w-]+)"[^>]*>([^<]+)</a>', html) == [
+        ("adamw", "AdamW"), ("adam", "Adam"), ("gradient-clipping", "Gradient clipping"), ("gradient", "gradient")]
+
+
+def test_definition_is_plain_text_and_cannot_inject_markup():
+    e = entry("Perplexity", ["perplexity"])
+    text = glossary.plain_text('$e^L$ tokens, <span class="fig derived" title="x">5,376<sup class="fig-tag">derived</sup></span> "<b>')
+    assert text == 'e^L tokens, 5,376 "'
+    html = build.markdown_to_html("perplexity\n", terms=glossary.terms_for_page(
+        [e], {e.anchor: '"><script>alert(1)</script>'}, "../glossary.html"))
+    assert "<script>" not in html and "&quot;&gt;&lt;script&gt;" in html
+
+
+def test_missing_targets_fail_with_every_problem_named():
+    page = '<h2 id="seeds-and-spread">Seeds and spread</h2><section class="widget" id="w1-train">'
+    ok = entry("Seeds and spread", ["seed"])
+    assert glossary.check_targets([ok], {1: page}) == {ok.anchor: ("seeds-and-spread", "w1-train", "")}
+    bad = [entry("A", ["a"], section="No such section"), entry("B", ["b"], widget="nope"), entry("C", ["c"], chapter=99)]
+    with pytest.raises(glossary.GlossaryError) as e:
+        glossary.check_targets(bad, {1: page})
+    message = str(e.value)
+    assert "no section headed 'No such section'" in message and "no widget 'nope'" in message
+    assert "chapter 99 does not exist" in message
+
+
+def test_section_ids_follow_the_headings_maths_left_out():
+    assert entry("x", ["x"], section="The gradient at the logits is $p - y$").section_id == "the-gradient-at-the-logits-is-"
+    html = build.markdown_to_html("## The gradient at the logits is $p - y$\n")
+    assert 'id="the-gradient-at-the-logits-is-"' in html
+
+
+def test_glossary_file_loads_and_a_broken_entry_is_refused(tmp_path):
+    entries = glossary.load(build.GLOSSARY)
+    assert len({e.anchor for e in entries}) == len(entries)
+    assert all(e.chapter in {c.number for c in build.find_chapters()} for e in entries)
+    broken = tmp_path / "glossary.yaml"
+    broken.write_text("- term: X\n  sentence: S\n  deck: d\n  chapter: 1\n  section: s\n  match: [x]\n")
+    with pytest.raises(glossary.GlossaryError, match="lacks widget"):
+        glossary.load(broken)
+
+
+def test_built_glossary_links_to_sections_and_widgets_that_exist():
+    out = build.OUT
+    page = (out / "glossary.html").read_text()
+    entries = glossary.load(build.GLOSSARY)
+    for e in entries:
+        assert f'id="{e.anchor}"' in page
+    for href in set(re.findall(r'href="(chapters/[^"#]+)#([^"]+)"', page)):
+        chapter_html = (out / href[0]).read_text()
+        assert f'id="{href[1]}"' in chapter_html, href
