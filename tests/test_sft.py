@@ -1,0 +1,93 @@
+"""Supervised fine-tuning (pylib.studies.sft): the prompt/response set from the plays' structure,
+the two loss masks, and fine-tuning that lowers the response loss."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pylib import data, loss as xent, model
+from pylib.studies import sft
+
+TEXT = ("HAMLET:\nTo be, or not to be, that is the question:\nWhether 'tis nobler\n\n"
+        "OPHELIA:\nGood my lord,\nHow does your honour for this many a day?\n")
+VOCAB = data.build_char_vocab(TEXT + "ABCDEFGHIJKLMNOPQRSTUVWXYZ?W", n_chars=64)
+CFG = dataclasses.replace(model.GPTConfig(), vocab_size=VOCAB.size)
+PAIRS = (("HAMLET", "To be, or not to be"), ("OPHELIA", "Good my lord,"))
+
+
+def test_speeches_reads_speaker_and_lines_from_the_corpus_form():
+    text = TEXT + "\u2404\n\nHORATIO:\nHail to your lordship!\nLine: with a colon:\n"
+    assert sft.speeches(text) == [
+        ("HAMLET", "To be, or not to be, that is the question:"), ("HAMLET", "Whether 'tis nobler"),
+        ("OPHELIA", "Good my lord,"), ("OPHELIA", "How does your honour for this many a day?"),
+        ("HORATIO", "Hail to your lordship!"), ("HORATIO", "Line: with a colon:")]
+
+
+def test_encode_pairs_masks_the_prompt_the_response_and_the_padding():
+    x, y, pm, rm = sft.encode_pairs(PAIRS, VOCAB, CFG.block_size)
+    for i, (speaker, line) in enumerate(PAIRS):
+        prompt = sft.prompt_text(line)
+        assert VOCAB.decode(y[i][rm[i] == 1].tolist()).startswith(speaker)  # the name, then EOS
+        assert y[i][rm[i] == 1][-1] == VOCAB.eos_id and rm[i].sum() == len(speaker) + 1
+        assert VOCAB.decode(y[i][pm[i] == 1].tolist()) == prompt[1:]  # every prompt target
+        n = len(prompt) + len(speaker)  # inputs: prompt + name; the last target is EOS
+        assert (pm[i][n:] == 0).all() and (rm[i][n:] == 0).all()  # padding is in neither mask
+        assert VOCAB.decode(x[i, :n].tolist()) == prompt + speaker
+    whole = sft.loss_mask("whole", pm, rm)
+    np.testing.assert_array_equal(whole, pm + rm)
+    np.testing.assert_array_equal(sft.loss_mask("response", pm, rm), rm)
+    with pytest.raises(ValueError, match="arm"):
+        sft.loss_mask("prompt", pm, rm)
+
+
+def test_response_only_loss_ignores_the_prompt_targets():
+    params = model.init_params(CFG, 0, dtype=np.float64)
+    x, y, pm, rm = sft.encode_pairs(PAIRS, VOCAB, CFG.block_size)
+    loss, grads = model.loss_and_grads(params, CFG, x, y, rm)
+    y2 = y.copy()
+    y2[pm == 1] = (y2[pm == 1] + 7) % VOCAB.size  # other prompt targets, same inputs
+    loss2, grads2 = model.loss_and_grads(params, CFG, x, y2, rm)
+    assert loss2 == loss
+    for k in grads:
+        np.testing.assert_array_equal(grads2[k], grads[k])
+    loss3, _ = model.loss_and_grads(params, CFG, x, y2, sft.loss_mask("whole", pm, rm))  # the whole arm sees them
+    assert loss3 != model.loss_and_grads(params, CFG, x, y, sft.loss_mask("whole", pm, rm))[0]
+
+
+def test_fine_tuning_lowers_the_response_loss_and_learns_the_answer():
+    params = model.init_params(CFG, 1)
+    x, y, pm, rm = sft.encode_pairs(PAIRS, VOCAB, CFG.block_size)
+    before = sft.masked_mean_loss(params, CFG, x, y, rm)
+    state = sft.init_finetune(params, 0)
+    settings = dict(sft.SFT, steps=150, batch_size=4, lr=1e-2)
+    records = sft.sft_steps(state, CFG, x, y, rm, settings["steps"], settings)
+    assert len(records) == 150 and state["step"] == 150
+    after = sft.masked_mean_loss(state["params"], CFG, x, y, rm)
+    assert after < 0.3 * before
+    np.testing.assert_array_equal(params["wte"], model.init_params(CFG, 1)["wte"])  # the input is not touched
+    logps = sft.candidate_logps(state["params"], CFG, PAIRS, ("HAMLET", "OPHELIA"), VOCAB)  # (2, 2)
+    assert logps[0, 0] > logps[0, 1] and logps[1, 1] > logps[1, 0]
+    assert sft.speaker_accuracy(state["params"], CFG, PAIRS, ("HAMLET", "OPHELIA"), VOCAB) == 1.0
+    assert sft.answer(state["params"], CFG, PAIRS[0][1], VOCAB) == {"text": "HAMLET", "ended": True}
+
+
+def test_masked_mean_loss_is_the_mean_over_counted_targets():
+    params = model.init_params(CFG, 2, dtype=np.float64)
+    x, y, pm, rm = sft.encode_pairs(PAIRS, VOCAB, CFG.block_size)
+    logits = model.forward_logits(params, CFG, x)
+    expected = xent.cross_entropy_forward(logits, y, rm)[0]
+    assert abs(sft.masked_mean_loss(params, CFG, x, y, rm, chunk=1) - expected) < 1e-12
+
+
+def test_build_sft_set_splits_fixed_pairs_that_fit_with_every_answer():
+    corpus = data.build_corpus()
+    s = sft.build_sft_set(corpus.val, corpus.vocab, CFG.block_size)
+    assert len(s.speakers) == sft.SFT_SET["speakers"] and len(s.test) == sft.SFT_SET["test_pairs"]
+    assert not set(s.train) & set(s.test) and len(set(s.train)) == len(s.train)
+    longest = max(len(n) for n in s.speakers)
+    for speaker, line in s.train + s.test:
+        assert speaker in s.speakers and len(sft.prompt_text(line)) + longest + 1 <= CFG.block_size + 1
+    assert sft.build_sft_set(corpus.val, corpus.vocab, CFG.block_size) == s  # fixed
+    with pytest.raises(ValueError, match="pairs fit"):
+        sft.build_sft_set(corpus.val[:5000], corpus.vocab, CFG.block_size)
