@@ -77,7 +77,7 @@ def test_bad_layouts_are_refused_with_the_reason(layout, words):
 
 
 def test_interleaving_needs_microbatches_a_multiple_of_the_stages():
-    with pytest.raises(ValueError, match="multiple of pp"):
+    with pytest.raises(ValueError, match="multiple of PP"):
         planner.plan(SHAPE, CLUSTER, planner.Layout(dp=4, pp=4, chunks=2, global_batch=24))
 
 
@@ -106,3 +106,39 @@ def test_calibration_rows_are_reproduced_and_the_others_predicted():
     cal = [r for r in rows if r["calibration"]]
     assert len(cal) == 2 and all(abs(r["error"]) < 1e-6 for r in cal)
     assert sum(not r["calibration"] for r in rows) == 11
+
+
+# ---------------------------------------------------------------------------
+# The page ops (pylib.web.model_parallel_ops)
+
+
+def test_page_ops_refuse_bad_input_field_by_field():
+    import json
+    from pylib import web
+    bad = json.loads(web.handle("pipeline_schedule", json.dumps(
+        {"schedule": "1f1b", "stages": "0", "microbatches": "1e9", "chunks": "NaN", "ratio": "<b>x</b>"})))
+    assert not bad["ok"] and set(bad["errors"]) == {"stages", "microbatches", "chunks", "ratio"}
+    few = json.loads(web.handle("pipeline_schedule", json.dumps(
+        {"schedule": "interleaved", "stages": "8", "microbatches": "4", "chunks": "2", "ratio": "2"})))
+    assert "multiple of the stages" in few["errors"]["microbatches"]
+    runs = json.loads(web.handle("planner_runs", "{}"))["value"]["runs"]
+    r = runs[6]
+    args = {k: str(r[k]) for k in ("gpus", "dp", "tp", "pp", "cp", "global_batch", "micro_batch", "chunks")}
+    args.update(run=r["name"], recompute=r["recompute"])
+    good = json.loads(web.handle("planner_plan", json.dumps(args)))
+    assert good["ok"] and good["value"]["microbatches"] == r["global_batch"] // r["dp"]
+    mismatch = json.loads(web.handle("planner_plan", json.dumps({**args, "dp": "5"})))
+    assert "does not match" in mismatch["errors"]["gpus"]
+    for v in ["", "NaN", "2.5", "1e9", "🙂"]:
+        out = json.loads(web.handle("planner_plan", json.dumps({**args, "tp": v})))
+        assert not out["ok"] and "tp" in out["errors"] or "gpus" in out["errors"]
+
+
+def test_page_schedule_op_matches_the_simulator():
+    import json
+    from pylib import web
+    v = json.loads(web.handle("pipeline_schedule", json.dumps(
+        {"schedule": "interleaved", "stages": "8", "microbatches": "32", "chunks": "4", "ratio": "2"})))["value"]
+    r = pipeline.simulate_pipeline("interleaved", 8, 32, 4, 1.0, 2.0)
+    assert v["makespan"] == r["makespan"] and v["peak_in_flight"] == r["peak_in_flight"]
+    assert v["bubble_over_ideal"] == pytest.approx(v["formula_over_ideal"])

@@ -83,12 +83,12 @@ def layout_problems(shape, cluster, layout):
         return [str(e)]
     product = layout.dp * layout.tp * layout.pp * layout.cp
     if product != cluster.gpus:
-        out.append(f"dp x tp x pp x cp = {layout.dp} x {layout.tp} x {layout.pp} x {layout.cp} = {product:,} "
+        out.append(f"DP x TP x PP x CP = {layout.dp} x {layout.tp} x {layout.pp} x {layout.cp} = {product:,} "
                    f"does not match the {cluster.gpus:,} GPUs")
     if shape.n_head % layout.tp:
-        out.append(f"tp = {layout.tp} does not divide the {shape.n_head} heads")
+        out.append(f"TP = {layout.tp} does not divide the {shape.n_head} heads")
     if layout.pp > shape.n_layer:
-        out.append(f"pp = {layout.pp} stages is more than the {shape.n_layer} layers")
+        out.append(f"PP = {layout.pp} stages is more than the {shape.n_layer} layers")
     elif layout.chunks * layout.pp > shape.n_layer:
         out.append(f"{layout.chunks} chunks x {layout.pp} stages is more than the {shape.n_layer} layers")
     per_replica = layout.global_batch / layout.dp
@@ -97,9 +97,9 @@ def layout_problems(shape, cluster, layout):
                    f"micro-batches of {layout.micro_batch}")
     elif layout.chunks > 1 and (per_replica // layout.micro_batch) % layout.pp:
         out.append(f"interleaving needs the micro-batches per replica ({int(per_replica // layout.micro_batch)}) "
-                   f"to be a multiple of pp = {layout.pp}")
+                   f"to be a multiple of PP = {layout.pp}")
     if shape.seq_len % layout.cp:
-        out.append(f"cp = {layout.cp} does not divide the sequence length {shape.seq_len}")
+        out.append(f"CP = {layout.cp} does not divide the sequence length {shape.seq_len}")
     if layout.recompute not in memory.RECOMPUTE_MODES:
         out.append(f"recompute must be one of {memory.RECOMPUTE_MODES}")
     return out
