@@ -393,13 +393,15 @@ def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
     return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape, pos)
 
 
-def backward(dlogits, cache, df_extra=None):
+def backward(dlogits, cache, df_extra=None, g=None):
     """dlogits (B, T, V) -> grads, a dict with the same keys (and shapes) as params.
 
     df_extra (B*T, C), optional: more gradient on the final norm's output (the head's input,
-    cache[5][0]) from another head that reads it, e.g. pylib.studies.mtp's multi-token head."""
+    cache[5][0]) from another head that reads it, e.g. pylib.studies.mtp's multi-token head.
+    g, optional: the dict the gradients are put into as they are finished, in the backward's order
+    (chapter 4's pylib.studies.backprop_order passes one that records that order)."""
     cfg, T, c_tok, caches, c_lnf, c_head, wpe_shape, pos = cache
-    g = {}
+    g = {} if g is None else g
     dlogits = mup_output(cfg, dlogits)
     df, dwte_head, _ = layers.linear_backward(dlogits, c_head)
     if df_extra is not None:
