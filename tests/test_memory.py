@@ -54,3 +54,116 @@ def test_layer_count_scales_the_layer_part_only():
 def test_korthikanti_formula_known_value():
     # Their GPT-3 175B example per layer (s=2048, b=1, h=12288, a=96): 34sbh + 5as^2b bytes.
     assert memory.korthikanti_bytes_per_layer(2048, 1, 12288, 96) == 34 * 2048 * 12288 + 5 * 96 * 2048 ** 2
+
+
+# ---------------------------------------------------------------------------
+# The memory calculator
+
+
+def test_llama_7b_parameter_count():
+    # 6,738,415,616: the count of LLaMA 7B's released weights (untied head, RMSNorm gains, SwiGLU)
+    assert memory.param_count(memory.LLAMA_7B) == 6_738_415_616
+    parts = memory.param_count_parts(memory.LLAMA_7B)
+    assert parts["head"] == parts["embeddings"] == 32000 * 4096  # untied: counted twice
+    assert parts["per_layer"] == 4 * 4096 ** 2 + 3 * 4096 * 11008 + 2 * 4096
+
+
+@pytest.mark.parametrize("cfg", [model.GPTConfig(), model.GPTConfig(n_layer=2, n_head=4, n_embd=32),
+                                 model.GPTConfig(norm="rmsnorm"), model.GPTConfig(bias=False),
+                                 model.GPTConfig(n_layer=4, n_head=4, n_embd=64, vocab_size=300, block_size=128)])
+def test_param_count_agrees_with_pylib(cfg):
+    assert memory.param_count(memory.shape_from_config(cfg)) == model.count_params(cfg)
+
+
+def test_course_model_preset_is_pylibs_model():
+    assert memory.param_count(memory.COURSE_MODEL) == model.count_params(model.GPTConfig()) == 5376
+    assert memory.config_from_shape(memory.COURSE_MODEL) == model.GPTConfig()
+
+
+@pytest.mark.parametrize("recompute", memory.RECOMPUTE_MODES)
+def test_calculator_counts_the_course_models_measured_cache(recompute):
+    cfg = model.GPTConfig()
+    B, T = 16, 64
+    params = model.init_params(cfg, 0)
+    x, y = ids(B, T, seed=0)
+    r = memory.training_memory(memory.COURSE_MODEL, B, T, precision="fp32", optimizer="adamw",
+                               recompute=recompute, activation_model="pylib")
+    from pylib.systems import checkpointing
+    assert r["activations"] == checkpointing.timeline(params, cfg, x, y, recompute)["stored"]
+    if recompute == "none":
+        assert r["activations"] == sum(row["bytes"] for row in memory.measure_activations(params, cfg, x, y))
+    # fp32 Adam: 4 + 4 + 8 bytes per parameter, no master copy
+    assert (r["weights"], r["gradients"], r["optimizer"], r["master"]) == (4 * 5376, 4 * 5376, 8 * 5376, 0)
+
+
+def test_sixteen_bytes_per_parameter_both_ways():
+    mixed, fp32 = memory.bytes_per_param("mixed", "adamw"), memory.bytes_per_param("fp32", "adamw")
+    assert (mixed["weights"], mixed["gradients"], mixed["moments"], mixed["master"]) == (2, 2, 8, 4)
+    assert (fp32["weights"], fp32["gradients"], fp32["moments"], fp32["master"]) == (4, 4, 8, 0)
+    assert mixed["total"] == fp32["total"] == 16
+    r = memory.training_memory(memory.LLAMA_7B, 1, 2048, precision="mixed")
+    assert r["model_states"] == 16 * 6_738_415_616
+    assert memory.bytes_per_param("mixed", "sgd")["total"] == 8
+    assert memory.bytes_per_param("fp32", "momentum")["total"] == 12
+
+
+def test_korthikanti_layer_bytes_reproduce_their_table_2():
+    # GPT-3 175B's shape with dropout and a 4h MLP: Table 2's rows at t = 1 and t = 8
+    gpt3 = memory.TransformerShape(n_layer=96, n_embd=12288, n_head=96, vocab_size=51200, seq_len=2048,
+                                   ffn_hidden=4 * 12288, dropout=True)
+    s, b, h, a = 2048, 1, 12288, 96
+    assert memory.korthikanti_layer_bytes(gpt3, s, b) == memory.korthikanti_bytes_per_layer(s, b, h, a)
+    assert memory.korthikanti_layer_bytes(gpt3, s, b, recompute="selective") == 34 * s * b * h
+    assert memory.korthikanti_layer_bytes(gpt3, s, b, recompute="full") == 2 * s * b * h
+    t = 8
+    assert memory.korthikanti_layer_bytes(gpt3, s, b, tp=t) == s * b * h * (10 + 24 / t) + 5 * a * s * s * b / t
+    assert memory.korthikanti_layer_bytes(gpt3, s, b, tp=t, sequence_parallel=True) == pytest.approx(
+        s * b * h / t * (34 + 5 * a * s / h))
+    assert memory.korthikanti_layer_bytes(gpt3, s, b, recompute="selective", tp=t) == s * b * h * (10 + 24 / t)
+    # section 5: selective saves 70% of GPT-3's activations (5as/h = 80 against 34)
+    full = memory.korthikanti_layer_bytes(gpt3, s, b)
+    assert round(1 - memory.korthikanti_layer_bytes(gpt3, s, b, recompute="selective") / full, 2) == 0.70
+
+
+def test_zero_stages_shard_as_the_paper_says():
+    # ZeRO section 5: 4 + K/Nd, 2 + (2 + K)/Nd and (2 + 2 + K)/Nd bytes per parameter, K = 12
+    shape, psi, nd = memory.LLAMA_7B, 6_738_415_616, 64
+    states = [memory.training_memory(shape, 1, precision="mixed", zero_stage=z, dp=nd)["model_states"] for z in range(4)]
+    assert states[0] == 16 * psi
+    assert states[1] == pytest.approx((4 + 12 / nd) * psi)
+    assert states[2] == pytest.approx((2 + 14 / nd) * psi)
+    assert states[3] == pytest.approx(16 / nd * psi)
+
+
+def test_activations_grow_with_sequence_length():
+    rows = memory.activation_growth(memory.LLAMA_7B, 1, [512, 1024, 2048, 4096], precision="mixed")
+    acts = [r["activations_layers"] for r in rows]
+    assert all(b > 2 * a for a, b in zip(acts, acts[1:]))  # the s^2 term: more than doubling
+    sel = [r["activations_layers"] for r in memory.activation_growth(memory.LLAMA_7B, 1, [512, 1024], recompute="selective")]
+    assert sel[1] == 2 * sel[0]  # selective: linear in s
+    assert len({r["model_states"] for r in rows}) == 1  # the states do not depend on s
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(n_embd=4096, n_head=30), "30 heads do not divide the width 4096"),
+    (dict(n_layer=0), "n_layer must be between 1"),
+    (dict(n_embd=-5), "n_embd must be between 1"),
+    (dict(vocab_size=10 ** 12), "vocab_size must be between 1"),
+    (dict(seq_len=2.5), "seq_len must be a whole number"),
+    (dict(n_head=True), "n_head must be a whole number"),
+    (dict(norm="batchnorm"), "norm must be"),
+])
+def test_shapes_that_cannot_exist_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        memory.TransformerShape(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(micro_batch=0), "micro_batch"), (dict(seq_len=-1), "seq_len"), (dict(precision="fp8"), "precision"),
+    (dict(optimizer="lion"), "optimizer"), (dict(recompute="half"), "recompute"), (dict(zero_stage=4), "zero_stage"),
+    (dict(tp=3), "heads to split evenly"), (dict(pp=5), "layers to split evenly"),
+    (dict(activation_model="pylib"), "pylib's model"),
+])
+def test_training_memory_refuses_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        memory.training_memory(memory.LLAMA_7B, **{"micro_batch": 1, **kwargs})
