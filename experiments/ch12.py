@@ -1,0 +1,181 @@
+"""Chapter 12's experiments: model parallelism.
+
+Most of this chapter is derived at build time (`derived`): the schedules' bubbles, the seed's
+two-device FFN, the tensor-parallel bytes per block, the planner against 13 published runs. What
+`run` measures is that splitting the course's model changes where the work happens and not the
+answer, on real text (8 evenly spaced windows of the validation split):
+
+1. pipeline: a 4-layer variant of the course model (GPTConfig(n_layer=4), seed 0) cut into 2 and 4
+   stages, 8 micro-batches run in GPipe's, 1F1B's and the interleaved schedule's order, against the
+   unsplit model: the largest gradient difference relative to each tensor's largest entry, in
+   float64 and in float32 (where summing the micro-batches changes the rounding);
+2. tensor parallelism: the same model with every block split over 2 devices (heads and MLP units),
+   float64 and float32, with the all-reduce count and bytes per block;
+3. ring attention: layer 0's attention of the unsplit model on those windows, blockwise over 2, 4
+   and 8 devices, against full attention;
+4. timings: the simulator on 8 stages x 32 micro-batches (x 4 chunks) in CPython.
+
+Nothing here trains, so there are no seeds. Budget (OPENBLAS_NUM_THREADS=1, idle machine): a
+4-layer forward and backward on 8 windows ~10 ms; 2 precisions x (5 pipelines + 1 unsplit + 1 TP)
+~ 0.2 s; ring attention and the simulator ~0.1 s: well under a second in all (the budget is 25 s).
+"""
+
+import time
+
+import numpy as np
+
+SCHEDULE_CASES = [("gpipe", 2, 8, 1), ("gpipe", 4, 8, 1), ("1f1b", 2, 8, 1), ("1f1b", 4, 8, 1),
+                  ("interleaved", 2, 8, 2)]
+WINDOWS = 8
+
+
+def _rel(a, b):
+    """Largest |a - b| over each tensor, relative to b's largest entry; the worst tensor."""
+    return max(float(np.abs(a[k].astype(np.float64) - b[k]).max() / np.abs(b[k]).max()) for k in b)
+
+
+def _batch(corpus, cfg):
+    from pylib import data
+    return data.eval_windows(corpus.val, WINDOWS, cfg.block_size)
+
+
+def part_split(corpus):
+    from pylib import layers, model
+    from pylib.systems import context_parallel, pipeline, tensor_parallel
+    cfg = model.GPTConfig(n_layer=4)
+    x, y = _batch(corpus, cfg)
+    values = {}
+    for dtype, tag in ((np.float64, "f64"), (np.float32, "f32")):
+        params = model.init_params(cfg, 0, dtype)
+        _, grads = model.loss_and_grads(params, cfg, x, y)
+        worst = 0.0
+        for schedule, stages, m, v in SCHEDULE_CASES:
+            _, pgrads, _ = pipeline.pipeline_loss_and_grads(params, cfg, x, y, stages, m, schedule, v)
+            d = _rel(pgrads, grads)
+            values[f"ch12.pipeline.{schedule}_{stages}.{tag}"] = d
+            worst = max(worst, d)
+        values[f"ch12.pipeline.worst.{tag}"] = worst
+        _, tgrads, log = tensor_parallel.tp_loss_and_grads(params, cfg, x, y, 2)
+        values[f"ch12.tp.rel_diff.{tag}"] = _rel(tgrads, grads)
+        values["ch12.tp.all_reduces"] = len(log)
+        values["ch12.tp.per_block"] = len(log) // cfg.n_layer
+        if tag == "f32":
+            values["ch12.tp.bytes_each_f32"] = log[0]["bytes"]
+    params = model.init_params(cfg, 0, np.float64)
+    h = params["wte"][x] + params["wpe"][:cfg.block_size]
+    a, _ = layers.layernorm_forward(h, params["h.0.ln_1.weight"], params["h.0.ln_1.bias"])
+    qkv, _ = layers.linear_forward(a, params["h.0.attn.c_attn.weight"], params["h.0.attn.c_attn.bias"])
+    full, _ = layers.attention_forward(qkv, cfg.n_head, None, cfg.attn_scale)
+    values["ch12.ring.max_abs_diff"] = max(
+        float(np.abs(context_parallel.ring_attention(qkv, cfg.n_head, P, cfg.attn_scale)[0] - full).max())
+        for P in (2, 4, 8))
+    values["ch12.windows"] = WINDOWS
+    t0 = time.perf_counter()
+    pipeline.simulate_pipeline("interleaved", 8, 32, 4)
+    timings = {"ch12.simulate_8x32x4.seconds": time.perf_counter() - t0}
+    return {"values": values, "timings": timings}
+
+
+PARTS = ["part_split"]
+
+
+def run(corpus):
+    from experiments.common import run_parts
+    return run_parts(globals(), PARTS, corpus)
+
+
+# ---------------------------------------------------------------------------
+# Derived at build time
+
+
+def derived(corpus):
+    """The chapter's derived numbers: schedules, the seed's FFN, tensor-parallel bytes, the planner."""
+    from pylib import model, train
+    from pylib.systems import memory, pipeline, planner, tensor_parallel
+    out = {}
+    # the example pipeline of the chapter's Gantt chart: 4 stages, 8 micro-batches, backward = 2 forward
+    for sched, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2)):
+        r = pipeline.simulate_pipeline(sched, 4, 8, v)
+        out[f"ch12.sim.{sched}.bubble_over_ideal"] = r["bubble_over_ideal"]
+        out[f"ch12.sim.{sched}.bubble_of_total"] = r["bubble_fraction"]
+        out[f"ch12.sim.{sched}.peak_stage0"] = r["peak_in_flight"][0]
+        out[f"ch12.sim.{sched}.peak_activations_stage0"] = r["peak_activations"][0]
+        out[f"ch12.sim.{sched}.makespan"] = r["makespan"]
+    f = pipeline.bubble_formula(4, 8, 1)
+    out["ch12.formula.over_ideal_4_8"] = f["over_ideal"]
+    out["ch12.formula.of_total_4_8"] = f["of_total"]
+    out["ch12.formula.over_ideal_4_8_v2"] = pipeline.bubble_formula(4, 8, 2)["over_ideal"]
+    # the seed's two-device FFN
+    ex = tensor_parallel.worked_example()
+    fmt = lambda xs: "[" + ", ".join(f"{x:g}" for x in xs) + "]"  # noqa: E731
+    out["ch12.ex.x"] = fmt(ex["x"])
+    out["ch12.ex.y"] = fmt(ex["y"])
+    out["ch12.ex.dy"] = fmt(ex["dy"])
+    out["ch12.ex.dx"] = fmt(ex["dx"])
+    out["ch12.ex.w1"] = "[" + ", ".join(fmt(r) for r in tensor_parallel.EXAMPLE_W1.tolist()) + "]"
+    out["ch12.ex.w2"] = "[" + ", ".join(fmt(r) for r in tensor_parallel.EXAMPLE_W2.tolist()) + "]"
+    for d, dev in enumerate(ex["devices"]):
+        out[f"ch12.ex.d{d}.w1col"] = fmt(dev["w1_column"])
+        out[f"ch12.ex.d{d}.w2row"] = fmt(dev["w2_row"])
+        out[f"ch12.ex.d{d}.h"] = dev["h"]
+        out[f"ch12.ex.d{d}.partial_y"] = fmt(dev["partial_y"])
+        out[f"ch12.ex.d{d}.dh"] = dev["dh"]
+        out[f"ch12.ex.d{d}.partial_dx"] = fmt(dev["partial_dx"])
+    # tensor-parallel bytes per block for the course model at the default batch, float32
+    cfg = model.GPTConfig()
+    B = train.TrainConfig().batch_size
+    c = tensor_parallel.all_reduces_per_block(cfg, B, cfg.block_size, 2, itemsize=4)
+    out["ch12.tp.course.bytes_each"] = c["bytes_each"]
+    out["ch12.tp.course.bytes_per_block"] = c["bytes_per_block"]
+    out["ch12.tp.course.batch"] = B
+    # sequence parallelism fed to chapter 10's calculator: GPT-3 175B's shape of Narayanan et al.
+    # (Table 1's 145.6B row: 96 heads, width 12,288, 80 layers), tp = 8, micro-batch 1, s = 2048
+    shape = planner.published_runs()[6]["shape"]
+    for sp in (False, True):
+        m = memory.training_memory(shape, micro_batch=1, tp=8, pp=8, recompute="selective", sequence_parallel=sp)
+        out[f"ch12.sp.{'on' if sp else 'off'}.activations_gb"] = m["activations"] / 1e9
+    # the planner against the published runs
+    rows = planner.compare_published()
+    for i, r in enumerate(rows):
+        k = f"ch12.run{i}"
+        out[k + ".name"] = r["name"]
+        out[k + ".source"] = r["source"]
+        out[k + ".layout"] = f"{r['dp']}×{r['tp']}×{r['pp']}" + (f"×{r['cp']}" if r["cp"] > 1 else "")
+        out[k + ".gpus"] = r["gpus"]
+        out[k + ".reported"] = r["reported_tflops"]
+        out[k + ".predicted"] = r["predicted_tflops"]
+        out[k + ".error_pct"] = 100 * r["error"]
+        out[k + ".bubble_pct"] = 100 * r["bubble_over_ideal"]
+        out[k + ".memory_gb"] = r["memory_gb"]
+        out[k + ".role"] = "fitted" if r["calibration"] else "predicted"
+    out["ch12.runs"] = len(rows)
+    out["ch12.eff.A100"] = next(r["efficiency"] for r in rows if r["hardware"] == "A100")
+    out["ch12.eff.H100"] = next(r["efficiency"] for r in rows if r["hardware"] == "H100")
+    pred = [r for r in rows if not r["calibration"]]
+    meg = [r for r in pred if r["hardware"] == "A100"]
+    out["ch12.err.megatron_mean_abs_pct"] = 100 * float(np.mean([abs(r["error"]) for r in meg]))
+    out["ch12.err.megatron_worst_pct"] = 100 * min(r["error"] for r in meg)
+    out["ch12.err.megatron_trend_first"] = meg[0]["predicted_tflops"]
+    out["ch12.err.megatron_trend_last"] = meg[-1]["predicted_tflops"]
+    out["ch12.llama.params_calculator_b"] = memory.param_count(planner.LLAMA3_405B) / 1e9
+    out["ch12.llama.bubble_pct"] = 100 * rows[-3]["bubble_over_ideal"]
+    out["ch12.selene_nvlink_gbs"] = planner.SELENE_NVLINK_ASSUMED / 1e9
+    out["ch12.h100_peak_tflops"] = planner.H100_PEAK / 1e12
+    return out
+
+
+def markdown(results):
+    v = results.get("values", {})
+    lines = ["## Chapter 12: model parallelism", "",
+             f"On {v.get('ch12.windows', '–')} validation windows, a 4-layer variant of the course model:", "",
+             "| split | float64 | float32 |", "| --- | --- | --- |"]
+    for schedule, stages, m, vv in SCHEDULE_CASES:
+        k = f"ch12.pipeline.{schedule}_{stages}"
+        lines.append(f"| {schedule}, {stages} stages, {m} micro-batches, v = {vv} | {v.get(k + '.f64', float('nan')):.2e} "
+                     f"| {v.get(k + '.f32', float('nan')):.2e} |")
+    lines.append(f"| tensor parallel over 2 | {v.get('ch12.tp.rel_diff.f64', float('nan')):.2e} "
+                 f"| {v.get('ch12.tp.rel_diff.f32', float('nan')):.2e} |")
+    lines += ["", "(largest gradient difference against the unsplit model, relative to each tensor's largest entry)",
+              "", f"Ring attention against full attention (2, 4, 8 devices): max |diff| "
+              f"{v.get('ch12.ring.max_abs_diff', float('nan')):.2e}", ""]
+    return lines
