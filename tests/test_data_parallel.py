@@ -141,3 +141,96 @@ def test_zero3_backward_uses_the_regathered_weights():
         assert dp.zero_step(s0, cfg, x, y, 1e-2) == dp.zero_step(s3, cfg, x, y, 1e-2)
     assert dp.flatten(dp.zero_params(s3)).tobytes() == dp.flatten(dp.zero_params(s0)).tobytes()
     assert len(col.chunk_bounds(model.count_params(cfg), 2)) == 2
+
+
+# ---------------------------------------------------------------------------
+# The page ops (pylib.web.parallel_ops)
+
+import json  # noqa: E402
+
+from pylib import web  # noqa: E402
+from pylib.systems import overlap  # noqa: E402
+
+
+def call(op, args):
+    return json.loads(web.handle(op, json.dumps(args)))
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from pylib import data
+    return data.build_corpus()
+
+
+@pytest.fixture(scope="module")
+def session(corpus, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("site-data")
+    (folder / "train.bin").write_bytes(corpus.train.tobytes())
+    (folder / "val.bin").write_bytes(corpus.val.tobytes())
+    (folder / "vocab.json").write_text(json.dumps(corpus.vocab.to_json()))
+    web.SESSION.load_corpus(folder)
+    return web.SESSION
+
+
+@pytest.mark.parametrize("raw", [0, 1, 1e9, "NaN", 2.5, "", "🙂", "<b>4</b>", None, 9])
+def test_ring_op_refuses_bad_worker_counts(session, raw):
+    out = call("parallel_ring", {"workers": raw})
+    assert out["ok"] is False and out["kind"] == "input" and "workers" in out["errors"]
+
+
+def test_ring_op_is_the_ring_on_real_gradients(session):
+    from pylib.web import parallel_ops
+    out = call("parallel_ring", {"workers": "8"})["value"]
+    vectors = parallel_ops.worker_gradients(session, 8)
+    results, sent = col.ring_all_reduce(vectors)
+    assert out["identical"] and len(out["steps"]) == 14
+    assert out["wire_bytes"] == [4 * s for s in sent]
+    last = out["steps"][-1]["firsts"]
+    assert all(last[i] == [float(results[0][a]) for a, _ in out["bounds"]] for i in range(8))
+    assert [g["sent"] for g in out["all_gather"]] == sorted(g["sent"] for g in out["all_gather"])
+
+
+@pytest.mark.parametrize("raw", ["", "0", "1e9", "NaN", "1.5", "1 2 3 4 5", "<b>2</b>", "two"])
+def test_dp_start_refuses_bad_worker_lists(session, raw):
+    out = call("parallel_dp_start", {"workers": raw, "steps": "5"})
+    assert out["ok"] is False and "workers" in out["errors"]
+
+
+def test_dp_run_curves_lie_on_top_of_each_other(session):
+    assert call("parallel_dp_start", {"workers": "1 4", "steps": "6"})["ok"]
+    done = False
+    while not done:
+        done = call("parallel_dp_chunk", {})["value"]["done"]
+    r = call("parallel_dp_finish", {})["value"]
+    assert len(r["losses"]["1"]) == 6 and r["max_diff_from_first"]["4"] < 1e-4
+
+
+@pytest.mark.parametrize("field,raw", [("workers", "0"), ("workers", "NaN"), ("stage", "4"), ("stage", "1.5"),
+                                       ("steps", "1e9")])
+def test_zero_op_refuses_bad_input(session, field, raw):
+    args = {"workers": "4", "stage": "3", "steps": "2", field: raw}
+    out = call("parallel_zero", args)
+    assert out["ok"] is False and field in out["errors"]
+
+
+def test_zero_op_bit_identical_and_held(session):
+    r = call("parallel_zero", {"workers": "4", "stage": "3", "steps": "2"})["value"]
+    assert r["bit_identical"]
+    assert r["held"][0]["params"] == r["params"] // 4
+
+
+def test_overlap_more_bandwidth_never_exposes_more():
+    layer_bytes, seconds = overlap.layer_costs(model.GPTConfig(n_layer=8, n_embd=64, n_head=2), 16, 64, 1e9)
+    exposed = [overlap.overlap_timeline(layer_bytes, seconds, 50e3, 8, 1e-5, 1 / (bw * 1e9))["exposed"]
+               for bw in (0.01, 0.1, 1, 10)]
+    assert exposed == sorted(exposed, reverse=True) and exposed[0] > 0
+    one = overlap.overlap_timeline(layer_bytes, seconds, 1e12, 8, 1e-5, 1e-9)  # one bucket: nothing overlaps
+    assert one["exposed"] == pytest.approx(one["comm_total"])
+    assert len(overlap.buckets_in_ready_order(layer_bytes, 1)) == 8
+
+
+def test_model_flops_match_korthikanti_eq7():
+    cfg = model.GPTConfig(n_layer=3, n_embd=32, n_head=2)
+    B, s, h, L, v = 4, cfg.block_size, 32, 3, cfg.vocab_size
+    eq7 = 72 * B * L * s * h * h * (1 + s / (6 * h) + v / (12 * h * L))
+    assert overlap.model_flops_per_step(cfg, B, s) == pytest.approx(eq7, rel=1e-12)

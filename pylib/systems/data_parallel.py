@@ -221,3 +221,37 @@ def zero_traffic_per_step(N, W, stage):
     """
     per = (W - 1) / W * N
     return {0: 2 * per, 1: 2 * per, 2: 2 * per, 3: 3 * per}[stage]
+
+
+# ---------------------------------------------------------------------------
+# Training with W workers: pylib.train's loop, its step made data-parallel
+
+
+def data_parallel_train_state(model_cfg, train_cfg, n_workers):
+    """pylib.train's state whose steps take their gradient from W simulated workers and the ring.
+
+    The loop draws the batch as usual; a batch hook keeps it and a grad hook replaces the loop's
+    gradient, in place, with data_parallel_loss_and_grads on that batch (so the loop's own
+    backward is computed too and thrown away: this costs about twice a plain step). Each record
+    gets allreduce_bytes, what one worker sent in the step's ring all-reduce.
+    """
+    from pylib import train
+    W = col.check_workers(n_workers, 1, train_cfg.batch_size)
+    if train_cfg.grad_accum != 1 or train_cfg.z_loss:
+        raise ValueError("the data-parallel step supports grad_accum = 1 and no z-loss")
+    state = train.init_train_state(model_cfg, train_cfg)
+    held = {}
+
+    def keep_batch(step, x, y):
+        held["x"], held["y"] = x, y
+        return x, y
+
+    def replace_grads(record, grads):
+        info = {}
+        _, dp_grads = data_parallel_loss_and_grads(state["params"], model_cfg, held["x"], held["y"], W, info=info)
+        for name in grads:
+            grads[name][...] = dp_grads[name]
+        record["allreduce_bytes"] = max(info["sent"]) * info["itemsize"]
+
+    state["batch_hook"], state["grad_hook"] = keep_batch, replace_grads
+    return state
