@@ -1,0 +1,373 @@
+"""Chapter 11's experiments: data parallelism, all-reduce and ZeRO.
+
+1. A real engine beside the model (part_gloo): torch.distributed's all-reduce with the gloo
+   backend, over localhost on this CPU. Four processes are started once; two of them time
+   all-reduces in a two-process group (the other two wait, idle, in a barrier), then all four time
+   the same sizes (4 processes on 2 cores: oversubscribed, and marked so). For each of SIZES
+   (float32 elements) the fastest (and the median) of REPEATS timed all-reduces, each after a
+   barrier, on rank 0: the fastest is the least disturbed by the other jobs on this shared machine.
+   alpha and beta of the ring model are fitted to the two smallest and the two largest sizes
+   (pylib.systems.collectives.fit_alpha_beta) and the sizes in between are predicted. Then each
+   process all-reduces its worker's real gradient of the course model (pylib, float32, one share
+   of a batch) and the sum is compared with pylib's ring all-reduce of the same gradients: the
+   difference must lie within the float32 rounding bound of summing p terms in any order,
+   2 (p-1) u sum|g_i| elementwise (u = 2^-24). Every number is "measured on this CPU over
+   localhost". Without torch the part says so and measures nothing.
+2. Data-parallel training (part_dp): the default model and TrainConfig with DP_STEPS steps, seed 0,
+   its gradient from W = 1, 2, 4, 8 simulated workers (pylib.systems.data_parallel); the curves,
+   the largest difference between any W's losses and W = 1's, the bytes one worker sends per
+   step, and the final loss on the whole validation split for each W.
+3. MFU (part_mfu): this CPU's float32 matmul peak with one BLAS thread (best of MATMUL_REPEATS
+   multiplications of MATMUL_SIZES square matrices) and the default training step's time (median
+   of MFU_STEPS steps: forward, backward, AdamW), giving the course model's MFU in CPython.
+
+Timings are not deterministic: every key that holds a time or a rate derived from one has
+"seconds" in its name (the gloo fit, the MFU and the peak), so the determinism check skips them.
+
+Budget (OPENBLAS_NUM_THREADS=1, idle machine): gloo: starting 4 processes that import torch ~5 s,
+  timing ~10 sizes x 2 groups ~4 s, the gradient check ~1 s: ~10 s; the data-parallel runs: 4 x
+  DP_STEPS = 200 steps at ~2-3x a plain step (~3 ms; the loop's own backward is computed and thrown
+  away) ~6 s, plus 4 whole-split evaluations ~4 s: ~10 s; MFU ~3 s. About 25 s in all (< 60 s).
+"""
+
+import math
+import os
+import socket
+import time
+
+import numpy as np
+
+from experiments.common import final_val, run_parts
+
+SIZES = [4 ** k for k in range(2, 12)]  # float32 elements: 16 ... 4,194,304 (64 B ... 16 MiB)
+REPEATS = 25
+FIT_SMALL, FIT_LARGE = 2, 2  # alpha and beta come from the 2 smallest and the 2 largest sizes
+DP_WORKERS = (1, 2, 4, 8)
+DP_STEPS = 200
+GRAD_BATCH = 16  # the gradient check's batch, split over the processes
+MATMUL_SIZES = (256, 512)
+MATMUL_REPEATS = 5
+MFU_STEPS = 30
+LABEL = "measured on this CPU over localhost"
+
+
+# ---------------------------------------------------------------------------
+# gloo
+
+
+def _gloo_worker(rank, world, port, grads, queue, pair_done):
+    """One process: time all-reduces (2-process subgroup, then all), then all-reduce its gradient."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    pair = dist.new_group([0, 1])
+
+    def timings(group, members):
+        out = {}
+        for n in SIZES:
+            x = torch.ones(n)
+            for _ in range(2):
+                dist.all_reduce(x, group=group)  # warm-up: connections and buffers
+            times = []
+            for _ in range(REPEATS if n <= 1 << 18 else max(3, REPEATS // 3)):
+                dist.barrier(group=group)
+                t0 = time.perf_counter()
+                dist.all_reduce(x, group=group)
+                times.append(time.perf_counter() - t0)
+            out[n] = (float(np.min(times)), float(np.median(times)))
+        return out
+
+    result = {"rank": rank}
+    if rank < 2:
+        result["p2"] = timings(pair, 2)
+        pair_done.set()
+    else:
+        pair_done.wait()  # asleep, not polling in a collective, while the pair is timed
+    dist.barrier()
+    result["p4"] = timings(None, 4)
+    sums = {}
+    for p, group in ((2, pair), (4, None)):
+        if rank < p:
+            t = torch.from_numpy(grads[p][rank].copy())
+            dist.all_reduce(t, group=group)
+            sums[p] = t.numpy().copy()
+        dist.barrier()
+    result["sums"] = sums
+    dist.destroy_process_group()
+    queue.put(result)
+
+
+def _worker_grads(p, corpus):
+    """p workers' flat float32 gradients of the summed loss on their shares of one batch."""
+    from pylib import data, model
+    from pylib.systems import data_parallel as dp
+    cfg = model.GPTConfig()
+    params = model.init_params(cfg, 0)
+    x, y = data.get_batch(corpus.train, GRAD_BATCH, cfg.block_size, np.random.default_rng([11, 0]))
+    return [g for _, _, g in dp.worker_sums(params, cfg, x, y, p)]
+
+
+def gloo_sum_check(gloo_sum, vectors):
+    """Compare gloo's sum with pylib's ring: {bit_identical, max_abs_diff, within_bound, max_ratio}."""
+    from pylib.systems import collectives as col
+    ring = col.ring_all_reduce(vectors)[0][0]
+    p = len(vectors)
+    bound = 2 * (p - 1) * 2.0 ** -24 * np.sum(np.abs(np.stack(vectors).astype(np.float64)), axis=0)
+    diff = np.abs(gloo_sum.astype(np.float64) - ring.astype(np.float64))
+    ratio = np.max(np.where(bound > 0, diff / np.maximum(bound, 1e-300), np.where(diff > 0, np.inf, 0.0)))
+    return {"bit_identical": bool(np.array_equal(gloo_sum, ring)), "max_abs_diff": float(diff.max()),
+            "within_bound": bool(np.all(diff <= bound)), "max_ratio": float(ratio),
+            "differing": int(np.count_nonzero(diff))}
+
+
+def run_gloo(corpus):
+    """Start 4 gloo processes over localhost; their timings and the summed gradients."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    grads = {p: _worker_grads(p, corpus) for p in (2, 4)}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    queue, pair_done = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_gloo_worker, args=(r, 4, port, grads, queue, pair_done)) for r in range(4)]
+    for proc in procs:
+        proc.start()
+    try:
+        results = sorted((queue.get(timeout=240) for _ in procs), key=lambda r: r["rank"])
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    return results, grads
+
+
+def part_gloo(corpus):
+    from pylib.systems import collectives as col
+    t0 = time.perf_counter()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return {"values": {"ch11.gloo.status": "not measured: torch is not installed"},
+                "timings": {"ch11.gloo.seconds": time.perf_counter() - t0}}
+    results, grads = run_gloo(corpus)
+    values, curves = {"ch11.gloo.status": LABEL}, {}
+    for p in (2, 4):
+        key = f"ch11.gloo.p{p}"
+        measured = results[0][f"p{p}"]
+        nbytes = np.array([4 * n for n in SIZES], dtype=np.float64)
+        seconds = np.array([measured[n][0] for n in SIZES])  # the fastest of the repeats: the least disturbed
+        medians = np.array([measured[n][1] for n in SIZES])
+        fit_idx = list(range(FIT_SMALL)) + list(range(len(SIZES) - FIT_LARGE, len(SIZES)))
+        alpha, beta = col.fit_alpha_beta(nbytes[fit_idx], seconds[fit_idx], p)
+        predicted = np.array([col.ring_all_reduce_time(b, p, alpha, beta) for b in nbytes])
+        middle = slice(FIT_SMALL, len(SIZES) - FIT_LARGE)
+        rel = np.abs(predicted[middle] - seconds[middle]) / seconds[middle]
+        values.update({
+            f"{key}.alpha_seconds_us": alpha * 1e6,
+            f"{key}.beta_seconds_per_gb": beta * 1e9,
+            f"{key}.bandwidth_seconds_gb_per_s": 1.0 / (beta * 1e9) if beta > 0 else float("inf"),
+            f"{key}.middle_median_rel_error_seconds": float(np.median(rel)),
+            f"{key}.middle_max_rel_error_seconds": float(np.max(rel)),
+            f"{key}.smallest_seconds_us": float(seconds[0] * 1e6),
+            f"{key}.largest_seconds_ms": float(seconds[-1] * 1e3),
+        })
+        curves[f"{key}.bytes"] = nbytes.tolist()
+        curves[f"{key}.measured_seconds"] = seconds.tolist()
+        curves[f"{key}.predicted_seconds"] = predicted.tolist()
+        curves[f"{key}.median_seconds"] = medians.tolist()
+        check = gloo_sum_check(results[0]["sums"][p], grads[p])
+        for name, v in check.items():
+            if name != "max_abs_diff":
+                values[f"{key}.grad.{name}"] = v
+        values[f"{key}.grad.max_abs_diff"] = check["max_abs_diff"]
+        values[f"{key}.grad.elements"] = int(grads[p][0].size)
+    values["ch11.gloo.oversubscribed_p4"] = f"4 processes on {os.cpu_count()} cores"
+    values["ch11.gloo.torch_version"] = torch.__version__
+    curves["ch11.gloo.sizes_elements"] = list(SIZES)
+    return {"values": values, "curves": curves, "settings": {"ch11.gloo": {
+                "sizes": SIZES, "repeats": REPEATS, "fit_small": FIT_SMALL, "fit_large": FIT_LARGE,
+                "cores": os.cpu_count(), "label": LABEL}},
+            "timings": {"ch11.gloo.seconds": time.perf_counter() - t0}}
+
+
+# ---------------------------------------------------------------------------
+# Data-parallel training
+
+
+def part_dp(corpus):
+    from pylib import model, train
+    from pylib.systems import data_parallel as dp
+    t0 = time.perf_counter()
+    cfg = model.GPTConfig()
+    tc = train.TrainConfig(steps=DP_STEPS, final_eval=True)
+    values, curves, losses = {}, {}, {}
+    for W in DP_WORKERS:
+        state = dp.data_parallel_train_state(cfg, tc, W)
+        history = train.train_steps(state, cfg, tc, corpus.train, corpus.val, DP_STEPS)
+        losses[W] = np.array([r["loss"] for r in history])
+        curves[f"ch11.dp.w{W}.loss"] = [float(v) for v in losses[W]]
+        curves[f"ch11.dp.w{W}.val_step"] = [r["step"] for r in history if "val" in r]
+        curves[f"ch11.dp.w{W}.val"] = [float(r["val"]) for r in history if "val" in r]
+        values[f"ch11.dp.w{W}.final_val"] = final_val(history)
+        values[f"ch11.dp.w{W}.allreduce_bytes"] = int(history[-1]["allreduce_bytes"])
+        if W > 1:
+            values[f"ch11.dp.w{W}.max_loss_diff"] = float(np.max(np.abs(losses[W] - losses[1])))
+            values[f"ch11.dp.w{W}.final_val_diff"] = abs(values[f"ch11.dp.w{W}.final_val"] - values["ch11.dp.w1.final_val"])
+    values["ch11.dp.max_loss_diff"] = max(values[f"ch11.dp.w{W}.max_loss_diff"] for W in DP_WORKERS if W > 1)
+    values["ch11.dp.max_final_val_diff"] = max(values[f"ch11.dp.w{W}.final_val_diff"] for W in DP_WORKERS if W > 1)
+    return {"values": values, "curves": curves,
+            "settings": {"ch11.dp": {"workers": list(DP_WORKERS), "steps": DP_STEPS, "seed": 0}},
+            "timings": {"ch11.dp.seconds": time.perf_counter() - t0}}
+
+
+# ---------------------------------------------------------------------------
+# MFU
+
+
+def matmul_peak_flops():
+    """Best float32 matmul rate of this CPU with the current BLAS threads: (FLOP/s, size)."""
+    best, best_n = 0.0, 0
+    rng = np.random.default_rng(0)
+    for n in MATMUL_SIZES:
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        a @ b
+        for _ in range(MATMUL_REPEATS):
+            t0 = time.perf_counter()
+            a @ b
+            rate = 2 * n ** 3 / (time.perf_counter() - t0)
+            if rate > best:
+                best, best_n = rate, n
+    return best, best_n
+
+
+def training_step_seconds(corpus, steps=MFU_STEPS):
+    """Median seconds of the default training step (batch, forward, backward, AdamW) in CPython."""
+    from pylib import data, model, optim, train
+    cfg, tc = model.GPTConfig(), train.TrainConfig()
+    params = model.init_params(cfg, 0)
+    opt = optim.adamw_init(params)
+    rng = np.random.default_rng(0)
+    times = []
+    for _ in range(steps + 3):
+        t0 = time.perf_counter()
+        x, y = data.get_batch(corpus.train, tc.batch_size, cfg.block_size, rng)
+        _, grads = model.loss_and_grads(params, cfg, x, y)
+        optim.adamw_step(params, grads, opt, 1e-3, tc.beta1, tc.beta2, tc.eps, tc.weight_decay)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times[3:]))
+
+
+def part_mfu(corpus):
+    from pylib import model, train
+    from pylib.systems import overlap
+    t0 = time.perf_counter()
+    cfg, tc = model.GPTConfig(), train.TrainConfig()
+    peak, n = matmul_peak_flops()
+    step = training_step_seconds(corpus)
+    flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
+    return {"values": {
+                "ch11.mfu.peak_seconds_gflops": peak / 1e9,
+                "ch11.mfu.peak_seconds_matmul_size": n,
+                "ch11.mfu.step_seconds_ms": step * 1e3,
+                "ch11.mfu.model_seconds_gflops": flops / step / 1e9,
+                "ch11.mfu.cpython_seconds_percent": 100 * overlap.mfu(flops, step, peak),
+                "ch11.mfu.blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "unset")},
+            "timings": {"ch11.mfu.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_gloo", "part_dp", "part_mfu"]
+
+
+def run(corpus):
+    """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
+    return run_parts(globals(), PARTS, corpus)
+
+
+# ---------------------------------------------------------------------------
+# Build-time values
+
+
+def derived(corpus):
+    """Closed forms and exact checks for the chapter (cheap: no training, no timing)."""
+    from pylib import model, train
+    from pylib.systems import collectives as col
+    from pylib.systems import data_parallel as dp
+    from pylib.systems import overlap
+    cfg, tc = model.GPTConfig(), train.TrainConfig()
+    N = model.count_params(cfg)
+    out = {"ch11.params": N, "ch11.grad_bytes": 4 * N, "ch11.dp_steps": DP_STEPS,
+           "ch11.gloo_repeats": REPEATS, "ch11.gloo_smallest_bytes": 4 * SIZES[0],
+           "ch11.gloo_largest_mib": 4 * SIZES[-1] / 2 ** 20, "ch11.gloo_sizes": len(SIZES),
+           "ch11.mfu_steps": MFU_STEPS, "ch11.batch": tc.batch_size, "ch11.block": cfg.block_size}
+    for p in (2, 4, 8):
+        out[f"ch11.ring_wire_bytes_p{p}"] = int(col.traffic("ring_all_reduce", N, p)["wire_bytes"])
+        out[f"ch11.naive_wire_bytes_p{p}"] = int(col.traffic("naive_all_reduce", N, p)["wire_bytes"])
+        out[f"ch11.allgather_wire_bytes_p{p}"] = int(col.traffic("all_gather", N // p, p)["wire_bytes"])
+        for stage in (0, 1, 2, 3):
+            out[f"ch11.zero{stage}_sent_bytes_p{p}"] = int(round(4 * dp.zero_traffic_per_step(N, p, stage)))
+    flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
+    out["ch11.model_flops_per_step"] = flops
+    out["ch11.model_flops_per_token"] = flops / (tc.batch_size * cfg.block_size)
+    out["ch11.flops_6n"] = 6 * N
+    out["ch11.hfu_over_mfu_selective"] = (overlap.hardware_flops_per_step(cfg, tc.batch_size, cfg.block_size, "selective")
+                                          / flops)
+    out["ch11.hfu_over_mfu_full"] = overlap.hardware_flops_per_step(cfg, tc.batch_size, cfg.block_size, "full") / flops
+    # The exact check, at build time: 8 workers with very unequal valid tokens, float64.
+    params = model.init_params(cfg, 0, dtype=np.float64)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, cfg.vocab_size, (8, cfg.block_size))
+    y = rng.integers(0, cfg.vocab_size, (8, cfg.block_size))
+    mask = np.zeros((8, cfg.block_size))
+    counts = [cfg.block_size, 1, 2, 4, 8, 16, 32, 3]
+    for r, n in enumerate(counts):
+        mask[r, cfg.block_size - n:] = 1
+    info = {}
+    loss, grads = dp.data_parallel_loss_and_grads(params, cfg, x, y, 8, mask=mask, info=info)
+    ref_loss, ref = model.loss_and_grads(params, cfg, x, y, mask)
+    flat, flat_ref = dp.flatten(grads), dp.flatten(ref)
+    out["ch11.dp_check_rel_error"] = float(np.linalg.norm(flat - flat_ref) / np.linalg.norm(flat_ref))
+    out["ch11.dp_check_loss_rel_error"] = float(abs(loss - ref_loss) / abs(ref_loss))
+    out["ch11.dp_check_counts"] = ", ".join(str(c) for c in info["counts"])
+    mloss, mgrads = dp.mean_of_worker_means(params, cfg, x, y, 8, mask=mask)
+    out["ch11.mean_of_means_rel_error"] = float(np.linalg.norm(dp.flatten(mgrads) - flat_ref) / np.linalg.norm(flat_ref))
+    out["ch11.mean_of_means_loss"] = mloss
+    out["ch11.dp_check_loss"] = ref_loss
+    return out
+
+
+def markdown(results):
+    """results.md's section for chapter 11."""
+    v, c = results["values"], results.get("curves", {})
+    lines = ["## Chapter 11: data parallelism, all-reduce and ZeRO", ""]
+    lines.append(f"gloo: {v.get('ch11.gloo.status', 'not run')}")
+    for p in (2, 4):
+        key = f"ch11.gloo.p{p}"
+        if f"{key}.alpha_seconds_us" not in v:
+            continue
+        note = " (oversubscribed: " + v.get("ch11.gloo.oversubscribed_p4", "") + ")" if p == 4 else ""
+        lines += ["", f"### gloo all-reduce, {p} processes{note}, {LABEL}", "",
+                  f"alpha = {v[f'{key}.alpha_seconds_us']:.1f} us, beta = {v[f'{key}.beta_seconds_per_gb']:.3f} s/GB; "
+                  f"middle sizes: median relative error {v[f'{key}.middle_median_rel_error_seconds']:.2f}, "
+                  f"max {v[f'{key}.middle_max_rel_error_seconds']:.2f}; gradient sum within the float32 bound: "
+                  f"{v[f'{key}.grad.within_bound']} (bit-identical: {v[f'{key}.grad.bit_identical']}, "
+                  f"max |diff| {v[f'{key}.grad.max_abs_diff']:.3g})", "",
+                  "| bytes | measured s | predicted s |", "| ---: | ---: | ---: |"]
+        for b, m, pr in zip(c[f"{key}.bytes"], c[f"{key}.measured_seconds"], c[f"{key}.predicted_seconds"]):
+            lines.append(f"| {int(b):,} | {m:.3g} | {pr:.3g} |")
+    if "ch11.dp.w1.final_val" in v:
+        lines += ["", f"### Data-parallel training, {DP_STEPS} steps, seed 0", "",
+                  "| workers | final loss (whole validation split) | all-reduce bytes per worker per step | max |loss - W=1 loss| |",
+                  "| ---: | ---: | ---: | ---: |"]
+        for W in DP_WORKERS:
+            d = v.get(f"ch11.dp.w{W}.max_loss_diff", 0.0)
+            lines.append(f"| {W} | {v[f'ch11.dp.w{W}.final_val']:.5f} | {v[f'ch11.dp.w{W}.allreduce_bytes']:,} | {d:.3g} |")
+    if "ch11.mfu.peak_seconds_gflops" in v:
+        lines += ["", "### MFU in CPython", "",
+                  f"float32 matmul peak {v['ch11.mfu.peak_seconds_gflops']:.2f} GFLOP/s (one BLAS thread); default step "
+                  f"{v['ch11.mfu.step_seconds_ms']:.2f} ms, {v['ch11.mfu.model_seconds_gflops']:.3f} GFLOP/s of model FLOPs: "
+                  f"MFU {v['ch11.mfu.cpython_seconds_percent']:.2f}%"]
+    return lines + [""]
