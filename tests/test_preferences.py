@@ -190,3 +190,91 @@ def test_rl_with_a_kl_penalty_raises_the_target_frequency(toy_run):
     pf.rl_steps(state, params, CFG, prompts, w, 40, pref=settings)
     after = pf.measure_policy(state["params"], params, CFG, prompts, target, 0, settings)
     assert after["frequency"] > ref["frequency"] + 0.05 and after["kl"] > 0
+
+
+# ---------------------------------------------------------------------------
+# The page's DPO ops (pylib.web.posttrain_ops), in CPython
+
+
+@pytest.fixture(scope="module")
+def pretrained_page(tmp_path_factory):
+    """pylib.web's session over the course corpus, with a short pretraining run done through the ops."""
+    import json
+    from pylib import web
+    from pylib.web import posttrain_ops as ops
+    corpus = data.build_corpus()
+    folder = tmp_path_factory.mktemp("data")
+    (folder / "train.bin").write_bytes(corpus.train.tobytes())
+    (folder / "val.bin").write_bytes(corpus.val.tobytes())
+    (folder / "vocab.json").write_text(json.dumps(corpus.vocab.to_json()))
+    web.SESSION.load_corpus(folder)
+    for key in ops._STATE:
+        ops._STATE[key] = None
+    ops.pretrain_start(web.SESSION, {"steps": "60", "seed": "0"})
+    while not ops.pretrain_chunk(web.SESSION, {})["done"]:
+        pass
+    assert ops.pretrain_finish(web.SESSION, {})["complete"]
+    return web.SESSION
+
+
+def handle(op, args):
+    import json
+    from pylib import web
+    return json.loads(web.handle(op, json.dumps(args)))
+
+
+def test_page_dpo_raises_the_target_frequency_and_matches_cpython(pretrained_page):
+    from pylib.web import posttrain_ops as ops
+    info = ops.dpo_start(pretrained_page, {"beta": "0.1", "target": "e", "steps": "30", "seed": "0"})
+    assert info["pairs"] > 50 and len(info["example_pairs"]) == 2
+    records = []
+    while True:
+        chunk = ops.dpo_chunk(pretrained_page, {})
+        records += chunk["records"]
+        if chunk["done"]:
+            break
+    result = ops.dpo_finish(pretrained_page, {})
+    assert [r["step"] for r in records] == list(range(30))
+    assert result["after"]["frequency"] > result["before"]["frequency"] and result["before"]["kl"] == 0.0
+    # the same run through pylib directly
+    pre = ops._STATE["pretrained"]
+    vocab, mcfg, params = pretrained_page.vocab, pre["mcfg"], pre["params"]
+    target = pf.target_id(vocab, "e")
+    prompts = pf.prompts_from(pretrained_page.val_tokens, ops.PAGE["pairs"], pf.PREF["prompt_tokens"])
+    pairs = pf.make_pairs(params, mcfg, prompts, target, np.random.default_rng([0, 160]))
+    rc = pf.response_logps(params, mcfg, pairs["prompts"], pairs["chosen"])
+    rr = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
+    state = sft.init_finetune(params, 0)
+    direct = pf.dpo_steps(state, mcfg, pairs, rc, rr, 30)
+    assert [r["loss"] for r in records] == [r["loss"] for r in direct]
+
+
+@pytest.mark.parametrize("args,field,fragment", [
+    ({"beta": "0"}, "beta", "greater than 0"),
+    ({"beta": "-1"}, "beta", "greater than 0"),
+    ({"beta": "NaN"}, "beta", "finite"),
+    ({"beta": "1e309"}, "beta", "finite"),
+    ({"beta": ""}, "beta", "empty"),
+    ({"beta": "<b>1</b>"}, "beta", "must be a number"),
+    ({"target": "\U0001F600"}, "target", "one character"),
+    ({"target": "ee"}, "target", "one character"),
+    ({"target": ""}, "target", "one character"),
+    ({"target": "7"}, "target", "one character"),
+    ({"steps": "1e6"}, "steps", "between"),
+])
+def test_page_dpo_refuses_bad_settings_with_a_message(pretrained_page, args, field, fragment):
+    out = handle("posttrain_dpo_start", {"beta": "0.1", "target": "e", "steps": "10", "seed": "0", **args})
+    assert not out["ok"] and fragment in out["errors"][field]
+
+
+def test_page_dpo_loss_op_checks_its_input():
+    ok = handle("posttrain_dpo_loss", {"policy_chosen": [-1.0], "policy_rejected": [-2.0], "ref_chosen": [-1.0],
+                                       "ref_rejected": [-2.0], "beta": 0.5})
+    assert ok["ok"] and ok["value"]["loss"] == pytest.approx(math.log(2))
+    for beta in (0, -1, None, "x"):
+        bad = handle("posttrain_dpo_loss", {"policy_chosen": [-1.0], "policy_rejected": [-2.0], "ref_chosen": [-1.0],
+                                            "ref_rejected": [-2.0], "beta": beta})
+        assert not bad["ok"] and "beta" in bad["message"]
+    bad = handle("posttrain_dpo_loss", {"policy_chosen": ["a"], "policy_rejected": [-2.0], "ref_chosen": [-1.0],
+                                        "ref_rejected": [-2.0], "beta": 0.1})
+    assert not bad["ok"]

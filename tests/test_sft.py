@@ -91,3 +91,88 @@ def test_build_sft_set_splits_fixed_pairs_that_fit_with_every_answer():
     assert sft.build_sft_set(corpus.val, corpus.vocab, CFG.block_size) == s  # fixed
     with pytest.raises(ValueError, match="pairs fit"):
         sft.build_sft_set(corpus.val[:5000], corpus.vocab, CFG.block_size)
+
+
+# ---------------------------------------------------------------------------
+# The page's ops (pylib.web.posttrain_ops), in CPython
+
+
+@pytest.fixture(scope="module")
+def web_session(tmp_path_factory):
+    """A fresh pylib.web Session over the course corpus, written as build.py writes _site/data/."""
+    import json
+    from pylib import web
+    from pylib.web import posttrain_ops
+    corpus = data.build_corpus()
+    folder = tmp_path_factory.mktemp("data")
+    (folder / "train.bin").write_bytes(corpus.train.tobytes())
+    (folder / "val.bin").write_bytes(corpus.val.tobytes())
+    (folder / "vocab.json").write_text(json.dumps(corpus.vocab.to_json()))
+    session = web.SESSION  # the one the JSON ops use
+    session.load_corpus(folder)
+    for key in posttrain_ops._STATE:
+        posttrain_ops._STATE[key] = None
+    return session
+
+
+def call(op, args):
+    import json
+    from pylib import web
+    return json.loads(web.handle(op, json.dumps(args)))
+
+
+def run(session, name, args):
+    """What the worker does for run:<name>: start, chunks until done, finish."""
+    from pylib.web import posttrain_ops as ops
+    info = ops.OPS[f"{name}_start"](session, args)
+    chunks = []
+    while True:
+        chunks.append(ops.OPS[f"{name}_chunk"](session, {}))
+        if chunks[-1]["done"]:
+            break
+    return info, chunks, ops.OPS[f"{name}_finish"](session, {})
+
+
+def test_page_sft_needs_a_pretrained_model_then_fine_tunes_it(web_session):
+    from pylib.web import posttrain_ops as ops
+    out = call("posttrain_sft_start", {"arm": "response", "steps": "10", "seed": "0"})
+    assert not out["ok"] and "Pretrain the model first" in out["errors"]["pretrained"]
+    info, chunks, result = run(web_session, "posttrain_pretrain", {"steps": "30", "seed": "0"})
+    assert result["complete"] and result["steps"] == 30 and len(result["answers"]) == ops.PAGE["shown"]
+    losses = [r["loss"] for c in chunks for r in c["losses"]]
+    mcfg, tcfg = sft.pretrain_configs(web_session.vocab.size, 0, 30)
+    from pylib import train
+    _, history = train.train(mcfg, tcfg, web_session.train_tokens, web_session.val_tokens)
+    assert losses == [r["loss"] for r in history]  # the page's run is chapter 1's run, step for step
+    info, chunks, result = run(web_session, "posttrain_sft", {"arm": "response", "steps": "40", "seed": "0"})
+    assert result["steps"] == 40 and result["arm"] == "response"
+    assert result["after"]["scores"]["response_loss"] < result["before"]["scores"]["response_loss"]
+    answer = call("posttrain_ask", {"line": "  My <b>lord</b>,\n\U0001F600 I come from Rome  ", "seed": "1"})
+    assert answer["ok"] and answer["value"]["line"] == "My blordb, I come from Rome"  # <, >, / and the emoji dropped
+    assert answer["value"]["dropped"] == 6 and "tuned" in answer["value"]
+
+
+@pytest.mark.parametrize("args,field,fragment", [
+    ({"line": ""}, "line", "empty"),
+    ({"line": "   \n "}, "line", "empty"),
+    ({"line": "a" * 100000}, "line", "at most"),
+    ({"line": "\U0001F600\U0001F600"}, "line", "vocabulary"),
+    ({"line": "12345"}, "line", "vocabulary"),
+    ({"line": "Good", "seed": "-1"}, "seed", "between"),
+    ({"line": "Good", "seed": "1e309"}, "seed", "finite"),
+])
+def test_page_ask_refuses_bad_input_with_a_message(web_session, args, field, fragment):
+    from pylib.web import posttrain_ops as ops
+    if ops._STATE["pretrained"] is None:
+        run(web_session, "posttrain_pretrain", {"steps": "5", "seed": "0"})
+    out = call("posttrain_ask", {"seed": "0", **args})
+    assert not out["ok"] and fragment in out["errors"][field]
+
+
+@pytest.mark.parametrize("args,field", [({"arm": "prompt", "steps": "5", "seed": "0"}, "arm"),
+                                        ({"arm": "whole", "steps": "0", "seed": "0"}, "steps"),
+                                        ({"arm": "whole", "steps": "NaN", "seed": "0"}, "steps"),
+                                        ({"arm": "whole", "steps": "99999999999999999999", "seed": "0"}, "steps")])
+def test_page_sft_refuses_bad_settings(web_session, args, field):
+    out = call("posttrain_sft_start", args)
+    assert not out["ok"] and field in out["errors"]

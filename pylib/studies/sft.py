@@ -1,8 +1,9 @@
 """Supervised fine-tuning (SFT) of the course model, with the loss on the response only.
 
-After pretraining, a model is fine-tuned on prompt/response pairs; the loss is usually counted on
-the response tokens only (InstructGPT's SFT stage, Ouyang et al. 2022, section 3.5), the prompt
-being given, not predicted. Here the pairs come from the corpus itself, from the plays' structure
+After pretraining, a model is fine-tuned on prompt/response pairs (InstructGPT's first stage,
+Ouyang et al. 2022, section 3.5, on labelers' demonstrations). The loss is usually counted on the
+response tokens only, the prompt being given, not predicted; this module measures that choice
+against counting every token. Here the pairs come from the corpus itself, from the plays' structure
 (each speech is "NAME:" followed by its lines): the prompt is one line of a speech followed by a
 question, the response is the speaker's name and the end-of-document token (EOS):
 

@@ -1,0 +1,218 @@
+"""Chapter 16's experiments: after pretraining, SFT with a response-only loss, and preferences
+(a Bradley-Terry reward model, RL with a KL penalty, DPO), all on the course model.
+
+For each seed in SEEDS the course model is pretrained once with chapter 1's default recipe
+(400 steps, TrainConfig() with that seed; pylib.studies.sft.pretrain_configs), and every method
+below starts from that one pretrained model:
+
+1. SFT (pylib.studies.sft): speaker questions built from the validation plays (the prompt is a
+   line and "Who?", the response the speaker's name and EOS). Two arms from the same pretrained
+   weights and the same batches (the batch rng depends on the seed only): the loss on the
+   response only, and the loss on the whole sequence. Evaluated on the held-out pairs: the mean
+   loss per response token, the mean loss per prompt token, and the accuracy of ranking the
+   SFT_SET["speakers"] candidate names by log-probability; the pretrained model is scored too.
+2. Preferences (pylib.studies.preferences), a toy: pairs of the pretrained model's own samples
+   after validation-split prompts, the one with more of PREF["target"] preferred. The reference
+   (the pretrained model), RL with the KL penalty RL["kl_coef"], RL without it, and DPO at
+   DPO["beta"]. Each policy is measured on held-out prompts: the target letter's frequency in one
+   sample per prompt, and the KL from the reference estimated on those samples (nats per
+   response). The reward model's pair accuracy is scored on pairs made the same way from the
+   held-out prompts.
+
+No number here is a validation loss of the corpus: the SFT losses are on the held-out pairs'
+response or prompt tokens, and the preference measurements are on sampled responses.
+
+Budget (OPENBLAS_NUM_THREADS=1, idle): pretraining 3 x ~2.2 s (400 default steps, no whole-split
+evaluation); SFT 3 x 2 arms x 200 steps x ~2 ms ~ 2.5 s, evaluation 3 x 3 x ~0.6 s ~ 5.5 s;
+preferences per seed: pairs ~0.5 s, held-out pairs ~0.25 s, DPO 80 steps ~0.9 s, RL 2 x 80 steps
+~3.5 s each, measurements 4 x ~0.15 s: ~9 s, x 3 = 27 s. Total ~42 s, under the 90 s budget.
+Measured with one BLAS thread on the shared, busy 2-core machine: 44 s of CPU time (user) for the
+task, 67 s and 168 s of wall time in two runs under other engineers' load.
+One task (no PARTS): the pretrained model is shared by every method of its seed.
+"""
+
+import time
+
+import numpy as np
+
+from experiments.common import SEEDS, arm, paired_text
+
+from pylib.studies import preferences as pf, sft
+
+SFT_ARMS = ("pretrained",) + sft.ARMS
+SFT_METRICS = ("response_loss", "prompt_loss", "accuracy")
+PREF_METHODS = {  # name: (method, settings)
+    "reference": ("reference", None),
+    "rl": ("rl", pf.RL),
+    "rl_nokl": ("rl", dict(pf.RL, kl_coef=0.0)),
+    "dpo": ("dpo", pf.DPO),
+}
+LOSS_MARGIN = 0.02  # nats: differences smaller than this count as none (chosen before measuring)
+ACC_MARGIN = 0.02  # accuracy: two points in a hundred
+FREQ_MARGIN = 0.01  # target-letter frequency: one point in a hundred
+
+
+def pretrain(corpus, seed):
+    """The default 400-step run of this seed: the pretrained model every method starts from."""
+    from pylib import train
+    mcfg, tcfg = sft.pretrain_configs(corpus.vocab.size, seed)
+    params, history = train.train(mcfg, tcfg, corpus.train, corpus.val)
+    return mcfg, params, history
+
+
+def sft_seed(corpus, mcfg, params, seed, sft_set):
+    """{arm: evaluate(...)} for the pretrained model and the two fine-tuned arms of one seed."""
+    x, y, pm, rm = sft.encode_pairs(sft_set.train, corpus.vocab, mcfg.block_size)
+    out = {"pretrained": sft.evaluate(params, mcfg, sft_set, corpus.vocab)}
+    for name in sft.ARMS:
+        state = sft.init_finetune(params, seed)
+        records = sft.sft_steps(state, mcfg, x, y, sft.loss_mask(name, pm, rm), sft.SFT["steps"])
+        out[name] = sft.evaluate(state["params"], mcfg, sft_set, corpus.vocab)
+        out[name]["final_train_loss"] = records[-1]["loss"]
+    return out
+
+
+def preferences_seed(corpus, mcfg, params, seed):
+    """The pairs, the reward model and every method's measurements for one seed."""
+    P = pf.PREF["prompt_tokens"]
+    target = pf.target_id(corpus.vocab, pf.PREF["target"])
+    prompts = pf.prompts_from(corpus.val, pf.PREF["pairs"], P)
+    held_out = pf.prompts_from(corpus.val, pf.PREF["eval_prompts"], P, offset=HELD_OUT_OFFSET)
+    pairs = pf.make_pairs(params, mcfg, prompts, target, np.random.default_rng([seed, 160]))
+    test_pairs = pf.make_pairs(params, mcfg, held_out, target, np.random.default_rng([seed, 162]))
+    w = pf.fit_reward_model(pairs, corpus.vocab.size)
+    out = {"pairs": len(pairs["prompts"]), "rm_accuracy": pf.pair_accuracy(w, test_pairs),
+           "rm_target_rank": int((w > w[target]).sum()) + 1}
+    ref_c = pf.response_logps(params, mcfg, pairs["prompts"], pairs["chosen"])
+    ref_r = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
+    for name, (method, settings) in PREF_METHODS.items():
+        state = sft.init_finetune(params, seed)
+        if method == "dpo":
+            rec = pf.dpo_steps(state, mcfg, pairs, ref_c, ref_r, settings["steps"], settings)[-1]
+            out[f"{name}.final_loss"] = rec["loss"]
+        elif method == "rl":
+            rec = pf.rl_steps(state, params, mcfg, prompts, w, settings["steps"], settings)[-1]
+            out[f"{name}.final_reward"] = rec["reward"]
+        m = pf.measure_policy(state["params"], params, mcfg, held_out, target, seed)
+        out[f"{name}.frequency"], out[f"{name}.kl"] = m["frequency"], m["kl"]
+        out[f"{name}.reward"] = float(pf.reward(w, m["responses"]).mean())
+    return out
+
+
+HELD_OUT_OFFSET = 1000  # tokens: the held-out prompts start this far from the pair prompts' windows
+
+
+def run(corpus):
+    t0 = time.perf_counter()
+    sft_set = sft.build_sft_set(corpus.val, corpus.vocab, sft.pretrain_configs(corpus.vocab.size, 0)[0].block_size)
+    by_seed_sft, by_seed_pref, pre_seconds = {}, {}, 0.0
+    for seed in SEEDS:
+        t = time.perf_counter()
+        mcfg, params, _ = pretrain(corpus, seed)
+        pre_seconds += time.perf_counter() - t
+        by_seed_sft[seed] = sft_seed(corpus, mcfg, params, seed, sft_set)
+        by_seed_pref[seed] = preferences_seed(corpus, mcfg, params, seed)
+    values = {}
+    for name in SFT_ARMS:
+        for metric in SFT_METRICS:
+            values.update(arm(f"ch16.sft.{name}.{metric}", {s: r[name][metric] for s, r in by_seed_sft.items()}))
+    for name in sft.ARMS:
+        values.update(arm(f"ch16.sft.{name}.final_train_loss", {s: r[name]["final_train_loss"] for s, r in by_seed_sft.items()}))
+    for key in by_seed_pref[SEEDS[0]]:
+        values.update(arm(f"ch16.pref.{key}", {s: r[key] for s, r in by_seed_pref.items()}))
+    settings = {"ch16": {"pretraining": "TrainConfig() with each seed (chapter 1's default run), no whole-split evaluation",
+                         "sft_set": sft.SFT_SET, "sft": sft.SFT, "pref": pf.PREF, "reward_model": pf.REWARD,
+                         "dpo": pf.DPO, "rl": pf.RL, "held_out_offset": HELD_OUT_OFFSET,
+                         "speakers": list(sft_set.speakers), "sft_train_pairs": len(sft_set.train),
+                         "sft_test_pairs": len(sft_set.test)}}
+    timings = {"ch16.total_seconds": time.perf_counter() - t0, "ch16.pretrain_seconds": pre_seconds}
+    return {"values": values, "curves": {}, "settings": settings, "timings": timings}
+
+
+def derived(corpus):
+    """The settings the chapter and its widget quote, and the SFT set's sizes and baselines."""
+    from pylib import model
+    from pylib.web import posttrain_ops
+    block = model.GPTConfig().block_size
+    s = sft.build_sft_set(corpus.val, corpus.vocab, block)
+    test_speakers = [sp for sp, _ in s.test]
+    majority = max(test_speakers.count(sp) for sp in s.speakers) / len(test_speakers)
+    return {
+        "ch16.sft_speakers": len(s.speakers),
+        "ch16.sft_speaker_names": ", ".join(n.title() for n in s.speakers),
+        "ch16.sft_train_pairs": len(s.train),
+        "ch16.sft_test_pairs": len(s.test),
+        "ch16.sft_chance": 1.0 / len(s.speakers),
+        "ch16.sft_majority": majority,
+        "ch16.sft_steps": sft.SFT["steps"],
+        "ch16.sft_batch": sft.SFT["batch_size"],
+        "ch16.sft_lr": sft.SFT["lr"],
+        "ch16.sft_min_line": sft.SFT_SET["min_line"],
+        "ch16.sft_example_line": s.test[0][1],
+        "ch16.sft_example_speaker": s.test[0][0],
+        "ch16.pref_target": pf.PREF["target"],
+        "ch16.pref_prompt_tokens": pf.PREF["prompt_tokens"],
+        "ch16.pref_response_tokens": pf.PREF["response_tokens"],
+        "ch16.pref_prompts": pf.PREF["pairs"],
+        "ch16.pref_eval_prompts": pf.PREF["eval_prompts"],
+        "ch16.dpo_beta": pf.DPO["beta"],
+        "ch16.dpo_steps": pf.DPO["steps"],
+        "ch16.dpo_lr": pf.DPO["lr"],
+        "ch16.rl_kl_coef": pf.RL["kl_coef"],
+        "ch16.rl_steps": pf.RL["steps"],
+        "ch16.rl_batch": pf.RL["batch_size"],
+        "ch16.rm_steps": pf.REWARD["steps"],
+        "ch16.pretrain_steps": sft.pretrain_configs(corpus.vocab.size, 0)[1].steps,
+        "ch16.widget_pretrain_steps": posttrain_ops.PAGE["pretrain_steps"],
+        "ch16.widget_sft_steps": posttrain_ops.PAGE["sft_steps"],
+        "ch16.widget_dpo_steps": posttrain_ops.PAGE["dpo_steps"],
+        "ch16.widget_pairs": posttrain_ops.PAGE["pairs"],
+        "ch16.loss_margin": LOSS_MARGIN,
+        "ch16.acc_margin": ACC_MARGIN,
+        "ch16.freq_margin": FREQ_MARGIN,
+    }
+
+
+def markdown(results):
+    """results.md's section for chapter 16."""
+    v = results["values"]
+
+    def pm(key, fmt=".3f"):
+        return f"{v[key + '.mean']:{fmt}} ± {v[key + '.sd']:{fmt}}" if v.get(key + ".mean") is not None else "–"
+
+    def cmp(a, b, margin, fmt="+.3f"):
+        try:
+            return paired_text(v, a, b, margin, fmt)
+        except (KeyError, ValueError) as e:
+            return f"– ({e})"
+
+    lines = ["## Chapter 16: after pretraining (SFT, RLHF, DPO)", "",
+             f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds; each seed pretrains the course model "
+             "once (the default 400-step run) and every method starts from it. Paired comparisons: a − b, 95% "
+             "t-interval.", "",
+             "### SFT on speaker questions (held-out pairs)", "",
+             "| model | loss per response token | loss per prompt token | speaker accuracy |", "| --- | --- | --- | --- |"]
+    for name in SFT_ARMS:
+        lines.append(f"| {name} | {pm(f'ch16.sft.{name}.response_loss')} | {pm(f'ch16.sft.{name}.prompt_loss')} | "
+                     f"{pm(f'ch16.sft.{name}.accuracy')} |")
+    lines += ["",
+              f"- response − whole, response loss: {cmp('ch16.sft.response.response_loss', 'ch16.sft.whole.response_loss', LOSS_MARGIN)}",
+              f"- response − whole, prompt loss: {cmp('ch16.sft.response.prompt_loss', 'ch16.sft.whole.prompt_loss', LOSS_MARGIN)}",
+              f"- response − whole, accuracy: {cmp('ch16.sft.response.accuracy', 'ch16.sft.whole.accuracy', ACC_MARGIN)}",
+              f"- response − pretrained, accuracy: {cmp('ch16.sft.response.accuracy', 'ch16.sft.pretrained.accuracy', ACC_MARGIN)}",
+              "", "### Preferences, a toy (held-out prompts)", "",
+              f"Pairs kept (ties dropped): {pm('ch16.pref.pairs', '.1f')}; reward model's accuracy on held-out pairs "
+              f"{pm('ch16.pref.rm_accuracy')}; the target letter's rank among its weights {pm('ch16.pref.rm_target_rank', '.1f')}.", "",
+              "| policy | target-letter frequency | KL from the reference (nats per response) | reward-model score |",
+              "| --- | --- | --- | --- |"]
+    for name in PREF_METHODS:
+        lines.append(f"| {name} | {pm(f'ch16.pref.{name}.frequency')} | {pm(f'ch16.pref.{name}.kl', '.2f')} | "
+                     f"{pm(f'ch16.pref.{name}.reward', '.2f')} |")
+    lines += ["",
+              f"- dpo − reference, frequency: {cmp('ch16.pref.dpo.frequency', 'ch16.pref.reference.frequency', FREQ_MARGIN)}",
+              f"- rl − reference, frequency: {cmp('ch16.pref.rl.frequency', 'ch16.pref.reference.frequency', FREQ_MARGIN)}",
+              f"- rl_nokl − rl, frequency: {cmp('ch16.pref.rl_nokl.frequency', 'ch16.pref.rl.frequency', FREQ_MARGIN)}",
+              f"- dpo − rl, frequency: {cmp('ch16.pref.dpo.frequency', 'ch16.pref.rl.frequency', FREQ_MARGIN)}",
+              f"- dpo − rl, KL: {cmp('ch16.pref.dpo.kl', 'ch16.pref.rl.kl', 0.5, '+.2f')}",
+              f"- rl_nokl − rl, KL: {cmp('ch16.pref.rl_nokl.kl', 'ch16.pref.rl.kl', 0.5, '+.2f')}", ""]
+    return lines

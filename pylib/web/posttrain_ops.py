@@ -1,0 +1,303 @@
+"""Chapter 16's page ops (after pretraining): validation of what the reader typed, and thin calls
+into pylib.train, pylib.studies.sft and pylib.studies.preferences. No numerics of its own.
+
+Ops (see pylib.web.all_ops):
+  run:posttrain_pretrain   the course model's default pretraining run (chapter 1's recipe), chunked
+                           and stoppable; the result is kept as the page's pretrained model;
+  run:posttrain_sft        SFT from the pretrained model on the speaker questions, the loss on the
+                           response only or on the whole sequence; before/after answers and the
+                           held-out response loss and speaker accuracy (PAGE["eval_pairs"] pairs);
+  run:posttrain_dpo        DPO from the pretrained model on rule-made pairs (more of a target letter
+                           preferred); before/after samples, the target frequency and the KL from
+                           the reference on PAGE["eval_prompts"] held-out prompts;
+  posttrain_ask            the pretrained and the fine-tuned model's answer to a line the reader types.
+The pretrained and the fine-tuned models live in this module (one page, one worker).
+"""
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from pylib import train
+from pylib.studies import preferences as pf, sft
+from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+
+PAGE = {
+    "pretrain_steps": 400,  # chapter 1's default run, the measured recipe
+    "pretrain_steps_max": 2000,
+    "sft_steps": sft.SFT["steps"],
+    "dpo_steps": pf.DPO["steps"],
+    "steps_max": 1000,
+    "pairs": 128,  # prompts for DPO pairs in the page (the measurements use PREF["pairs"])
+    "eval_pairs": 100,  # held-out SFT pairs scored in the page
+    "eval_prompts": 64,  # held-out prompts for the frequency and KL in the page
+    "shown": 3,  # answers or samples shown before and after
+    "beta_max": 100.0,
+    "line_max": 64 - len(sft.SFT_SET["question"]) - 16,  # characters of a reader's line that fit with an answer
+}
+
+_STATE = {"pretrained": None, "tuned": None, "sft_set": None, "run": None}
+
+
+def _need_pretrained():
+    if _STATE["pretrained"] is None:
+        raise InputError({"pretrained": "Pretrain the model first (press Pretrain), then fine-tune it."})
+    return _STATE["pretrained"]
+
+
+def _sft_set(session):
+    if _STATE["sft_set"] is None:
+        _STATE["sft_set"] = sft.build_sft_set(session.val_tokens, session.vocab, sft.pretrain_configs(session.vocab.size, 0)[0].block_size)
+    return _STATE["sft_set"]
+
+
+def _clean(x):
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _seed(args):
+    return ("seed", lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"]))
+
+
+def _steps(args, hi):
+    return ("steps", lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, hi))
+
+
+# ---------------------------------------------------------------------------
+# Pretraining in the page
+
+
+def pretrain_start(session, args):
+    session._need_corpus()
+    args = args or {}
+    s = collect_fields([_seed(args), _steps(args, PAGE["pretrain_steps_max"])])
+    mcfg, tcfg = sft.pretrain_configs(session.vocab.size, s["seed"], s["steps"])
+    _STATE["run"] = {"kind": "pretrain", "mcfg": mcfg, "cfg": tcfg, "state": train.init_train_state(mcfg, tcfg),
+                     "last": None, "settings": s}
+    _STATE["pretrained"] = None  # a new pretraining replaces the old model ...
+    _STATE["tuned"] = None  # ... and whatever was fine-tuned from it
+    return {"settings": s, "steps": tcfg.steps}
+
+
+def pretrain_chunk(session, args):
+    run = _STATE["run"]
+    state, cfg = run["state"], run["cfg"]
+    t0, losses = time.perf_counter(), []
+    while state["step"] < cfg.steps and not state["diverged"]:
+        for rec in train.train_steps(state, run["mcfg"], cfg, session.train_tokens, session.val_tokens, 1):
+            losses.append({"step": rec["step"], "loss": rec.get("loss")})
+            run["last"] = rec
+        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
+            break
+    return {"done": state["step"] >= cfg.steps or state["diverged"], "step": state["step"], "steps": cfg.steps,
+            "losses": losses, "diverged": bool(state["diverged"])}
+
+
+def pretrain_finish(session, args):
+    run = _STATE.pop("run")
+    _STATE["run"] = None
+    state = run["state"]
+    complete = state["step"] >= run["cfg"].steps and not state["diverged"]
+    out = {"steps": state["step"], "complete": complete, "diverged": bool(state["diverged"]),
+           "final_loss": None if run["last"] is None else run["last"].get("loss"),
+           "val_subset": None if run["last"] is None else run["last"].get("val")}
+    if complete:
+        _STATE["pretrained"] = {"mcfg": run["mcfg"], "params": state["params"], "seed": run["settings"]["seed"],
+                                "steps": state["step"]}
+        out["answers"] = _answers(session, state["params"], run["mcfg"], run["settings"]["seed"])
+    return out
+
+
+def _answers(session, params, mcfg, seed):
+    """The model's sampled answers to the first PAGE['shown'] held-out questions."""
+    s = _sft_set(session)
+    return [{"line": line, "truth": speaker, **sft.answer(params, mcfg, line, session.vocab, seed=seed)}
+            for speaker, line in s.test[:PAGE["shown"]]]
+
+
+# ---------------------------------------------------------------------------
+# SFT in the page
+
+
+def sft_start(session, args):
+    session._need_corpus()
+    args = args or {}
+    arm = args.get("arm")
+    parsers = [_seed(args), _steps(args, PAGE["steps_max"])]
+    s = collect_fields(parsers)
+    if arm not in sft.ARMS:
+        raise InputError({"arm": "Choose where the loss counts: the response only, or the whole sequence."})
+    pre = _need_pretrained()
+    sft_set = _sft_set(session)
+    x, y, pm, rm = sft.encode_pairs(sft_set.train, session.vocab, pre["mcfg"].block_size)
+    _STATE["tuned"] = None
+    _STATE["run"] = {"kind": "sft", "arm": arm, "settings": s, "state": sft.init_finetune(pre["params"], s["seed"]),
+                     "data": (x, y, sft.loss_mask(arm, pm, rm)), "steps": s["steps"]}
+    return {"settings": {**s, "arm": arm}, "steps": s["steps"], "train_pairs": len(sft_set.train)}
+
+
+def sft_chunk(session, args):
+    run, pre = _STATE["run"], _STATE["pretrained"]
+    state, (x, y, mask) = run["state"], run["data"]
+    t0, records = time.perf_counter(), []
+    while state["step"] < run["steps"]:
+        records += sft.sft_steps(state, pre["mcfg"], x, y, mask, 1)
+        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
+            break
+    return {"done": state["step"] >= run["steps"], "step": state["step"], "steps": run["steps"],
+            "records": [{"step": r["step"], "loss": _clean(r["loss"])} for r in records]}
+
+
+def _sft_scores(session, params, mcfg):
+    s = _sft_set(session)
+    small = dataclasses.replace(s, test=s.test[:PAGE["eval_pairs"]])
+    return {k: _clean(v) for k, v in sft.evaluate(params, mcfg, small, session.vocab).items()}
+
+
+def sft_finish(session, args):
+    run, pre = _STATE.pop("run"), _STATE["pretrained"]
+    _STATE["run"] = None
+    params, mcfg, seed = run["state"]["params"], pre["mcfg"], run["settings"]["seed"]
+    _STATE["tuned"] = {"params": params, "kind": "sft", "arm": run["arm"], "steps": run["state"]["step"]}
+    return {"steps": run["state"]["step"], "arm": run["arm"], "eval_pairs": PAGE["eval_pairs"],
+            "before": {"scores": _sft_scores(session, pre["params"], mcfg), "answers": _answers(session, pre["params"], mcfg, seed)},
+            "after": {"scores": _sft_scores(session, params, mcfg), "answers": _answers(session, params, mcfg, seed)}}
+
+
+def validate_line(raw):
+    """A reader's line for the speaker question: non-empty text of at most PAGE['line_max'] characters."""
+    if raw is None or not isinstance(raw, str) or not raw.strip():
+        raise InputError({"line": "The line is empty: type a line of verse, for example one from the plays."})
+    line = " ".join(raw.split())  # one line: newlines and runs of spaces become one space
+    if len(line) > PAGE["line_max"]:
+        raise InputError({"line": f"The line is {len(line):,} characters long; at most {PAGE['line_max']} fit "
+                                  "in the model's context with the question and an answer."})
+    return line
+
+
+def ask(session, args):
+    """{line, seed} -> the pretrained and the fine-tuned model's answers, and the characters dropped."""
+    from pylib import data
+    session._need_corpus()
+    args = args or {}
+    s = collect_fields({"line": lambda: validate_line(args.get("line")), **dict([_seed(args)])})
+    pre = _need_pretrained()
+    line = data.normalise_text(s["line"])
+    ids, dropped = session.vocab.encode(line)
+    if ids.size == 0:
+        raise InputError({"line": "None of the line's characters is in the model's vocabulary (letters and "
+                                  "punctuation are; digits and emoji are not): type letters and punctuation."})
+    kept = " ".join(session.vocab.decode(ids.tolist()).split())  # a dropped character leaves no double space
+    out = {"line": kept, "dropped": int(dropped),
+           "pretrained": sft.answer(pre["params"], pre["mcfg"], kept, session.vocab, seed=s["seed"])}
+    tuned = _STATE["tuned"]
+    if tuned is not None and tuned["kind"] == "sft":
+        out["tuned"] = sft.answer(tuned["params"], pre["mcfg"], kept, session.vocab, seed=s["seed"])
+        out["arm"] = tuned["arm"]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# DPO in the page
+
+
+def validate_dpo_settings(args, vocab):
+    def beta():
+        value = parse_field(parse_number, "beta", "β", args.get("beta"))
+        if not 0 < value <= PAGE["beta_max"]:
+            raise InputError({"beta": f"β must be greater than 0 and at most {PAGE['beta_max']:g}; got {value:g}."})
+        return value
+
+    def target():
+        raw = args.get("target")
+        if not isinstance(raw, str) or len(raw) != 1 or raw not in vocab.chars or raw in "\n":
+            raise InputError({"target": "The target must be one character the model knows: a letter or a "
+                                        "punctuation mark (no digits, no emoji)."})
+        return raw
+
+    return collect_fields([("beta", beta), ("target", target), _seed(args), _steps(args, PAGE["steps_max"])])
+
+
+def dpo_start(session, args):
+    session._need_corpus()
+    args = args or {}
+    s = validate_dpo_settings(args, session.vocab)
+    pre = _need_pretrained()
+    mcfg, params = pre["mcfg"], pre["params"]
+    target = pf.target_id(session.vocab, s["target"])
+    P = pf.PREF["prompt_tokens"]
+    prompts = pf.prompts_from(session.val_tokens, PAGE["pairs"], P)
+    held_out = pf.prompts_from(session.val_tokens, PAGE["eval_prompts"], P, offset=1000)
+    pairs = pf.make_pairs(params, mcfg, prompts, target, np.random.default_rng([s["seed"], 160]))
+    if len(pairs["prompts"]) < 2:
+        raise InputError({"target": f"Fewer than two pairs differ in {s['target']!r}: the model almost never "
+                                    "writes it. Choose a commoner character."})
+    ref_c = pf.response_logps(params, mcfg, pairs["prompts"], pairs["chosen"])
+    ref_r = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
+    _STATE["tuned"] = None
+    _STATE["run"] = {"kind": "dpo", "settings": s, "state": sft.init_finetune(params, s["seed"]),
+                     "pairs": pairs, "ref": (ref_c, ref_r), "target": target, "held_out": held_out,
+                     "dpo": dict(pf.DPO, beta=s["beta"]), "steps": s["steps"]}
+    shown = [{"chosen": session.vocab.decode(pairs["chosen"][i].tolist()),
+              "rejected": session.vocab.decode(pairs["rejected"][i].tolist())} for i in range(min(2, len(pairs["prompts"])))]
+    return {"settings": s, "steps": s["steps"], "pairs": len(pairs["prompts"]), "example_pairs": shown}
+
+
+def dpo_chunk(session, args):
+    run, pre = _STATE["run"], _STATE["pretrained"]
+    state = run["state"]
+    t0, records = time.perf_counter(), []
+    while state["step"] < run["steps"]:
+        records += pf.dpo_steps(state, pre["mcfg"], run["pairs"], *run["ref"], 1, run["dpo"])
+        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
+            break
+    return {"done": state["step"] >= run["steps"], "step": state["step"], "steps": run["steps"],
+            "records": [{"step": r["step"], "loss": _clean(r["loss"]), "margin": _clean(r["margin"])} for r in records]}
+
+
+def _policy_view(session, params, pre, run):
+    m = pf.measure_policy(params, pre["params"], pre["mcfg"], run["held_out"], run["target"], run["settings"]["seed"])
+    prompts = run["held_out"][:PAGE["shown"]]
+    return {"frequency": _clean(m["frequency"]), "kl": _clean(m["kl"]),
+            "samples": [{"prompt": session.vocab.decode(p.tolist()), "response": session.vocab.decode(r.tolist())}
+                        for p, r in zip(prompts, m["responses"][:PAGE["shown"]])]}
+
+
+def dpo_finish(session, args):
+    run, pre = _STATE.pop("run"), _STATE["pretrained"]
+    _STATE["run"] = None
+    params = run["state"]["params"]
+    _STATE["tuned"] = {"params": params, "kind": "dpo", "steps": run["state"]["step"]}
+    return {"steps": run["state"]["step"], "settings": run["settings"], "eval_prompts": PAGE["eval_prompts"],
+            "before": _policy_view(session, pre["params"], pre, run), "after": _policy_view(session, params, pre, run)}
+
+
+def dpo_loss_op(session, args):
+    """The DPO loss and its gradients on four lists the reader (or a test) gives; beta validated."""
+    args = args or {}
+    try:
+        loss, dc, dr = pf.dpo_loss(args.get("policy_chosen"), args.get("policy_rejected"), args.get("ref_chosen"),
+                                   args.get("ref_rejected"), args.get("beta"))
+    except (ValueError, TypeError) as e:
+        raise InputError({"dpo": str(e)}) from None
+    return {"loss": loss, "d_policy_chosen": dc.tolist(), "d_policy_rejected": dr.tolist()}
+
+
+# ---------------------------------------------------------------------------
+
+OPS = {
+    "posttrain_pretrain_start": pretrain_start,
+    "posttrain_pretrain_chunk": pretrain_chunk,
+    "posttrain_pretrain_finish": pretrain_finish,
+    "posttrain_sft_start": sft_start,
+    "posttrain_sft_chunk": sft_chunk,
+    "posttrain_sft_finish": sft_finish,
+    "posttrain_dpo_start": dpo_start,
+    "posttrain_dpo_chunk": dpo_chunk,
+    "posttrain_dpo_finish": dpo_finish,
+    "posttrain_ask": ask,
+    "posttrain_dpo_loss": dpo_loss_op,
+}
