@@ -153,3 +153,13 @@ def test_decompose_regimes_and_neighbours():
 def test_round_to_rejects_unknown_formats():
     with pytest.raises(ValueError, match="unknown format"):
         precision.round_to(np.ones(2, np.float32), "fp12")
+
+
+def test_repeated_add_loses_the_increment_in_bf16_and_keeps_it_in_fp32_or_stochastically():
+    rng = np.random.default_rng(3)
+    near = precision.repeated_add(1.0, 0.001, 1000, "bf16")
+    assert near[-1, 0] == 1.0  # the seed's "add 0.001 to 1.00 a thousand times"
+    fp32 = precision.repeated_add(1.0, 0.001, 1000, "fp32")
+    assert abs(fp32[-1, 0] - 2.0) < 1e-3
+    sr = precision.repeated_add(1.0, 0.001, 1000, "bf16", stochastic=True, rng=rng, lanes=1024)
+    assert abs(sr[-1].mean() - 2.0) < 0.02  # unbiased: one lane wanders (sd ~0.1), the mean of 1024 lands within ~5 sd of 2

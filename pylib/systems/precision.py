@@ -10,8 +10,9 @@ never typed.
 
 `round_to(x, fmt)` rounds a float32 array to the nearest value of fmt (ties to even) and returns
 it as float32: x.astype(ml_dtypes.<fmt>).astype(np.float32) bit for bit, which tests/test_precision.py
-checks. Overflow gives inf (IEEE kinds) or NaN (E4M3: ml_dtypes has no saturation); NaN stays a
-(quiet) NaN. fp16 is NumPy's own float16. `round_stochastic(x, fmt, rng)` rounds up with
+checks (fp16 against NumPy's float16). Overflow gives inf (IEEE kinds) or NaN (E4M3: ml_dtypes
+has no saturation); NaN stays NaN (ml_dtypes' canonical quiet NaN; NumPy's float16 keeps the
+payload's top bits). `round_stochastic(x, fmt, rng)` rounds up with
 probability equal to the distance to the lower neighbour over the spacing, so its mean is x.
 
 How the rounding works on the uint32 view (no loop over elements): inside the normal range,
@@ -128,6 +129,9 @@ def _constants(fmt):
             "overflow_bits": _INF32 if kind == "ieee" else _QNAN32,
             "magic": np.float32(q * 2.0 ** 23),  # (|x| + magic) - magic rounds |x| to a multiple of q
             "q": np.float32(q),
+            # float32's own subnormals have bf16's subnormal spacing times 2^-16, so the bit trick
+            # rounds them right; the narrower formats' subnormals need the float32 addition.
+            "subnormal_path": 1 - bias(fmt) > -126,
         }
     return _CONST[fmt]
 
@@ -148,24 +152,36 @@ def round_to(x, fmt):
         return _as_f32(x).copy()
     _layout(fmt)
     x = _as_f32(x)
-    if fmt == "fp16":
-        with np.errstate(over="ignore"):
-            return x.astype(np.float16).astype(np.float32)
     c = _constants(fmt)
     bits = x.view(np.uint32)
     a = bits & _ABS  # |x| as bits
-    sign = bits & _SIGN
-    r = a + c["half_minus_one"]
-    r += (a >> np.uint32(c["shift"])) & np.uint32(1)  # ties to even: the kept LSB breaks the tie
+    r = a >> np.uint32(c["shift"])
+    r &= np.uint32(1)  # the kept LSB: ties go to even
+    r += a
+    r += c["half_minus_one"]
     r &= c["keep"]
-    small = a < c["min_normal_bits"]
-    if small.any():  # the subnormal range: fixed spacing q, rounded by float32 addition
-        ax = a[small].view(np.float32)
-        r[small] = ((ax + c["magic"]) - c["magic"]).view(np.uint32)
-    r[r > c["max_bits"]] = c["overflow_bits"]  # includes inf in; NaN in is handled next
-    r[a > _INF32] = _QNAN32  # NaN in, canonical quiet NaN out (ml_dtypes drops the payload)
-    r |= sign
+    if c["subnormal_path"]:  # below the smallest normal: fixed spacing q, rounded by float32 addition
+        with np.errstate(over="ignore", invalid="ignore"):
+            sub = a.view(np.float32) + c["magic"]
+            sub -= c["magic"]
+        r = np.where(a < c["min_normal_bits"], sub.view(np.uint32), r)
+    over = r > c["max_bits"]  # includes inf in; NaN in is handled next
+    if over.any():
+        r[over] = c["overflow_bits"]
+    nan = a > _INF32
+    if nan.any():
+        r[nan] = _nan_bits(a[nan], fmt)
+    r |= bits & _SIGN
     return r.view(np.float32)
+
+
+def _nan_bits(a, fmt):
+    """What a NaN becomes: the canonical quiet NaN (ml_dtypes), or NumPy float16's truncated payload."""
+    if fmt != "fp16":
+        return _QNAN32
+    r = a & _constants(fmt)["keep"]  # NumPy keeps the payload's top 10 bits, and sets the lowest if none is left
+    r[(r & np.uint32(0x007FFFFF)) == 0] |= np.uint32(1 << 13)
+    return r
 
 
 def round_stochastic(x, fmt, rng):
@@ -185,14 +201,16 @@ def round_stochastic(x, fmt, rng):
     noise = rng.integers(0, 1 << c["shift"], size=a.shape, dtype=np.uint32)
     r = (a + noise) & c["keep"]  # truncation after uniform noise on the dropped bits
     small = a < c["min_normal_bits"]
-    if small.any():
+    if c["subnormal_path"] and small.any():
         q = float(c["q"])
         ax = a[small].view(np.float32).astype(np.float64) / q  # in units of q, exact
         lo = np.floor(ax)
         up = rng.random(ax.shape) < (ax - lo)
         r[small] = ((lo + up) * q).astype(np.float32).view(np.uint32)
     r[r > c["max_bits"]] = c["overflow_bits"]
-    r[a > _INF32] = _QNAN32
+    nan = a > _INF32
+    if nan.any():
+        r[nan] = _nan_bits(a[nan], fmt)
     r |= sign
     return r.view(np.float32)
 
@@ -296,3 +314,25 @@ def decompose(value, fmt):
             "stored": stored, "abs_error": None if err is None else abs(err),
             "rel_error": None if err is None or v == 0 else abs(err) / abs(v),
             "below": below, "above": above, "regime": regime}
+
+
+# ---------------------------------------------------------------------------
+# The lost update: a weight stored in fmt, incremented n times
+
+
+def repeated_add(start, increment, n, fmt, stochastic=False, rng=None, lanes=1):
+    """Add increment to a weight stored in fmt, n times, rounding after each addition.
+
+    Returns (n + 1, lanes) float32 values: the weight after 0..n additions, in `lanes` independent
+    copies (stochastic rounding draws different noise for each; nearest rounding gives the same
+    value in every lane). The addition itself is float32, as an optimiser kernel computes it.
+    """
+    w = round_to(np.full(lanes, start, dtype=np.float32), fmt)
+    inc = np.float32(increment)
+    out = np.empty((n + 1, lanes), dtype=np.float32)
+    out[0] = w
+    for i in range(1, n + 1):
+        w = w + inc
+        w = round_stochastic(w, fmt, rng) if stochastic else round_to(w, fmt)
+        out[i] = w
+    return out
