@@ -206,3 +206,24 @@ def analyse(points):
     out["chinchilla"] = fit_chinchilla([p["n"] for p in points], [p["d"] for p in points],
                                        [p["loss"] for p in points])
     return out
+
+
+# ---------------------------------------------------------------------------
+# Published fits, for the page's calculator (each constant checked where cited)
+
+CITED_FITS = {
+    # Hoffmann et al. 2022's parametric fit (approach 3) as printed in their paper, quoted from the
+    # analysis notebook of Besiroglu et al. 2024 (epoch-research/analyzing-chinchilla,
+    # data_analysis.ipynb: "Parameters from Chinchilla paper").
+    "hoffmann": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
+    # Besiroglu et al. 2024's refit of the same form to data read off Hoffmann et al.'s figure 4
+    # (same notebook, its fit's printed estimates: A 482.01, B 2085.43, E 1.817, α 0.3478, β 0.3658).
+    "besiroglu": {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
+}
+TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022's rule of thumb (chapter 2 cites it)
+
+
+def rule_of_thumb_optimum(c, tokens_per_param=TOKENS_PER_PARAM):
+    """N and D with D = k·N and 6ND = C: N = sqrt(C / 6k)."""
+    n = math.sqrt(c / (6.0 * tokens_per_param))
+    return n, tokens_per_param * n

@@ -1,0 +1,303 @@
+"""Chapter 14's experiments: a toy IsoFLOP sweep, its fits, and a prediction checked afterwards.
+
+1. The sweep (pylib.studies.scaling): the course model's family of widths (one layer, two heads,
+   context 64), at four compute budgets (scaling.BUDGETS, FLOPs counted by
+   pylib.systems.flops.training_flops_per_token, attention included), five or six widths per
+   budget, three seeds each (experiments.common.SEEDS). Each run is the course's training
+   (AdamW, peak lr 1e-2, cosine to its own last step, B = 16) for as many steps as the budget
+   buys that width; its final loss is on the whole validation split (TrainConfig(final_eval=True),
+   experiments.common.final_val), stored as an arm with every seed.
+2. The fits, on the seed means: each budget's IsoFLOP minimum (parabolas in ln N and in ln D),
+   then N_opt = k_n C^a and D_opt = k_d C^b, the optima's loss against C, and Chinchilla's
+   parametric form L = E + A/N^α + B/D^β over every point. The exponents are fitted per seed too,
+   so their seed spread is stored (arms ch14.fit.a and ch14.fit.b).
+3. The held-out run, at HELD_OUT_BUDGET (4x the largest budget). The prediction is written to the
+   results first (the ch14.predict.* keys, from the fits alone: the width nearest the predicted
+   N_opt, and its loss from the parametric form and from the optima's power law); only then is the
+   run trained (three seeds) and its error measured (ch14.heldout.*). The code below makes that
+   order explicit: `predict` returns before `held_out_run` is called, and its keys go into the
+   values first.
+
+One task (PARTS = ["part_sweep"]): the prediction needs the whole sweep, and the held-out run
+needs the prediction.
+
+Budget (OPENBLAS_NUM_THREADS=1, idle machine; measured in a pilot: a B = 16 step takes ~1.9 ms at
+width 4, 2.0 at 8, 2.4 at 12, 2.9 at 16, 4.3 at 24, 7.4 at 32, 9.8 at 48; a whole-split evaluation
+0.3 s at width 4 up to 2.4 s at width 48):
+  per seed, training + evaluation: 3e9 ~2 + 2.3 s, 6e9 ~3.5 + 2.3 s, 1.2e10 ~5 + 2.9 s,
+  2.4e10 ~8.5 + 6.2 s: ~33 s, x 3 seeds ~ 99 s
+  held-out: 9.6e10 at the predicted width (~16-18: ~2,000 steps x ~3.2 ms + ~0.7 s) ~7 s x 3 ~ 21 s
+  fits: ~3 s (the parametric fit four times: means and three seeds)
+  total ~125 s of one core, inside the chapter's 150 s.
+"""
+
+import numpy as np
+
+from experiments.common import SEEDS, arm, final_val, rounded, run_parts
+
+from pylib.studies import scaling
+
+PARTS = ["part_sweep"]
+
+
+def budget_tag(i):
+    """Budgets are named b1..b4 in keys (their values are in the settings and in derived)."""
+    return f"b{i + 1}"
+
+
+def one_run(corpus, width, budget, seed):
+    """A run of the family's width at budget: (n_params, tokens, steps, final loss on the whole split)."""
+    from pylib import model, train
+    cfg = scaling.width_config(width, corpus.vocab.size)
+    steps = scaling.steps_for_budget(cfg, budget)
+    tcfg = train.TrainConfig(steps=steps, batch_size=scaling.BATCH, warmup_steps=scaling.warmup_for(steps),
+                             eval_interval=steps, seed=seed, final_eval=True)
+    _, history = train.train(cfg, tcfg, corpus.train, corpus.val)
+    return model.count_params(cfg), scaling.tokens(cfg, steps), steps, final_val(history)
+
+
+def sweep(corpus):
+    """Every (budget, width, seed) run: {(budget, width): {"n", "d", "steps", "loss": {seed: value}}}."""
+    runs = {}
+    for budget, widths in scaling.BUDGETS.items():
+        for width in widths:
+            per_seed = {}
+            for seed in SEEDS:
+                n, d, steps, loss = one_run(corpus, width, budget, seed)
+                per_seed[seed] = loss
+            runs[budget, width] = {"n": n, "d": d, "steps": steps, "loss": per_seed}
+    return runs
+
+
+def points(runs, seed=None):
+    """The sweep as fit input: each point's loss for one seed, or the mean over seeds."""
+    out = []
+    for (budget, width), r in runs.items():
+        loss = r["loss"][seed] if seed is not None else float(np.mean(list(r["loss"].values())))
+        out.append({"budget": budget, "n": r["n"], "d": r["d"], "loss": loss, "width": width})
+    return out
+
+
+def predict(fit, vocab_size):
+    """The held-out run's prediction, from the fits alone (nothing about the held-out run is known)."""
+    from pylib import model
+    c = scaling.HELD_OUT_BUDGET
+    n_opt, d_opt = fit["k_n"] * c ** fit["a"], fit["k_d"] * c ** fit["b"]
+    width = scaling.width_for_params(n_opt, vocab_size)
+    cfg = scaling.width_config(width, vocab_size)
+    steps = scaling.steps_for_budget(cfg, c)
+    n, d = model.count_params(cfg), scaling.tokens(cfg, steps)
+    return {
+        "ch14.predict.budget": c,
+        "ch14.predict.n_opt": n_opt,
+        "ch14.predict.d_opt": d_opt,
+        "ch14.predict.width": width,
+        "ch14.predict.n_params": n,
+        "ch14.predict.tokens": d,
+        "ch14.predict.steps": steps,
+        "ch14.predict.loss_parametric": scaling.chinchilla_loss(fit["chinchilla"], n, d),
+        "ch14.predict.loss_power_law": fit["k_loss"] * c ** fit["loss_exp"],  # the optima's loss, extended
+    }
+
+
+def held_out_run(corpus, prediction):
+    """Train the predicted width at the held-out budget, three seeds; the errors against the prediction."""
+    width = prediction["ch14.predict.width"]
+    losses = {seed: one_run(corpus, width, scaling.HELD_OUT_BUDGET, seed)[3] for seed in SEEDS}
+    values = arm("ch14.heldout.final_val", losses)
+    mean = values["ch14.heldout.final_val.mean"]
+    for kind in ("parametric", "power_law"):
+        predicted = prediction[f"ch14.predict.loss_{kind}"]
+        values.update(arm(f"ch14.heldout.error_{kind}", {s: v - predicted for s, v in losses.items()}))
+        values[f"ch14.heldout.abs_error_{kind}"] = abs(mean - predicted)
+        values[f"ch14.heldout.rel_error_{kind}_percent"] = 100 * abs(mean - predicted) / mean
+    return values
+
+
+def part_sweep(corpus):
+    values, curves = {}, {}
+    runs = sweep(corpus)
+    budgets = list(scaling.BUDGETS)
+    for (budget, width), r in runs.items():
+        key = f"ch14.{budget_tag(budgets.index(budget))}.w{width}"
+        values.update(arm(f"{key}.final_val", r["loss"]))
+        values[f"{key}.n_params"], values[f"{key}.tokens"], values[f"{key}.steps"] = r["n"], r["d"], r["steps"]
+    fit = scaling.analyse(points(runs))  # on the seed means
+    for i, budget in enumerate(budgets):
+        opt = fit["optima"][budget]
+        tag = f"ch14.opt.{budget_tag(i)}"
+        values[f"{tag}.found"] = opt is not None
+        if opt is not None:
+            values.update({f"{tag}.n": opt["n"], f"{tag}.d": opt["d"], f"{tag}.loss": opt["loss"],
+                           f"{tag}.inside": opt["inside"], f"{tag}.tokens_per_param": opt["d"] / opt["n"]})
+    values.update({"ch14.fit.a_means": fit["a"], "ch14.fit.b_means": fit["b"], "ch14.fit.k_n": fit["k_n"],
+                   "ch14.fit.k_d": fit["k_d"], "ch14.fit.loss_exp": fit["loss_exp"], "ch14.fit.k_loss": fit["k_loss"],
+                   "ch14.fit.a_plus_b": fit["a"] + fit["b"]})
+    values.update({f"ch14.chinchilla.{k}": v for k, v in fit["chinchilla"].items()})
+    per_seed = {seed: scaling.analyse(points(runs, seed)) for seed in SEEDS}  # the exponents' seed spread
+    values.update(arm("ch14.fit.a", {s: f.get("a") for s, f in per_seed.items()}))
+    values.update(arm("ch14.fit.b", {s: f.get("b") for s, f in per_seed.items()}))
+    values.update(arm("ch14.fit.chinchilla_alpha", {s: f["chinchilla"]["alpha"] for s, f in per_seed.items()}))
+    values.update(arm("ch14.fit.chinchilla_beta", {s: f["chinchilla"]["beta"] for s, f in per_seed.items()}))
+
+    # The prediction first: written from the fits alone, before the held-out run exists.
+    prediction = predict(fit, corpus.vocab.size)
+    values.update(prediction)
+    # Only now the held-out run is trained, and its error measured against what was written above.
+    values.update(held_out_run(corpus, prediction))
+
+    curves["ch14.isoflop"] = {
+        "budgets": budgets,
+        "series": [{"budget": b, "widths": list(ws),
+                    "n": [runs[b, w]["n"] for w in ws], "d": [runs[b, w]["d"] for w in ws],
+                    "loss_mean": rounded([np.mean(list(runs[b, w]["loss"].values())) for w in ws]),
+                    "loss_per_seed": [rounded([runs[b, w]["loss"][s] for s in SEEDS]) for w in ws]}
+                   for b, ws in scaling.BUDGETS.items()],
+        "heldout": {"budget": scaling.HELD_OUT_BUDGET, "n": prediction["ch14.predict.n_params"],
+                    "d": prediction["ch14.predict.tokens"],
+                    "loss_per_seed": rounded([values["ch14.heldout.final_val.per_seed"][str(s)] for s in SEEDS]),
+                    "predicted_parametric": round(prediction["ch14.predict.loss_parametric"], 5),
+                    "predicted_power_law": round(prediction["ch14.predict.loss_power_law"], 5)},
+    }
+    settings = {"ch14.sweep": {"budgets": budgets, "widths": {str(b): list(w) for b, w in scaling.BUDGETS.items()},
+                               "n_head": scaling.N_HEAD, "batch_size": scaling.BATCH,
+                               "held_out_budget": scaling.HELD_OUT_BUDGET, "seeds": list(SEEDS),
+                               "final_eval": "the whole validation split (pylib.evaluation)"}}
+    return {"values": values, "curves": curves, "settings": settings, "timings": {}}
+
+
+def run(corpus):
+    return run_parts(globals(), PARTS, corpus)
+
+
+def derived(corpus):
+    """Build-time values: the FLOPs of the course model's step, the family, the budgets."""
+    from pylib import model
+    from pylib.systems import flops
+    cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
+    T, B = cfg.block_size, 16
+    fwd = flops.forward_flops_per_token(cfg)
+    step = flops.pylib_step_flops(cfg, B)
+    rng = np.random.default_rng(0)
+    x, y = (rng.integers(0, cfg.vocab_size, (B, T)) for _ in range(2))
+    _, counted, n_matmuls = flops.count_matmul_flops(model.loss_and_grads, model.init_params(cfg, 0), cfg, x, y)
+    n = model.count_params(cfg)
+    out = {
+        "ch14.matmul_params": flops.matmul_params(cfg),
+        "ch14.wpe_params": cfg.block_size * cfg.n_embd,
+        "ch14.weights_flops_per_token": 3 * fwd["weights"],
+        "ch14.attention_flops_per_token": 3 * fwd["attention"],
+        "ch14.train_flops_per_token": flops.training_flops_per_token(cfg),
+        "ch14.attention_share_percent": 100 * fwd["attention"] / sum(fwd.values()),
+        "ch14.six_n": 6 * n,
+        "ch14.step_tokens": B * T,
+        "ch14.step_counted_flops": counted,
+        "ch14.step_matmuls": n_matmuls,
+        "ch14.step_closed_form_flops": sum(step.values()),
+        "ch14.step_reductions_flops": step["reductions"],
+        "ch14.step_embedding_grad_flops": step["embedding_grad"],
+        "ch14.step_counted_over_six_nd": counted / flops.six_nd(n, B * T),
+        "ch14.step_formula_over_counted": flops.training_flops_per_token(cfg) * B * T / counted,
+        "ch14.n_head": scaling.N_HEAD,
+        "ch14.batch": scaling.BATCH,
+        "ch14.widths": ", ".join(map(str, scaling.WIDTHS)),
+        "ch14.smallest_params": model.count_params(scaling.width_config(min(scaling.WIDTHS), corpus.vocab.size)),
+        "ch14.largest_params": model.count_params(scaling.width_config(max(scaling.WIDTHS), corpus.vocab.size)),
+        "ch14.held_out_budget": scaling.HELD_OUT_BUDGET,
+        "ch14.held_out_factor": scaling.HELD_OUT_BUDGET / max(scaling.BUDGETS),
+        "ch14.n_budgets": len(scaling.BUDGETS),
+    }
+    for i, b in enumerate(scaling.BUDGETS):
+        out[f"ch14.budget.{budget_tag(i)}"] = b
+    out.update(derived_cited(corpus))
+    return out
+
+
+def derived_cited(corpus):
+    """Arithmetic on cited figures (the chapter cites each input): the fits' optima, LLaMA 7B's cost."""
+    from pylib.systems import flops, memory
+    from pylib.web import scaling_ops as ops
+    c_chinchilla = flops.six_nd(ops.CHINCHILLA_PARAMS, ops.CHINCHILLA_TOKENS)
+    out = {"ch14.chinchilla_compute": c_chinchilla, "ch14.default_mfu_percent": ops.DEFAULT_MFU_PERCENT,
+           "ch14.llama_7b_tokens": ops.LLAMA_7B_TOKENS, "ch14.a100_peak_tflops": ops.A100_PEAK / 1e12}
+    for name, fit in scaling.CITED_FITS.items():
+        n, d = scaling.chinchilla_optimum(fit, c_chinchilla)
+        out[f"ch14.{name}.a"] = fit["beta"] / (fit["alpha"] + fit["beta"])
+        out[f"ch14.{name}.b"] = fit["alpha"] / (fit["alpha"] + fit["beta"])
+        out[f"ch14.{name}.n_at_chinchilla"] = n
+        out[f"ch14.{name}.tokens_per_param_at_chinchilla"] = d / n
+    shape = memory.LLAMA_7B
+    n7 = memory.param_count(shape)
+    per_token = flops.shape_flops_per_token(shape)
+    total = per_token * ops.LLAMA_7B_TOKENS
+    mem = memory.training_memory(shape, micro_batch=1)
+    out.update({
+        "ch14.llama7b.params": n7,
+        "ch14.llama7b.matmul_params": flops.shape_matmul_params(shape),
+        "ch14.llama7b.flops_per_token": per_token,
+        "ch14.llama7b.attention_percent": 100 * 12 * shape.n_layer * shape.seq_len * shape.n_embd / per_token,
+        "ch14.llama7b.flops": total,
+        "ch14.llama7b.six_nd": flops.six_nd(n7, ops.LLAMA_7B_TOKENS),
+        "ch14.llama7b.gpu_days": flops.gpu_days(total, ops.A100_PEAK, ops.DEFAULT_MFU_PERCENT / 100),
+        "ch14.llama7b.reported_gpu_days": ops.LLAMA_7B_GPU_HOURS / 24,
+        "ch14.llama7b.implied_mfu_percent": 100 * total / (ops.LLAMA_7B_GPU_HOURS * 3600 * ops.A100_PEAK),
+        "ch14.llama7b.tokens_per_param": ops.LLAMA_7B_TOKENS / n7,
+        "ch14.llama7b.memory_gb": mem["total"] / 1e9,
+        "ch14.llama7b.model_state_gb": mem["model_states"] / 1e9,
+        "ch14.llama7b.activation_gb": mem["activations"] / 1e9,
+        "ch14.llama7b.bytes_per_param": mem["model_states"] / n7,
+        "ch14.llama3_8b_tokens_per_param": ops.LLAMA3_TOKENS / ops.LLAMA3_8B_PARAMS,
+        "ch14.rule_tokens_per_param": scaling.TOKENS_PER_PARAM,
+        "ch14.chinchilla_tokens_per_param": ops.CHINCHILLA_TOKENS / ops.CHINCHILLA_PARAMS,
+        "ch14.compute_max": ops.LIMITS["compute_max"],
+    })
+    return out
+
+
+def markdown(results):
+    """results.md's section for chapter 14."""
+    from experiments.common import EVAL_FULL
+    v = results["values"]
+    if "ch14.fit.a_means" not in v:
+        return []
+
+    def pm(k, f=".3f"):
+        return f"{v[k + '.mean']:{f}} ± {v[k + '.sd']:{f}}" if v.get(k + ".mean") is not None else "–"
+
+    budgets = list(scaling.BUDGETS)
+    lines = ["## Chapter 14: scaling laws", "",
+             f"A toy IsoFLOP sweep of the course model's family (one layer, {scaling.N_HEAD} heads, widths "
+             f"{', '.join(map(str, scaling.WIDTHS))}), B = {scaling.BATCH}, peak lr 1e-2 cosine to each run's end; "
+             f"budgets in FLOPs counted by pylib.systems.flops (6N + 12LTC per token). Final loss on {EVAL_FULL}; "
+             f"mean ± sd over seeds {', '.join(map(str, SEEDS))}.", "",
+             "| budget (FLOPs) | width | N (params) | D (tokens) | steps | final val (whole split) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for i, (b, ws) in enumerate(scaling.BUDGETS.items()):
+        for w in ws:
+            k = f"ch14.{budget_tag(i)}.w{w}"
+            lines.append(f"| {b:.2g} | {w} | {v[k + '.n_params']:,} | {v[k + '.tokens']:,} | {v[k + '.steps']} | "
+                         f"{pm(k + '.final_val')} |")
+    lines += ["", "IsoFLOP minima (parabolas in ln N and ln D through the seed means):", "",
+              "| budget | N_opt | D_opt | D/N | loss at the minimum | inside the measured sizes |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for i, b in enumerate(budgets):
+        t = f"ch14.opt.{budget_tag(i)}"
+        if v.get(f"{t}.found"):
+            lines.append(f"| {b:.2g} | {v[t + '.n']:,.0f} | {v[t + '.d']:,.0f} | {v[t + '.tokens_per_param']:.0f} | "
+                         f"{v[t + '.loss']:.3f} | {v[t + '.inside']} |")
+        else:
+            lines.append(f"| {b:.2g} | no minimum | | | | |")
+    lines += ["", f"This toy's exponents (seed means): N_opt ∝ C^{v['ch14.fit.a_means']:.2f}, "
+              f"D_opt ∝ C^{v['ch14.fit.b_means']:.2f}; per seed a = {pm('ch14.fit.a', '.2f')}, "
+              f"b = {pm('ch14.fit.b', '.2f')}. Loss at the optimum ∝ C^{v['ch14.fit.loss_exp']:.3f}.",
+              f"Parametric fit (least squares on the seed means): E = {v['ch14.chinchilla.E']:.3f}, "
+              f"A = {v['ch14.chinchilla.A']:.4g}, α = {v['ch14.chinchilla.alpha']:.3f}, "
+              f"B = {v['ch14.chinchilla.B']:.4g}, β = {v['ch14.chinchilla.beta']:.3f}, "
+              f"rms residual {v['ch14.chinchilla.rmse']:.4f} nats.", "",
+              f"Held-out run, predicted before it was trained: budget {v['ch14.predict.budget']:.2g} FLOPs, "
+              f"predicted N_opt {v['ch14.predict.n_opt']:,.0f} → width {v['ch14.predict.width']} "
+              f"({v['ch14.predict.n_params']:,} params, {v['ch14.predict.tokens']:,} tokens). Predicted loss "
+              f"{v['ch14.predict.loss_parametric']:.3f} (parametric) and {v['ch14.predict.loss_power_law']:.3f} "
+              f"(optima's power law); measured {pm('ch14.heldout.final_val')}; error (measured − predicted) "
+              f"{pm('ch14.heldout.error_parametric')} and {pm('ch14.heldout.error_power_law')}.", ""]
+    return lines

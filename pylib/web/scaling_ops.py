@@ -1,0 +1,128 @@
+"""Chapter 14's page ops (scaling laws): validation of what the reader typed, and thin calls into
+pylib.studies.scaling, pylib.systems.flops and pylib.systems.memory. No numerics of their own.
+
+Ops (see pylib.web.all_ops):
+  scaling_isoflop     the measured IsoFLOP sweep (from results.json, passed in by the page): one
+                      budget's points, its fitted parabola and minimum, the power laws through every
+                      budget's minimum, and the toy's predicted optimum at a budget the reader types;
+  scaling_calculator  from a compute budget: N_opt and D_opt under the cited fits and the 20-tokens
+                      rule; and a LLaMA-7B run's FLOPs, accelerator-days at a stated utilisation and
+                      memory per device (chapter 10's calculator).
+"""
+
+import math
+
+import numpy as np
+
+from pylib.studies import scaling
+from pylib.systems import flops, memory
+from pylib.web import InputError, collect_fields, parse_field, parse_number
+
+LIMITS = {
+    "compute_max": 1e30,  # FLOPs; about 10^4 times the largest training runs cited in the chapter
+    "tokens_max": 1e16,
+    "mfu_percent_max": 100.0,
+    "curve_points": 60,  # points on a drawn parabola
+}
+A100_PEAK = 312e12  # dense 16-bit FLOP/s (Narayanan et al. 2021, section 5; the chapter cites it)
+DEFAULT_MFU_PERCENT = 40.0  # an assumption the page states, not a measurement
+LLAMA_7B_TOKENS = 1.0e12  # Touvron et al. 2023, Table 2: the 6.7B model's tokens
+LLAMA_7B_GPU_HOURS = 82432  # Touvron et al. 2023, Table 15: LLaMA-7B's A100-80GB GPU-hours
+CHINCHILLA_PARAMS, CHINCHILLA_TOKENS = 70e9, 1.4e12  # Hoffmann et al. 2022, section 4 (chapter 2 cites it)
+LLAMA3_TOKENS, LLAMA3_8B_PARAMS = 15e12, 8e9  # Llama Team 2024, section 1: "about 15T" tokens; the 8B
+
+
+def _in_range(raw, key, label, lo, hi, lo_open=True):
+    """A finite number in (lo, hi] (or [lo, hi]) or InputError with a sentence for the reader."""
+    value = parse_field(parse_number, key, label, raw)
+    if value > hi or value < lo or (lo_open and value == lo):
+        side = "greater than" if lo_open else "at least"
+        raise InputError({key: f"{label} must be {side} {lo:g} and at most {hi:g}; got {value:g}."})
+    return value
+
+
+def _series(raw):
+    """The page's measured sweep: a list of {budget, n, d, loss_mean} with equal-length lists."""
+    if not isinstance(raw, list) or not raw:
+        raise InputError({"series": "No measured sweep: run build.py --measure for chapter 14."})
+    out = []
+    for s in raw:
+        try:
+            n, d, loss = (np.asarray(s[k], dtype=float) for k in ("n", "d", "loss_mean"))
+            budget = float(s["budget"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError({"series": "The measured sweep is malformed."}) from None
+        if not (n.size == d.size == loss.size >= 3) or not np.all(np.isfinite(loss)):
+            raise InputError({"series": "Each budget needs at least three finished runs."})
+        out.append({"budget": budget, "n": n, "d": d, "loss": loss})
+    return out
+
+
+def isoflop(session, args):
+    """{series, budget_index, custom_budget?} -> the chosen budget's fit and the toy's power laws."""
+    series = _series(args.get("series"))
+    index = args.get("budget_index")
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(series):
+        raise InputError({"budget_index": "Choose one of the measured budgets."})
+    pts = [{"budget": s["budget"], "n": n, "d": d, "loss": l}
+           for s in series for n, d, l in zip(s["n"], s["d"], s["loss"])]
+    optima = {s["budget"]: scaling.isoflop_optimum(s["n"], s["d"], s["loss"]) for s in series}
+    found = [c for c in optima if optima[c] is not None]
+    chosen = series[index]
+    opt = optima[chosen["budget"]]
+    out = {"budget": chosen["budget"], "n": chosen["n"].tolist(), "loss": chosen["loss"].tolist(),
+           "optimum": None, "curve": None, "laws": None, "prediction": None}
+    if opt is not None:
+        c2, c1, c0 = opt["coef_n"]
+        x = np.linspace(np.log(chosen["n"]).min(), np.log(chosen["n"]).max(), LIMITS["curve_points"])
+        out["curve"] = {"n": np.exp(x).tolist(), "loss": (c2 * x * x + c1 * x + c0).tolist()}
+        out["optimum"] = {"n": opt["n"], "d": opt["d"], "loss": opt["loss"], "inside": opt["inside"]}
+    if len(found) >= 2:
+        a, k_n = scaling.fit_power_law(found, [optima[c]["n"] for c in found])
+        b, k_d = scaling.fit_power_law(found, [optima[c]["d"] for c in found])
+        out["laws"] = {"a": a, "k_n": k_n, "b": b, "k_d": k_d, "budgets": found,
+                       "optima_n": [optima[c]["n"] for c in found]}
+        custom = args.get("custom_budget")
+        if custom is not None and not (isinstance(custom, str) and not custom.strip()):
+            c = _in_range(custom, "custom_budget", "The budget", 0.0, LIMITS["compute_max"])
+            n_opt, d_opt = k_n * c ** a, k_d * c ** b
+            out["prediction"] = {"budget": c, "n": n_opt, "d": d_opt,
+                                 "extrapolated": not min(found) <= c <= max(found),
+                                 "decades_out": abs(math.log10(c / min(max(c, min(found)), max(found))))}
+    return out
+
+
+def calculator(session, args):
+    """{compute, mfu_percent, tokens} -> N_opt, D_opt under each cited fit; a LLaMA-7B run's cost."""
+    v = collect_fields({
+        "compute": lambda r: _in_range(r, "compute", "The compute budget (FLOPs)", 0.0, LIMITS["compute_max"]),
+        "mfu_percent": lambda r: _in_range(r, "mfu_percent", "The utilisation (%)", 0.0, LIMITS["mfu_percent_max"]),
+        "tokens": lambda r: _in_range(r, "tokens", "The 7B run's tokens", 1.0, LIMITS["tokens_max"], lo_open=False),
+    }, args)
+    c = v["compute"]
+    fits = {}
+    for name, fit in scaling.CITED_FITS.items():
+        n, d = scaling.chinchilla_optimum(fit, c)
+        fits[name] = {"n": n, "d": d, "tokens_per_param": d / n, "loss": scaling.chinchilla_loss(fit, n, d)}
+    n, d = scaling.rule_of_thumb_optimum(c)
+    fits["rule"] = {"n": n, "d": d, "tokens_per_param": d / n, "loss": None}
+    shape = memory.LLAMA_7B
+    n_total = memory.param_count(shape)
+    per_token = flops.shape_flops_per_token(shape)
+    total = per_token * v["tokens"]
+    mem = memory.training_memory(shape, micro_batch=1)
+    return {
+        "compute": c, "fits": fits,
+        "llama": {"params": n_total, "matmul_params": flops.shape_matmul_params(shape), "tokens": v["tokens"],
+                  "flops_per_token": per_token, "flops": total, "six_nd": flops.six_nd(n_total, v["tokens"]),
+                  "gpu_days": flops.gpu_days(total, A100_PEAK, v["mfu_percent"] / 100.0),
+                  "peak": A100_PEAK, "mfu_percent": v["mfu_percent"], "tokens_per_param": v["tokens"] / n_total,
+                  "memory_bytes": mem["total"], "model_state_bytes": mem["model_states"],
+                  "activation_bytes": mem["activations"]},
+    }
+
+
+OPS = {
+    "scaling_isoflop": isoflop,
+    "scaling_calculator": calculator,
+}
