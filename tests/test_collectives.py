@@ -148,3 +148,54 @@ def test_alpha_beta_costs_and_fit():
     t = np.array([col.ring_all_reduce_time(s, 3, a, b) for s in sizes])
     fa, fb = col.fit_alpha_beta(sizes, t, 3)
     assert math.isclose(fa, a, rel_tol=1e-6) and math.isclose(fb, b, rel_tol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# A real engine: torch.distributed's gloo all-reduce over localhost, against the ring
+
+
+def _gloo_sum(rank, world, port, vectors, queue):
+    import os
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    t = torch.from_numpy(vectors[rank].copy())
+    dist.all_reduce(t)
+    queue.put((rank, t.numpy().copy()))
+    dist.destroy_process_group()
+
+
+def test_gloo_all_reduce_equals_the_ring_to_float32_rounding():
+    pytest.importorskip("torch")
+    import multiprocessing as mp
+    import socket
+    from pylib import model
+    from pylib.systems import data_parallel as dp
+    cfg = model.GPTConfig()
+    params = model.init_params(cfg, 0)
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, cfg.vocab_size, (8, cfg.block_size)), rng.integers(0, cfg.vocab_size, (8, cfg.block_size))
+    p = 2
+    grads = [g for _, _, g in dp.worker_sums(params, cfg, x, y, p)]  # the model's real gradients, float32
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_gloo_sum, args=(r, p, port, grads, queue)) for r in range(p)]
+    for proc in procs:
+        proc.start()
+    try:
+        sums = dict(queue.get(timeout=120) for _ in procs)
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    ring = col.ring_all_reduce(grads)[0][0]
+    bound = 2 * (p - 1) * 2.0 ** -24 * np.sum(np.abs(np.stack(grads).astype(np.float64)), axis=0)
+    for r in range(p):
+        assert np.all(np.abs(sums[r].astype(np.float64) - ring) <= bound)
+    assert sums[0].tobytes() == sums[1].tobytes()
