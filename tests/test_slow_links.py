@@ -153,3 +153,77 @@ def test_steps_and_bytes_to_target():
     assert target.steps_to_target(history, 2.0) is None and target.cost_to_target(history, 2.0) is None
     assert target.time_to_target(20, 2, 0.5, 3.0) == 16.0
     assert target.time_to_target(None, 0, 0.5, 3.0) is None
+
+
+# ---------------------------------------------------------------------------
+# The page's ops (pylib.web.slow_links_ops)
+
+import json  # noqa: E402
+
+from pylib import web  # noqa: E402
+
+
+def call(op, **args):
+    return json.loads(web.handle(op, json.dumps(args)))
+
+
+LINK = {"bandwidth": "100", "latency": "50", "step_ms": "3", "workers": "4"}
+MEASURED = {"dense": {"steps": 120, "syncs": 120}, "topk": {"steps": 210, "syncs": 210},
+            "quant": {"steps": 130, "syncs": 130}, "demo": {"steps": 160, "syncs": 160}, "diloco": None}
+
+
+@pytest.mark.parametrize("field,bad", [("bandwidth", "0"), ("bandwidth", "-5"), ("bandwidth", ""), ("bandwidth", "1e309"),
+                                       ("latency", "-1"), ("latency", "NaN"), ("step_ms", "🙂"), ("workers", "0"),
+                                       ("workers", "1e9"), ("workers", "2.5"), ("workers", "<b>4</b>")])
+def test_link_race_refuses_bad_input_by_field(field, bad):
+    out = call("slow_link_race", **{**LINK, field: bad}, measured=MEASURED)
+    assert out["ok"] is False and out["kind"] == "input" and set(out["errors"]) == {field}
+    if (field, bad) == ("bandwidth", "0"):
+        assert "no sync would ever end" in out["errors"]["bandwidth"]
+
+
+def test_link_race_is_the_alpha_beta_model_on_measured_steps():
+    out = call("slow_link_race", **LINK, measured=MEASURED, vocab_size=65)["value"]
+    shapes = model.param_shapes(model.GPTConfig(vocab_size=65))
+    alpha, beta = 0.05, 1 / (100e6 / 8)
+    for m in sl.METHODS:
+        cost = sl.sync_cost(sl.configured(m), shapes, 4, alpha, beta)
+        assert out["rows"][m]["seconds"] == pytest.approx(cost["seconds"])
+        assert out["rows"][m]["wire_bytes"] == cost["wire_bytes"]
+    assert out["rows"]["dense"]["time_to_target"] == pytest.approx(120 * 0.003 + 120 * out["rows"]["dense"]["seconds"])
+    assert out["rows"]["diloco"]["time_to_target"] is None  # not reached: no time, not a guess
+    assert out["winner"] in ("topk", "quant", "demo", "dense")
+    # With no latency, a fast link leaves compute: the fewest steps win; on a slow one, the fewest bytes.
+    sweep = call("slow_link_race", **{**LINK, "latency": "0"}, measured=MEASURED, vocab_size=65)["value"]["sweep"]
+    assert sweep["winner"][-1] == "dense" and sweep["winner"][0] == "topk"
+    # With latency, the all-gather's W-1 messages beat the ring's 2(W-1) even on a fast link.
+    assert out["sweep"]["winner"][-1] != "dense"
+
+
+def test_queue_op_says_unstable_at_full_load_and_refuses_bad_workers():
+    base = {"rho": "0.5", "service_ms": "10", "workers": "8", "step_ms": "100", "spread_ms": "20"}
+    out = call("slow_queue", **{**base, "rho": "1"})
+    assert out["ok"] is False and "unstable" in out["errors"]["rho"]
+    for bad in ("0", "1e9", "-3"):
+        assert set(call("slow_queue", **{**base, "workers": bad})["errors"]) == {"workers"}
+    v = call("slow_queue", **base)["value"]
+    assert v["md1"]["exact"] == pytest.approx(0.5 * 10 / (2 * 0.5))
+    assert v["md1"]["low"] <= v["md1"]["exact"] <= v["md1"]["high"]
+    assert v["stragglers"]["exact"] == pytest.approx(100 + 20 * sum(1 / i for i in range(1, 9)))
+
+
+def test_train_ops_run_the_same_steps_as_pylib(corpus):
+    web.SESSION = web.Session()
+    web.SESSION.vocab, web.SESSION.train_tokens, web.SESSION.val_tokens = corpus.vocab, corpus.train, corpus.val
+    start = call("slow_train_start", method="quant", seed="1", steps=20, target=3.5)
+    assert start["ok"] and start["value"]["bytes_per_sync"] > 0
+    bad = call("slow_train_start", method="gossip", seed="1")
+    assert bad["ok"] is False and set(bad["errors"]) == {"method"}
+    call("slow_train_start", method="quant", seed="1", steps=20, target=3.5)
+    while not call("slow_train_chunk")["value"]["done"]:
+        pass
+    fin = call("slow_train_finish")["value"]
+    ref = sl.run(sl.configured("quant", seed=1, steps=20), corpus.train, corpus.val, corpus.vocab.size)
+    assert fin["losses"] == pytest.approx([r["loss"] for r in ref if "loss" in r], rel=1e-12)
+    assert fin["bytes"] == ref[-1]["bytes"]
+    assert fin["steps_to_target"] == target.steps_to_target(ref, 3.5)

@@ -209,29 +209,45 @@ def init_run(cfg, train_tokens, val_tokens, vocab_size):
     return state
 
 
-def payload_bytes(state):
-    """What one worker puts on the link per sync (before the collective's forwarding)."""
-    cfg, n = state["cfg"], state["n"]
+def payload_bytes_for(cfg, shapes):
+    """What one worker puts on the link per sync (before the collective's forwarding), by cfg.method."""
+    n = sum(math.prod(s) for s in shapes.values())
     if cfg.method in ("dense", "diloco"):
         return compress.dense_bytes(n)
     if cfg.method == "topk":
-        return compress.topk_bytes(state["k"])
+        return compress.topk_bytes(max(1, round(n * cfg.topk_fraction)))
     if cfg.method == "quant":
-        return sum(compress.quantise_bytes(math.prod(s), cfg.quant_bits) for s in state["shapes"].values())
-    dct = state["dct"]  # demo: top coefficients of every chunk of every tensor
-    kept = 0
-    for name, shape in state["shapes"].items():
-        side = math.prod(dct.sides[name])
+        return sum(compress.quantise_bytes(math.prod(s), cfg.quant_bits) for s in shapes.values())
+    kept = 0  # demo: the top coefficients of every chunk of every tensor
+    for shape in shapes.values():
+        side = math.prod(smaller_split(s, cfg.demo_chunk) for s in shape)
         kept += (math.prod(shape) // side) * min(cfg.demo_topk, side)
     return compress.topk_bytes(kept)
 
 
+def sync_kind(method):
+    """The collective a method's sync uses: a ring all-reduce for one shared layout, else an all-gather."""
+    return "all_reduce" if method in ("dense", "diloco") else "all_gather"
+
+
+def sync_cost(cfg, shapes, workers, alpha=0.0, beta=0.0):
+    """One sync of cfg.method over `workers` workers: {kind, payload_bytes, wire_bytes (per worker),
+    seconds (alpha-beta: alpha s per message, beta s per byte)}."""
+    n = sum(math.prod(s) for s in shapes.values())
+    kind, payload = sync_kind(cfg.method), payload_bytes_for(cfg, shapes)
+    return {"kind": kind, "payload_bytes": payload,
+            "wire_bytes": compress.sync_wire_bytes(kind, n, workers, payload),
+            "seconds": compress.sync_seconds(kind, n, workers, alpha, beta, payload)}
+
+
+def payload_bytes(state):
+    """payload_bytes_for the run's config and shapes."""
+    return payload_bytes_for(state["cfg"], state["shapes"])
+
+
 def sync_wire_bytes(state):
     """Each worker's wire bytes per sync: all-reduce for dense and diloco, all-gather for the rest."""
-    cfg = state["cfg"]
-    if cfg.method in ("dense", "diloco"):
-        return compress.sync_wire_bytes("all_reduce", state["n"], cfg.workers)
-    return compress.sync_wire_bytes("all_gather", state["n"], cfg.workers, payload_bytes(state))
+    return sync_cost(state["cfg"], state["shapes"], state["cfg"].workers)["wire_bytes"]
 
 
 def syncs_per_step(cfg):
