@@ -99,3 +99,49 @@ def test_bad_mode_and_post_ln_are_refused():
     post = model.GPTConfig(norm_position="post")
     with pytest.raises(ValueError, match="pre-LN"):
         checkpointing.step(model.init_params(post, 0), post, x, y, "full")
+
+
+# ---------------------------------------------------------------------------
+# The page's op (pylib.web.memory_ops.memory_timeline)
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A Session over a tiny corpus written the way build.py writes _site/data/."""
+    import json
+    from pylib import data, web
+    text = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east.\n" * 40
+    vocab = data.build_char_vocab(text, n_chars=64)
+    ids, _ = data.pack_documents([text] * 3, vocab)
+    (tmp_path / "train.bin").write_bytes(ids.tobytes())
+    (tmp_path / "val.bin").write_bytes(ids[::-1].copy().tobytes())
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab.to_json()))
+    s = web.Session()
+    s.load_corpus(tmp_path)
+    return s
+
+
+def test_timeline_op_is_the_checkpointing_timeline(session):
+    import dataclasses
+    from pylib import data
+    from pylib.web import memory_ops
+    r = memory_ops.memory_timeline(session, {"n_layer": "2", "batch_size": "4", "seq_len": "32"})
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size, n_layer=2)
+    x, y = data.eval_windows(session.val_tokens, 4, 32)
+    for mode in checkpointing.MODES:
+        tl = checkpointing.timeline(model.init_params(cfg, 0), cfg, x.copy(), y.copy(), mode)
+        got = r["modes"][mode]
+        assert [e["held"] for e in got["events"]] == [e["held"] for e in tl["events"]]
+        assert got["peak"] == got["formula_peak"] == tl["peak"]
+        assert got["stored"] == got["formula_stored"]
+
+
+@pytest.mark.parametrize("bad", ["", "NaN", "-1", "0", "1e309", "99999999999999999999", "🎭", "<b>x</b>", "1.5", None])
+@pytest.mark.parametrize("field", ["n_layer", "batch_size", "seq_len"])
+def test_timeline_op_refuses_bad_input(session, field, bad):
+    from pylib.web import InputError, memory_ops
+    args = {"n_layer": "1", "batch_size": "2", "seq_len": "8", field: bad}
+    with pytest.raises(InputError) as e:
+        memory_ops.memory_timeline(session, args)
+    assert list(e.value.errors) == [field]
+    assert memory_ops.memory_timeline(session, {"n_layer": "1", "batch_size": "2", "seq_len": "8"})["modes"]

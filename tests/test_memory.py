@@ -167,3 +167,59 @@ def test_shapes_that_cannot_exist_are_refused(kwargs, message):
 def test_training_memory_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         memory.training_memory(memory.LLAMA_7B, **{"micro_batch": 1, **kwargs})
+
+
+# ---------------------------------------------------------------------------
+# The page's ops (pylib.web.memory_ops)
+
+BAD_INPUTS = ["", "NaN", "-3", "0", "1e309", "99999999999999999999999", "🎭", "<b>x</b>", "2.5", None]
+
+
+def calc_args(**over):
+    from pylib.web import memory_ops
+    args = {k: str(v) for k, v in memory_ops.presets()["llama-7b"].items()}
+    return {**args, "precision": "mixed", "recompute": "none", "optimizer": "adamw", **over}
+
+
+def test_memory_calc_op_is_training_memory():
+    import json
+    from pylib import web
+    r = json.loads(web.handle("memory_calc", json.dumps(calc_args(recompute="selective", micro_batch="4"))))
+    assert r["ok"]
+    v = r["value"]
+    want = memory.training_memory(memory.LLAMA_7B, 4, 2048, precision="mixed", recompute="selective")
+    assert v["params"] == 6_738_415_616
+    assert v["memory"]["total"] == want["total"] and v["memory"]["activations"] == want["activations"]
+    assert 2048 in v["growth"]["seq_len"] and len(v["growth"]["total"]) == len(v["growth"]["seq_len"])
+
+
+def test_memory_calc_course_preset_is_the_course_model():
+    from pylib.web import memory_ops
+    args = {**memory_ops.presets()["course"], "precision": "fp32", "recompute": "none", "optimizer": "adamw"}
+    assert memory_ops.memory_calc(None, args)["params"] == model.count_params(model.GPTConfig())
+
+
+@pytest.mark.parametrize("bad", BAD_INPUTS)
+@pytest.mark.parametrize("field", ["seq_len", "micro_batch", "n_layer", "n_embd", "n_head", "vocab_size", "ffn_hidden"])
+def test_memory_calc_refuses_bad_input_per_field(field, bad):
+    import json
+    from pylib import web
+    r = json.loads(web.handle("memory_calc", json.dumps(calc_args(**{field: bad}))))
+    assert not r["ok"] and r["kind"] == "input" and list(r["errors"]) == [field]
+
+
+def test_memory_calc_refuses_heads_that_do_not_divide_the_width():
+    import json
+    from pylib import web
+    r = json.loads(web.handle("memory_calc", json.dumps(calc_args(n_head="30"))))
+    assert not r["ok"] and "30 heads do not divide the width 4,096" in r["errors"]["n_head"]
+    ok = json.loads(web.handle("memory_calc", json.dumps(calc_args())))
+    assert ok["ok"]  # and the next good input works
+
+
+@pytest.mark.parametrize("field, bad", [("arch", "bert"), ("precision", "fp8"), ("recompute", "half"), ("optimizer", "lion")])
+def test_memory_calc_refuses_unknown_choices(field, bad):
+    import json
+    from pylib import web
+    r = json.loads(web.handle("memory_calc", json.dumps(calc_args(**{field: bad}))))
+    assert not r["ok"] and list(r["errors"]) == [field]

@@ -52,7 +52,8 @@ class Held:
     Each event is {"phase", "what", "held", "change", "added": [(name, bytes)]}: "held" is the bytes held
     after it, counted over distinct owners (a view and its base once), parameters excluded."""
 
-    def __init__(self, params):
+    def __init__(self, params, record=True):
+        self.record = record  # False: count nothing (for timing the step without the bookkeeping)
         self.param_owners = {id(memory.owner(p)) for p in params.values()}
         self.live = {}  # what -> [(name, array)]
         self.events = []
@@ -68,6 +69,8 @@ class Held:
         return total
 
     def add(self, phase, what, arrays):
+        if not self.record:
+            return
         before = self.held()
         self.live[what] = arrays
         owners = {}
@@ -78,6 +81,8 @@ class Held:
         self._record(phase, what, before, sorted(owners.values(), key=lambda r: -r[1]))
 
     def free(self, phase, what):
+        if not self.record:
+            return
         before = self.held()
         del self.live[what]
         self._record(phase, what, before, [])
@@ -149,15 +154,16 @@ def block_backward(cfg, g, n, dh, cache, recompute, held):
     return dh + da
 
 
-def step(params, cfg, x, y, recompute="none"):
+def step(params, cfg, x, y, recompute="none", record=True):
     """One forward and backward on ids x, targets y (B, T) -> (loss, grads, held).
 
-    grads equal pylib.model.loss_and_grads's bit for bit in every mode; held.events is the timeline."""
+    grads equal pylib.model.loss_and_grads's bit for bit in every mode; held.events is the timeline
+    (empty when record is False)."""
     if recompute not in MODES:
         raise ValueError(f"recompute must be one of {MODES}, not {recompute!r}")
     if cfg.norm_position != "pre":
         raise ValueError("checkpointing is written for pre-LN blocks")
-    p, held = params, Held(params)
+    p, held = params, Held(params, record)
     B, T = x.shape
     if T > cfg.block_size:
         raise ValueError(f"sequence length {T} exceeds block_size {cfg.block_size}")

@@ -1,0 +1,180 @@
+"""Chapter 10's measurements: training memory on the course's model.
+
+1. Bytes held (part_memory): one forward and backward of each SHAPES entry with no recomputation,
+   full and selective (pylib.systems.checkpointing), on a fixed batch of validation windows. For each:
+   the bytes held when the forward ends and at the step's peak, counted from pylib's own caches
+   (pylib.systems.memory's owner accounting), the tensor that sets the peak, and whether every
+   gradient equals pylib.model.backward's bit for bit (the count of unequal elements). Beside them
+   pylib's formula (memory.recompute_bytes) and Korthikanti et al.'s count for the same shapes
+   (memory.korthikanti_layer_bytes, 16-bit, with and without dropout masks).
+2. Extra compute time (part_time): the step in each mode, TIME_REPEATS times, the modes interleaved
+   so that a slow moment of the machine hits all three; the fastest repeat of each is kept (the
+   least disturbed) and the ratio to no recomputation reported. Timings only under keys with
+   "seconds" in their name: they are the one thing a second run does not reproduce.
+
+Everything is deterministic apart from the timings (fixed windows, init seed 0; no training, so
+no seeds to average: the counts are exact and the gradients are compared element by element).
+
+Budget (OPENBLAS_NUM_THREADS=1, idle machine): a course-model step (B = 16, T = 64) ~3 ms, the
+4 x 64 model's ~25 ms, the long model's (T = 256) ~12 ms, each step with the bookkeeping ~2x.
+  memory: 3 shapes x (3 timelines + 1 reference step) ~ 0.5 s
+  time:   3 shapes x 3 modes x TIME_REPEATS (30) steps ~ 3 x 3 x 30 x 13 ms ~ 3.6 s
+About 5 s in all, against the chapter's 30 s.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+from experiments.common import run_parts
+
+SHAPES = {  # name: (GPTConfig overrides, B, T)
+    "course": ({}, 16, 64),  # the course's model at its training batch
+    "wide": (dict(n_layer=4, n_head=4, n_embd=64), 8, 64),  # pylib.model's "decoder-4x64" preset
+    "long": (dict(n_layer=2, n_head=8, n_embd=32, block_size=256), 2, 256),  # attention-heavy: 5as/h = 320
+}
+MODES = ("none", "selective", "full")
+TIME_REPEATS = 25
+
+
+def shape_batch(corpus, name):
+    """(cfg, x, y): the model of SHAPES[name] and B windows of T tokens, evenly spaced in the validation split."""
+    from pylib import data, model
+    overrides, B, T = SHAPES[name]
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size, **overrides)
+    x, y = data.eval_windows(corpus.val, B, T)[:2]
+    return cfg, x.copy(), y.copy()  # copies: views of one windows array would share the ids buffer
+
+
+def part_memory(corpus):
+    from pylib import model
+    from pylib.systems import checkpointing, memory
+    t0 = time.perf_counter()
+    v = {}
+    for name, (_, B, T) in SHAPES.items():
+        cfg, x, y = shape_batch(corpus, name)
+        params = model.init_params(cfg, 0)
+        _, ref = model.loss_and_grads(params, cfg, x, y)
+        k = f"ch10.ckpt.{name}"
+        v.update({f"{k}.B": B, f"{k}.T": T, f"{k}.L": cfg.n_layer, f"{k}.C": cfg.n_embd, f"{k}.H": cfg.n_head,
+                  f"{k}.params": model.count_params(cfg)})
+        shape = memory.shape_from_config(cfg)
+        for mode in MODES:
+            tl = checkpointing.timeline(params, cfg, x, y, mode)
+            _, grads, _ = checkpointing.step(params, cfg, x, y, mode, record=False)
+            f = memory.recompute_bytes(cfg, B, T, mode)
+            km = f"{k}.{mode}"
+            v.update({f"{km}.stored": tl["stored"], f"{km}.peak": tl["peak"],
+                      f"{km}.formula_stored": f["stored"], f"{km}.formula_peak": f["peak"],
+                      f"{km}.stored_layers": f["stored_layers"],
+                      f"{km}.peak_phase": tl["events"][tl["peak_index"]]["phase"],
+                      f"{km}.peak_tensor": tl["set_by"][0], f"{km}.peak_tensor_bytes": tl["set_by"][1],
+                      f"{km}.unequal_elements": int(sum(np.count_nonzero(grads[n] != ref[n]) for n in ref)),
+                      f"{km}.events": len(tl["events"]),
+                      # Korthikanti et al.'s count per layer for the same shape, 16-bit (2 bytes), both ways
+                      f"{km}.korthikanti_layer": memory.korthikanti_layer_bytes(
+                          dataclasses.replace(shape, dropout=True), T, B, 2, mode),
+                      f"{km}.korthikanti_layer_nodropout": memory.korthikanti_layer_bytes(shape, T, B, 2, mode)})
+        v[f"{k}.grad_elements"] = int(sum(g.size for g in ref.values()))
+        v[f"{k}.ours_per_layer_16bit"] = memory.activation_bytes(cfg, B, T, itemsize=2)["per_layer"]
+    return {"values": v, "timings": {"ch10.memory.seconds": time.perf_counter() - t0}}
+
+
+def part_time(corpus):
+    from pylib import model
+    from pylib.systems import checkpointing
+    t0 = time.perf_counter()
+    v = {}
+    for name in SHAPES:
+        cfg, x, y = shape_batch(corpus, name)
+        params = model.init_params(cfg, 0)
+        for mode in MODES:  # one untimed step each first
+            checkpointing.step(params, cfg, x, y, mode, record=False)
+        times = {m: [] for m in MODES}
+        for _ in range(TIME_REPEATS):
+            for mode in MODES:
+                s = time.perf_counter()
+                checkpointing.step(params, cfg, x, y, mode, record=False)
+                times[mode].append(time.perf_counter() - s)
+        for mode in MODES:
+            best = min(times[mode])
+            v[f"ch10.time.{name}.{mode}.seconds"] = best
+            v[f"ch10.time.{name}.{mode}.ms_seconds"] = 1e3 * best
+            v[f"ch10.time.{name}.{mode}.extra_seconds_pct"] = 100 * (best / min(times["none"]) - 1)
+    v["ch10.time.repeats"] = TIME_REPEATS
+    return {"values": v, "timings": {"ch10.time.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_memory", "part_time"]
+
+
+def run(corpus):
+    """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
+    return run_parts(globals(), PARTS, corpus)
+
+
+def derived(corpus):
+    """The calculator's figures: bytes per parameter, LLaMA 7B, the course model."""
+    from pylib import model
+    from pylib.systems import memory
+    d = {}
+    for prec in ("mixed", "fp32"):
+        for opt in ("adamw", "momentum", "sgd"):
+            for part, val in memory.bytes_per_param(prec, opt).items():
+                d[f"ch10.bpp.{prec}.{opt}.{part}"] = val
+    llama = memory.LLAMA_7B
+    d.update({"ch10.llama.params": memory.param_count(llama), "ch10.llama.L": llama.n_layer,
+              "ch10.llama.C": llama.n_embd, "ch10.llama.H": llama.n_head, "ch10.llama.V": llama.vocab_size,
+              "ch10.llama.F": llama.ffn_hidden, "ch10.llama.s": llama.seq_len})
+    parts = memory.param_count_parts(llama)
+    d.update({f"ch10.llama.params.{k}": v for k, v in parts.items()})
+    gib = 2 ** 30
+    for rc in MODES:
+        r = memory.training_memory(llama, 1, 2048, precision="mixed", optimizer="adamw", recompute=rc)
+        d[f"ch10.llama.b1.{rc}.activations_gib"] = r["activations"] / gib
+        d[f"ch10.llama.b1.{rc}.total_gib"] = r["total"] / gib
+    r = memory.training_memory(llama, 1, 2048, precision="mixed")
+    for k in ("weights", "gradients", "moments", "master", "optimizer", "model_states"):
+        d[f"ch10.llama.{k}_gib"] = r[k] / gib
+    d["ch10.llama.model_states_gb"] = r["model_states"] / 1e9
+    d["ch10.llama.layer_as_over_h"] = 5 * llama.n_head * 2048 / llama.n_embd  # Korthikanti's 5as/h at s = 2048
+    for s in (4096, 8192):
+        r = memory.training_memory(llama, 1, s, precision="mixed")
+        d[f"ch10.llama.s{s}.activations_gib"] = r["activations"] / gib
+    # The course model
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    shape = memory.shape_from_config(cfg)
+    d["ch10.course.params"] = memory.param_count(shape)
+    d["ch10.course.params_pylib"] = model.count_params(cfg)
+    r = memory.training_memory(shape, 16, 64, precision="fp32", optimizer="adamw", activation_model="pylib")
+    for k in ("weights", "gradients", "optimizer", "activations", "model_states", "total"):
+        d[f"ch10.course.{k}"] = r[k]
+    d["ch10.course.act_over_states"] = r["activations"] / r["model_states"]
+    from pylib.web import memory_ops
+    d["ch10.timeline_layers"] = memory_ops.LIMITS["timeline_layers"]
+    d["ch10.timeline_batch"] = memory_ops.LIMITS["timeline_batch"]
+    return d
+
+
+def markdown(results):
+    """results.md's section for chapter 10."""
+    v = results["values"]
+    lines = ["## Chapter 10: training memory", "",
+             "Bytes of activations held in one forward and backward (float32, pylib's own cache accounting), "
+             "and the fastest of "
+             f"{v.get('ch10.time.repeats', TIME_REPEATS)} interleaved steps.", "",
+             "| model | B × T | mode | held after forward | peak | peak set by | formula peak | unequal grad elements | step (ms) | extra time |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name in SHAPES:
+        k = f"ch10.ckpt.{name}"
+        if f"{k}.none.stored" not in v:
+            continue
+        for mode in MODES:
+            km, kt = f"{k}.{mode}", f"ch10.time.{name}.{mode}"
+            ms = f"{v[kt + '.ms_seconds']:.2f}" if kt + ".ms_seconds" in v else "–"
+            extra = f"{v[kt + '.extra_seconds_pct']:+.0f}%" if kt + ".extra_seconds_pct" in v else "–"
+            lines.append(f"| {name} (L={v[k + '.L']}, C={v[k + '.C']}, H={v[k + '.H']}) | {v[k + '.B']} × {v[k + '.T']} | "
+                         f"{mode} | {v[km + '.stored']:,} | {v[km + '.peak']:,} | `{v[km + '.peak_tensor']}` "
+                         f"({v[km + '.peak_phase']}) | {v[km + '.formula_peak']:,} | {v[km + '.unequal_elements']} | {ms} | {extra} |")
+    return lines + [""]
