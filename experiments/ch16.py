@@ -40,7 +40,7 @@ from experiments.common import SEEDS, arm, paired_text
 from pylib.studies import preferences as pf, sft
 
 SFT_ARMS = ("pretrained",) + sft.ARMS
-SFT_METRICS = ("response_loss", "prompt_loss", "accuracy")
+SFT_METRICS = ("response_loss", "prompt_loss", "accuracy", "top_pick_share")
 PREF_METHODS = {  # name: (method, settings)
     "reference": ("reference", None),
     "rl": ("rl", pf.RL),
@@ -136,7 +136,8 @@ def derived(corpus):
     block = model.GPTConfig().block_size
     s = sft.build_sft_set(corpus.val, corpus.vocab, block)
     test_speakers = [sp for sp, _ in s.test]
-    majority = max(test_speakers.count(sp) for sp in s.speakers) / len(test_speakers)
+    counts = {sp: test_speakers.count(sp) for sp in s.speakers}
+    majority = max(counts.values()) / len(test_speakers)
     return {
         "ch16.sft_speakers": len(s.speakers),
         "ch16.sft_speaker_names": ", ".join(n.title() for n in s.speakers),
@@ -144,6 +145,7 @@ def derived(corpus):
         "ch16.sft_test_pairs": len(s.test),
         "ch16.sft_chance": 1.0 / len(s.speakers),
         "ch16.sft_majority": majority,
+        "ch16.sft_majority_speaker": max(s.speakers, key=lambda sp: counts[sp]).title(),
         "ch16.sft_steps": sft.SFT["steps"],
         "ch16.sft_batch": sft.SFT["batch_size"],
         "ch16.sft_lr": sft.SFT["lr"],
@@ -191,10 +193,11 @@ def markdown(results):
              "once (the default 400-step run) and every method starts from it. Paired comparisons: a − b, 95% "
              "t-interval.", "",
              "### SFT on speaker questions (held-out pairs)", "",
-             "| model | loss per response token | loss per prompt token | speaker accuracy |", "| --- | --- | --- | --- |"]
+             "| model | loss per response token | loss per prompt token | speaker accuracy | share of the top pick |",
+             "| --- | --- | --- | --- | --- |"]
     for name in SFT_ARMS:
         lines.append(f"| {name} | {pm(f'ch16.sft.{name}.response_loss')} | {pm(f'ch16.sft.{name}.prompt_loss')} | "
-                     f"{pm(f'ch16.sft.{name}.accuracy')} |")
+                     f"{pm(f'ch16.sft.{name}.accuracy')} | {pm(f'ch16.sft.{name}.top_pick_share')} |")
     lines += ["",
               f"- response − whole, response loss: {cmp('ch16.sft.response.response_loss', 'ch16.sft.whole.response_loss', LOSS_MARGIN)}",
               f"- response − whole, prompt loss: {cmp('ch16.sft.response.prompt_loss', 'ch16.sft.whole.prompt_loss', LOSS_MARGIN)}",

@@ -193,19 +193,26 @@ def candidate_logps(params, cfg, pairs, speakers, vocab, settings=SFT_SET):
     return logps.reshape(len(prompts), len(speakers))
 
 
-def speaker_accuracy(params, cfg, pairs, speakers, vocab, settings=SFT_SET):
-    """Fraction of pairs whose most probable candidate name is the true speaker."""
+def speaker_picks(params, cfg, pairs, speakers, vocab, settings=SFT_SET):
+    """{accuracy, top_pick_share}: the fraction of pairs whose most probable candidate name is the
+    true speaker, and the fraction that get the model's most frequent pick (1.0: one name for every line)."""
     best = candidate_logps(params, cfg, pairs, speakers, vocab, settings).argmax(-1)  # (N,)
     truth = np.array([speakers.index(s) for s, _ in pairs])
-    return float((best == truth).mean())
+    return {"accuracy": float((best == truth).mean()),
+            "top_pick_share": float(np.bincount(best, minlength=len(speakers)).max() / best.size)}
+
+
+def speaker_accuracy(params, cfg, pairs, speakers, vocab, settings=SFT_SET):
+    """Fraction of pairs whose most probable candidate name is the true speaker."""
+    return speaker_picks(params, cfg, pairs, speakers, vocab, settings)["accuracy"]
 
 
 def evaluate(params, cfg, sft_set, vocab, settings=SFT_SET):
-    """{response_loss, prompt_loss, accuracy} on the held-out pairs."""
+    """{response_loss, prompt_loss, accuracy, top_pick_share} on the held-out pairs."""
     x, y, pm, rm = encode_pairs(sft_set.test, vocab, cfg.block_size, settings)
     return {"response_loss": masked_mean_loss(params, cfg, x, y, rm),
             "prompt_loss": masked_mean_loss(params, cfg, x, y, pm),
-            "accuracy": speaker_accuracy(params, cfg, sft_set.test, sft_set.speakers, vocab, settings)}
+            **speaker_picks(params, cfg, sft_set.test, sft_set.speakers, vocab, settings)}
 
 
 def answer(params, cfg, line, vocab, max_new_tokens=24, seed=0, settings=SFT_SET):
