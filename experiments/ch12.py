@@ -128,6 +128,10 @@ def derived(corpus):
     out["ch12.tp.course.bytes_each"] = c["bytes_each"]
     out["ch12.tp.course.bytes_per_block"] = c["bytes_per_block"]
     out["ch12.tp.course.batch"] = B
+    out["ch12.tp.course.block_weight_bytes"] = 4 * sum(
+        int(np.prod(shape)) for name, shape in model.param_shapes(cfg).items() if name.startswith("h.0."))
+    out["ch12.alpha_intra_us"] = 1e6 * planner.Cluster.intra_alpha
+    out["ch12.alpha_inter_us"] = 1e6 * planner.Cluster.inter_alpha
     # sequence parallelism fed to chapter 10's calculator: GPT-3 175B's shape of Narayanan et al.
     # (Table 1's 145.6B row: 96 heads, width 12,288, 80 layers), tp = 8, micro-batch 1, s = 2048
     shape = planner.published_runs()[6]["shape"]

@@ -6,8 +6,9 @@ block has met every key block, and an online softmax (a running max, a running s
 weighted sum of values, rescaled when the max grows; Milakov & Gimelshein 2018, as FlashAttention
 uses it, Dao et al. 2022 section 3.1) gives exactly softmax(q k^T) v without any device ever
 holding the whole (T, T) score matrix. Ring Attention is Liu et al. 2023. Causal masking makes
-the blocks above the diagonal empty; they are skipped (their devices idle: the load imbalance
-that Llama 3's context parallelism avoids by giving each device two blocks, one early, one late).
+the blocks above the diagonal empty; they are skipped, so with contiguous blocks the device holding
+the last queries works P times as long as the one holding the first (a load imbalance that real
+implementations remove by giving each device blocks from both ends of the sequence).
 
 Expert parallelism puts each expert of a mixture-of-experts layer on one device; each token is
 sent to the devices of its top-k experts and the results are sent back: two all-to-alls per MoE

@@ -103,7 +103,7 @@ def tp_check(args):
     rel = max(float(np.abs(tgrads[k] - grads[k]).max() / np.abs(grads[k]).max()) for k in grads)
     return {"loss": loss, "tp_loss": tloss, "max_rel_grad_diff": rel, "all_reduces": len(log),
             "per_block": len(log) // cfg.n_layer, "bytes_each": log[0]["bytes"], "n_layer": cfg.n_layer,
-            "batch": int(x.shape[0]), "seq": int(x.shape[1]), "log": [e["where"] for e in log]}
+            "batch": int(x.shape[0]), "seq": int(x.shape[1]), "width": cfg.n_embd, "log": [e["where"] for e in log]}
 
 
 # ---------------------------------------------------------------------------
@@ -144,13 +144,21 @@ def validate_plan(args):
     if name not in runs:
         raise InputError({"run": "Choose one of the published runs."})
     hi = LIMITS["layout_max"]
+    auto_dp = str(args.get("dp", "")).strip().lower() == "auto"
     v = collect_fields({
-        "gpus": _int("gpus", "GPUs", 1, hi), "dp": _int("dp", "DP", 1, hi), "tp": _int("tp", "TP", 1, hi),
+        "gpus": _int("gpus", "GPUs", 1, hi), "dp": (lambda raw: 0) if auto_dp else _int("dp", "DP", 1, hi),
+        "tp": _int("tp", "TP", 1, hi),
         "pp": _int("pp", "PP", 1, hi), "cp": _int("cp", "CP", 1, hi),
         "global_batch": _int("global_batch", "Global batch", 1, hi),
         "micro_batch": _int("micro_batch", "Micro-batch", 1, hi),
         "chunks": _int("chunks", "Chunks", 1, 64),
     }, args)
+    if auto_dp:  # DP fills the GPUs that TP x PP x CP leave
+        group = v["tp"] * v["pp"] * v["cp"]
+        if v["gpus"] % group:
+            raise InputError({"dp": f"TP x PP x CP = {group:,} does not divide the {v['gpus']:,} GPUs, "
+                                    f"so no whole DP fills them."})
+        v["dp"] = v["gpus"] // group
     recompute = args.get("recompute")
     if recompute not in ("none", "selective", "full"):
         raise InputError({"recompute": "Recomputation must be none, selective or full."})
@@ -188,7 +196,7 @@ def planner_plan(args):
             "bubble_of_total": p["bubble_of_total"], "time": p["time"], "comm_gb": {k: b / 1e9 for k, b in p["comm_bytes"].items()},
             "step_seconds": p["step_seconds"], "mfu": p["mfu"], "hfu": p["hfu"],
             "model_tflops_per_gpu": p["model_tflops_per_gpu"], "hardware_tflops_per_gpu": p["hardware_tflops_per_gpu"],
-            "python_seconds": seconds}
+            "dp": layout.dp, "python_seconds": seconds}
 
 
 OPS = {

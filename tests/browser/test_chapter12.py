@@ -1,0 +1,179 @@
+"""Chapter 12 in a real browser: the pipeline Gantt chart, tensor parallelism step by step and the
+layout planner, each against the same pylib call in CPython, with bad input refused visibly and
+nothing injected. In-page times are printed (benchmarks, never asserted). One shared page
+(conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+
+chapter12 = chapter_fixture("12-")
+
+TIMEOUT = 120_000
+BAD = ["", "0", "NaN", "-1", "2.5", "1e9", "1e309", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
+
+
+def clear_status(w):
+    w.evaluate("el => { el.dataset.status = 'test-pending'; delete el.dataset.result; }")
+
+
+def wait_result(page, w, predicate_js):
+    page.wait_for_function(f"el => el.dataset.result && (r => {predicate_js})(JSON.parse(el.dataset.result))",
+                           arg=w.element_handle(), timeout=TIMEOUT)
+    return result(w)
+
+
+# ---------------------------------------------------------------------------
+# The Gantt chart
+
+
+def test_gantt_draws_the_default_schedule_and_matches_cpython(chapter12):
+    from pylib.systems import pipeline
+    w = widget(chapter12, "pipeline-gantt")
+    assert wait_settled(w, ["done", "error"]) == "done"
+    r = result(w)
+    sim = pipeline.simulate_pipeline(r["schedule"], r["stages"], r["microbatches"], r["chunks"], 1.0, r["ratio"])
+    assert r["makespan"] == pytest.approx(sim["makespan"]) and r["peak_in_flight"] == sim["peak_in_flight"]
+    assert r["bubble_fraction"] == pytest.approx(r["formula_of_total"])
+    assert w.locator("svg rect").count() > r["events"]  # every event, plus the idle rows
+
+
+def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapter12):
+    from pylib.systems import pipeline
+    w = widget(chapter12, "pipeline-gantt")
+    w.locator('select[name="schedule"]').select_option("interleaved")
+    for name, value in [("stages", "8"), ("microbatches", "32"), ("chunks", "4")]:
+        w.locator(f'input[name="{name}"]').fill(value)
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    r = wait_result(chapter12, w, "r.stages === 8 && r.microbatches === 32 && r.chunks === 4")
+    sim = pipeline.simulate_pipeline("interleaved", 8, 32, 4, 1.0, r["ratio"])
+    assert r["bubble_over_ideal"] == pytest.approx(sim["bubble_over_ideal"]) == pytest.approx(7 / (4 * 32))
+    times = []
+    for m in ("24", "16", "32"):  # drags of the microbatch slider
+        clear_status(w)
+        w.locator('input[name="microbatches_slider"]').fill(m)
+        times.append(wait_result(chapter12, w, f"r.microbatches === {m}")["ms"])
+    print(f"\nin-page Gantt update at 8 stages x (16-32) microbatches x 4 chunks: {', '.join(f'{t:.0f}' for t in times)} ms")
+
+
+@pytest.mark.parametrize("field", ["stages", "microbatches", "chunks", "ratio"])
+def test_gantt_refuses_bad_input_and_recovers(chapter12, field):
+    w = widget(chapter12, "pipeline-gantt")
+    w.locator('select[name="schedule"]').select_option("interleaved")
+    for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "2"), ("ratio", "2")]:
+        w.locator(f'input[name="{name}"]').fill(value)
+    box = w.locator(f'input[name="{field}"]')
+    for bad in BAD:
+        if field == "ratio" and bad in ("2.5",):
+            continue  # a valid ratio
+        box.fill(bad)
+        clear_status(w)
+        w.locator('[data-action="run"]').click()
+        assert wait_settled(w, ["error"]) == "error", bad
+        expect(box).to_have_attribute("aria-invalid", "true")
+        expect(w.locator('[data-role="message"]')).not_to_be_empty()
+        no_injected_markup(chapter12)
+    box.fill({"stages": "4", "microbatches": "8", "chunks": "2", "ratio": "2"}[field])
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ["done"]) == "done"
+
+
+def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
+    w = widget(chapter12, "pipeline-gantt")
+    w.locator('select[name="schedule"]').select_option("interleaved")
+    for name, value in [("stages", "8"), ("microbatches", "4"), ("chunks", "2")]:
+        w.locator(f'input[name="{name}"]').fill(value)
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ["error"]) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("multiple of the stages")
+
+
+# ---------------------------------------------------------------------------
+# Tensor parallelism
+
+
+def test_tensor_parallel_steps_through_the_seeds_example_and_checks_the_model(chapter12):
+    from pylib.systems import tensor_parallel
+    from pylib.web import model_parallel_ops
+    w = widget(chapter12, "tensor-parallel")
+    assert wait_settled(w, ["done", "error"]) == "done"
+    ex = json.loads(w.get_attribute("data-example"))
+    assert ex["y"] == tensor_parallel.worked_example()["y"] == [9.0, 6.0]
+    for _ in range(6):
+        w.locator('[data-action="run"]').click()
+    assert w.get_attribute("data-step") == "7"
+    expect(w.locator('[data-role="reduce"]')).to_contain_text("[9, 3]")
+    clear_status(w)
+    w.locator('[data-action="check"]').click()
+    assert wait_settled(w, ["done", "error"]) == "done"
+    r = result(w)
+    ref = model_parallel_ops.tp_check({})
+    assert r["per_block"] == ref["per_block"] == 4 and r["bytes_each"] == ref["bytes_each"]
+    assert r["tp_loss"] == pytest.approx(ref["tp_loss"], rel=1e-12)
+    assert r["max_rel_grad_diff"] < 1e-12
+    print(f"\nin-page tensor-parallel check of the 2-layer model: {r['ms']:.0f} ms")
+
+
+# ---------------------------------------------------------------------------
+# The planner
+
+
+def test_planner_matches_cpython_and_recomputes_on_every_drag(chapter12):
+    from pylib.web import model_parallel_ops
+    w = widget(chapter12, "planner")
+    assert wait_settled(w, ["done", "error"]) == "done"
+    r = result(w)
+    args = {"run": r["run"], "gpus": "1536", "dp": "auto", "tp": "8", "pp": "8", "cp": "1", "global_batch": "2304",
+            "micro_batch": "1", "chunks": "1", "recompute": "full"}
+    ref = model_parallel_ops.planner_plan(args)
+    assert r["dp"] == ref["dp"] and r["step_seconds"] == pytest.approx(ref["step_seconds"], rel=1e-12)
+    assert r["mfu"] == pytest.approx(ref["mfu"], rel=1e-12)
+    times = []
+    for k in ("2", "4", "3"):  # PP = 4, 16, 8 by the slider
+        clear_status(w)
+        w.locator('input[name="pp_slider"]').fill(k)
+        pp = 2 ** int(k)
+        out = wait_result(chapter12, w, f"r.dp === {1536 // (8 * pp)}")
+        times.append(out["ms"])
+    print(f"\nin-page planner update per drag: {', '.join(f'{t:.0f}' for t in times)} ms")
+    rows = w.locator('[data-role="table"] tbody tr')
+    assert rows.count() == 13
+
+
+@pytest.mark.parametrize("field", ["gpus", "dp", "tp", "pp", "global_batch"])
+def test_planner_refuses_bad_layouts_and_recovers(chapter12, field):
+    w = widget(chapter12, "planner")
+    assert wait_settled(w, ["done", "error"]) == "done"
+    box = w.locator(f'input[name="{field}"]')
+    good = box.input_value()
+    for bad in BAD + ["7"]:
+        box.fill(bad)
+        clear_status(w)
+        w.locator('[data-action="run"]').click()
+        assert wait_settled(w, ["error"]) == "error", bad
+        expect(w.locator('[data-role="message"]')).not_to_be_empty()
+        no_injected_markup(chapter12)
+    box.fill(good)
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ["done"]) == "done"
+
+
+def test_planner_names_a_product_that_misses_the_gpu_count(chapter12):
+    w = widget(chapter12, "planner")
+    w.locator('input[name="dp"]').fill("5")
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ["error"]) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("does not match")
+    expect(w.locator('input[name="gpus"]')).to_have_attribute("aria-invalid", "true")
+    w.locator('input[name="dp"]').fill("auto")
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ["done"]) == "done"
