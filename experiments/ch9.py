@@ -1,0 +1,247 @@
+"""Chapter 9's experiments: mixed precision on the course model.
+
+1. The recipes (pylib.systems.mixed_precision.RECIPES): the default model and run (400 steps,
+   B = 16, AdamW, lr 1e-2 with warmup and cosine) in fp32, bf16 compute with fp32 master weights,
+   pure bf16 weights (nearest and stochastic rounding), fp16 without and with dynamic loss
+   scaling, and FP8 (E4M3 forward, E5M2 gradients, per-tensor power-of-two scaling). Every seed's
+   final loss on the whole validation split (TrainConfig(final_eval=True)); per step the share of
+   gradient elements flushed to zero, the share of updates lost to rounding of stored weights,
+   and with loss scaling the scale and the skipped steps. Curves: the validation loss on the
+   trainer's fixed subset (mean and sd over seeds), for the page's band.
+2. The one-condition comparison: one forward, backward and AdamW step on a fixed batch (the first
+   B evenly spaced validation windows) from the same initial weights, fp32 against bf16 (and fp16,
+   FP8): relative errors of logits, gradients and the update, against tolerances from the unit
+   roundoff; per initial-weight seed.
+3. Quantised gradients (pylib.systems.quantise): the gradient of the trained fp32 model on the
+   fixed batch, each tensor quantised to int8 and int4 with a full scale of its amax (no clipping)
+   and of CLIP_RMS times its RMS (some clipping): relative error and clipped fraction.
+
+Three seeds each (experiments.common.SEEDS); deterministic.
+
+Budget (OPENBLAS_NUM_THREADS=1, idle machine; a default step ~3 ms in fp32 and a whole-split
+evaluation ~0.9 s): the emulated recipes cost 1.2-2.5x an fp32 step (rounding ~0.7 M elements a
+step with uint32 tricks), so a 400-step run is ~1.2-3 s, plus its evaluation.
+  part_bf16:  fp32, bf16_master, bf16_pure, bf16_pure_sr: 12 runs ~ 12 x 2.5 s + 12 x 0.9 s ~ 40 s
+  part_fp16:  fp16_noscale, fp16_dynamic, fp8: 9 runs ~ 9 x 3 s + 9 x 0.9 s ~ 35 s
+  part_checks: one-step comparisons and quantised gradients (3 fp32 runs without evaluation) ~ 8 s
+Total ~ 85 s of task time, inside the chapter's 150 s.
+"""
+
+import time
+
+import numpy as np
+
+from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
+
+MARGIN = 0.02  # nats: the loss difference below which two recipes count as the same (chosen before measuring)
+CLIP_RMS = 4.0  # the clipping full scale of the quantised-gradient study: 4 x the tensor's RMS
+GROUPS = {"part_bf16": ("fp32", "bf16_master", "bf16_pure", "bf16_pure_sr"),
+          "part_fp16": ("fp16_noscale", "fp16_dynamic", "fp8")}
+
+
+def configs(corpus, seed, final_eval=True):
+    from pylib import model, train
+    return model.GPTConfig(vocab_size=corpus.vocab.size), train.TrainConfig(seed=seed, final_eval=final_eval)
+
+
+def recipe_arm(corpus, name):
+    """Three seeds of one recipe: values and curves."""
+    from pylib.systems import mixed_precision as mp
+    hist = {}
+    t0 = time.perf_counter()
+    for seed in SEEDS:
+        cfg, tcfg = configs(corpus, seed)
+        hist[seed] = mp.train_recipe(cfg, tcfg, corpus.train, corpus.val, name)[1]
+    seconds = time.perf_counter() - t0
+    base = f"ch9.recipe.{name}"
+    values = {**arm(f"{base}.final_val", {s: final_val(h) for s, h in hist.items()})}
+    values[f"{base}.diverged_runs"] = sum(1 for h in hist.values() if h[-1].get("diverged"))
+
+    def per_step(field, h):
+        return [r.get(field, 0.0) for r in h]
+
+    for field in ("flushed", "lost"):
+        if any(field in r for h in hist.values() for r in h):
+            values.update(arm(f"{base}.{field}", {s: float(np.mean(per_step(field, h))) for s, h in hist.items()}))
+            values.update(arm(f"{base}.{field}_last100", {s: float(np.mean(per_step(field, h)[-100:])) for s, h in hist.items()}))
+            values.update(arm(f"{base}.{field}_first100", {s: float(np.mean(per_step(field, h)[:100])) for s, h in hist.items()}))
+    curve = {}
+    if any("scale" in r for r in hist[SEEDS[0]]):
+        values.update(arm(f"{base}.skipped", {s: sum(1 for r in h if r.get("skipped")) for s, h in hist.items()}))
+        values.update(arm(f"{base}.final_scale", {s: h[-1]["scale"] for s, h in hist.items()}))
+        values.update(arm(f"{base}.max_scale", {s: max(r["scale"] for r in h) for s, h in hist.items()}))
+        for s, h in hist.items():
+            curve[f"scale_{s}"] = [r["scale"] for r in h]
+            curve[f"skipped_{s}"] = [r["step"] for r in h if r.get("skipped")]
+    evals = [r["step"] for r in hist[SEEDS[0]] if "val" in r]
+    val = np.array([[r["val"] for r in h if "val" in r] for h in hist.values()], dtype=float)  # (seeds, evals)
+    mean, sd = val.mean(axis=0), val.std(axis=0, ddof=1)
+    curve.update({"steps": evals, "val_mean": rounded(mean, 4), "val_sd": rounded(sd, 4),
+                  "val_lo": rounded(mean - sd, 4), "val_hi": rounded(mean + sd, 4)})
+    for field in ("flushed", "lost"):
+        if field in hist[SEEDS[0]][1]:
+            curve[f"{field}_mean"] = rounded(np.mean([per_step(field, h) for h in hist.values()], axis=0), 6)
+    steps_per_s = sum(len(h) for h in hist.values()) / max(sum(
+        sum(1.0 / r["tokens_per_s"] for r in h if r.get("tokens_per_s")) for h in hist.values()), 1e-9) / 1024
+    return values, {base: curve}, {f"{base}.seconds": seconds, f"{base}.steps_per_second": steps_per_s * 1024 / 1024}
+
+
+def _recipes_part(corpus, part):
+    out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
+    for name in GROUPS[part]:
+        v, c, t = recipe_arm(corpus, name)
+        out["values"].update(v)
+        out["curves"].update(c)
+        out["timings"].update(t)
+    if part == "part_bf16":
+        from pylib.systems import mixed_precision as mp
+        import dataclasses
+        cfg, tcfg = configs(corpus, SEEDS[0])
+        out["settings"]["ch9.recipes"] = {
+            "model": "decoder-5k", "train": {k: v for k, v in dataclasses.asdict(tcfg).items() if k != "seed"},
+            "recipes": {k: dataclasses.asdict(r) for k, r in mp.RECIPES.items()}, "scaler": mp.SCALER,
+            "final_eval": "the whole validation split (pylib.evaluation)"}
+    return out
+
+
+def part_bf16(corpus):
+    return _recipes_part(corpus, "part_bf16")
+
+
+def part_fp16(corpus):
+    return _recipes_part(corpus, "part_fp16")
+
+
+def fixed_batch(corpus, cfg, B):
+    from pylib import data
+    return data.eval_windows(corpus.val, B, cfg.block_size)
+
+
+def part_checks(corpus):
+    """The one-condition comparison and the quantised gradients."""
+    from pylib import model, train
+    from pylib.systems import mixed_precision as mp, quantise
+    t0 = time.perf_counter()
+    values = {}
+    one = {}
+    for rec in ("bf16_master", "fp16_noscale", "fp8"):
+        for seed in SEEDS:
+            cfg, tcfg = configs(corpus, seed, final_eval=False)
+            x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
+            one[(rec, seed)] = mp.one_step_comparison(cfg, tcfg, x, y, rec)
+        for field in ("logits_rel", "grads_rel_all", "update_rel", "update_sign_differs", "unresolved_fraction",
+                      "loss_abs"):
+            values.update(arm(f"ch9.one_step.{rec}.{field}", {s: one[(rec, s)][field] for s in SEEDS}))
+        values[f"ch9.one_step.{rec}.tolerance_logits"] = one[(rec, SEEDS[0])]["tolerance_logits"]
+        values[f"ch9.one_step.{rec}.tolerance_grads"] = one[(rec, SEEDS[0])]["tolerance_grads"]
+        values[f"ch9.one_step.{rec}.within_tolerance_runs"] = sum(
+            1 for s in SEEDS if one[(rec, s)]["logits_rel"] <= one[(rec, s)]["tolerance_logits"]
+            and one[(rec, s)]["grads_rel_all"] <= one[(rec, s)]["tolerance_grads"]
+            and one[(rec, s)]["update_sign_differs"] <= one[(rec, s)]["unresolved_fraction"])
+    # Quantised gradients of the trained fp32 model.
+    q = {}
+    for seed in SEEDS:
+        cfg, tcfg = configs(corpus, seed, final_eval=False)
+        params, _ = train.train(cfg, tcfg, corpus.train, corpus.val)
+        x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
+        _, grads = model.loss_and_grads(params, cfg, x, y)
+        g_all = np.concatenate([g.ravel() for g in grads.values()]).astype(np.float64)
+        for bits in (8, 4):
+            for how in ("amax", "rms"):
+                deq, clipped, n = [], 0.0, 0
+                for g in grads.values():
+                    fs = quantise.amax_full_scale(g) if how == "amax" else CLIP_RMS * float(np.sqrt(np.mean(g.astype(np.float64) ** 2)))
+                    d, frac = quantise.quantise_uniform(g, bits, fs)
+                    deq.append(d.ravel())
+                    clipped += frac * g.size
+                    n += g.size
+                err = np.concatenate(deq).astype(np.float64) - g_all
+                q[(bits, how, seed)] = (float(np.linalg.norm(err) / np.linalg.norm(g_all)), clipped / n)
+    for bits in (8, 4):
+        for how in ("amax", "rms"):
+            values.update(arm(f"ch9.quant.int{bits}.{how}.rel_error", {s: q[(bits, how, s)][0] for s in SEEDS}))
+            values.update(arm(f"ch9.quant.int{bits}.{how}.clipped", {s: q[(bits, how, s)][1] for s in SEEDS}))
+    return {"values": values, "curves": {}, "settings": {},
+            "timings": {"ch9.checks.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_bf16", "part_fp16", "part_checks"]
+
+
+def run(corpus):
+    """Every part, one after the other (measure.py runs the PARTS as separate tasks instead)."""
+    return run_parts(globals(), PARTS, corpus)
+
+
+def derived(corpus):
+    """The formats' limits (from the bit layout), the lost update, the scaler's settings."""
+    import math
+    from pylib import model, train
+    from pylib.systems import mixed_precision as mp, precision, quantise
+    out = {}
+    for fmt in precision.FORMATS:
+        f = precision.facts(fmt)
+        for k in ("bits", "exponent_bits", "mantissa_bits", "bias", "max", "smallest_normal", "smallest_subnormal",
+                  "spacing_at_one", "significant_digits", "lost_increment_at_one"):
+            out[f"ch9.{fmt}.{k}"] = f[k]
+        out[f"ch9.{fmt}.exp_overflow"] = math.log(f["max"])  # exp(x) overflows fmt beyond this x
+        out[f"ch9.{fmt}.log_underflow"] = -math.log(f["smallest_subnormal"])
+    near = precision.repeated_add(1.0, 0.001, 1000, "bf16")
+    sr = precision.repeated_add(1.0, 0.001, 1000, "bf16", stochastic=True, rng=np.random.default_rng(0), lanes=256)
+    out.update({"ch9.lost.nearest_final": float(near[-1, 0]),
+                "ch9.lost.fp32_final": float(precision.repeated_add(1.0, 0.001, 1000, "fp32")[-1, 0]),
+                "ch9.lost.sr_mean_final": float(sr[-1].mean()), "ch9.lost.sr_sd_final": float(sr[-1].std(ddof=1)),
+                "ch9.lost.sr_lanes": 256})
+    out.update({"ch9.scaler.init_scale": mp.SCALER["init_scale"], "ch9.scaler.growth_interval": mp.SCALER["growth_interval"],
+                "ch9.scaler.growth_factor": mp.SCALER["growth_factor"], "ch9.scaler.backoff_factor": mp.SCALER["backoff_factor"],
+                "ch9.scaler.init_log2": math.log2(mp.SCALER["init_scale"]),
+                "ch9.margin": MARGIN, "ch9.clip_rms": CLIP_RMS, "ch9.seeds": len(SEEDS),
+                "ch9.steps": train.TrainConfig().steps, "ch9.batch": train.TrainConfig().batch_size,
+                "ch9.matmuls_on_path": mp.matmuls_on_path(model.GPTConfig()),
+                "ch9.int8.q_max": quantise.q_max(8), "ch9.int4.q_max": quantise.q_max(4),
+                "ch9.int8.bytes": quantise.bytes_per_element(8), "ch9.int4.bytes": quantise.bytes_per_element(4),
+                "ch9.bf16_unit_roundoff": precision.spacing_at_one("bf16") / 2,
+                "ch9.fp16_min_normal_log2": math.log2(precision.smallest_normal("fp16")),
+                "ch9.fp16_min_sub_log2": math.log2(precision.smallest_subnormal("fp16"))})
+    return out
+
+
+def markdown(results):
+    """results.md's section for chapter 9."""
+    from experiments.common import EVAL_FULL
+    from pylib.systems import mixed_precision as mp
+    v = results["values"]
+
+    def pm(k, f=".4f"):
+        return f"{v[k + '.mean']:{f}} ± {v[k + '.sd']:{f}}" if v.get(k + ".mean") is not None else "–"
+
+    lines = ["## Chapter 9: mixed precision", "",
+             f"The default model and run in each recipe; final loss on {EVAL_FULL}, mean ± sd over seeds "
+             f"{', '.join(map(str, SEEDS))}; 'vs fp32' is the paired difference (recipe − fp32) with its 95% "
+             f"t-interval and verdict at a ±{MARGIN:g}-nat margin. Flushed: share of non-zero gradient elements "
+             "rounded to zero, mean over steps; lost: share of moved weights put back by rounding.", "",
+             "| recipe | final val (whole split) | vs fp32 | flushed | lost | skipped steps | final scale |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name in mp.RECIPES:
+        b = f"ch9.recipe.{name}"
+        cmp = (paired_text(v, f"{b}.final_val", "ch9.recipe.fp32.final_val", MARGIN, "+.4f")
+               if name != "fp32" and f"{b}.final_val.per_seed" in v and v.get(f"{b}.final_val.mean") is not None else "")
+        lines.append(f"| {mp.LABELS[name]} | {pm(b + '.final_val')} | {cmp} | {pm(b + '.flushed', '.2e')} | "
+                     f"{pm(b + '.lost', '.3f')} | {pm(b + '.skipped', '.1f')} | {pm(b + '.final_scale', '.3g')} |")
+    lines += ["", "One step on a fixed batch from the same weights, recipe against fp32 (relative errors; mean ± sd over "
+              "the initial-weight seeds):", "",
+              "| recipe | logits | tolerance | gradients | tolerance | update | update signs differ | unresolved grads |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for rec in ("bf16_master", "fp16_noscale", "fp8"):
+        b = f"ch9.one_step.{rec}"
+        lines.append(f"| {rec} | {pm(b + '.logits_rel', '.2e')} | {v.get(b + '.tolerance_logits', float('nan')):.3f} | "
+                     f"{pm(b + '.grads_rel_all', '.2e')} | {v.get(b + '.tolerance_grads', float('nan')):.3f} | "
+                     f"{pm(b + '.update_rel', '.2e')} | {pm(b + '.update_sign_differs', '.2e')} | "
+                     f"{pm(b + '.unresolved_fraction', '.2e')} |")
+    lines += ["", f"Quantised gradients of the trained fp32 model (fixed batch), per-tensor full scale:", "",
+              "| bits | full scale | relative error | clipped |", "| --- | --- | --- | --- |"]
+    for bits in (8, 4):
+        for how, label in (("amax", "amax"), ("rms", f"{CLIP_RMS:g} x RMS")):
+            b = f"ch9.quant.int{bits}.{how}"
+            lines.append(f"| {bits} | {label} | {pm(b + '.rel_error')} | {pm(b + '.clipped', '.2e')} |")
+    return lines + [""]
