@@ -1,0 +1,334 @@
+"""Chapter 15's experiments: running a job.
+
+1. Resume (RESUME): the default model and settings, TrainConfig(final_eval=True). Each seed runs
+   RESUME["at_step"] steps, is saved with pylib.checkpoint and then continued three ways from that
+   point: the original state (the uninterrupted run), the checkpoint loaded into a fresh state
+   (a proper resume: checked bit for bit against the uninterrupted run, every record but the
+   timing), and the checkpoint loaded without its optimiser state (m = v = 0, t = 0). The two
+   resumes read the same batches (the batch stream is in the checkpoint), so their batch losses
+   are paired step by step: the no-optimiser arm's excess over the proper one in the first
+   RESUME["window"] steps is its spike. Also: the first update's size in each arm; the final loss
+   on the whole validation split; and the steps to a validation loss of RESUME["target"] on the
+   128-window subset (a target fixed before these runs were made: the default run's subset
+   curve passes it late in the run, chapter 1's measured curve). Health check: each seed's
+   first loss against ln V.
+2. Replay (REPLAY): chapter 8's bad-batch run (the default model, no clipping, a stretch of
+   BAD["repeats"] repeated-token batches at BAD["inject_step"]), saved REPLAY["before"] steps
+   before the stretch; from the checkpoint, a replay on the same batches (the stored stream, which
+   serves the bad stretch) and one on other batches (another stream); spike height after each
+   (the largest batch loss on clean steps in the REPLAY["after"] steps after the stretch, minus the
+   median of the REPLAY["before"] steps before it). The same-batch replay is checked bit for bit
+   against the original run. And the optimisation's spike, lr BAD["lr_spike"] with no bad batch
+   and no clipping: saved at REPLAY["lr_ckpt_step"], replayed on other batches: does it diverge again?
+3. Goodput: pylib.systems.goodput's simulation at two settings (GOODPUT): the simulated goodput
+   against the interval on a grid of factors of Young's interval, with Young's, Daly's and the
+   exact optimum.
+4. Health: overfitting one batch (HEALTH["overfit_steps"] steps on one batch), and the entropy
+   floor: the default model trained on a Markov chain with a known entropy rate (HEALTH).
+
+Three seeds (experiments.common.SEEDS) for every arm; everything is deterministic.
+
+Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split evaluation ~0.9 s.
+  resume:  3 seeds x (200 + 3 x 200 steps + 2 single steps) ~ 7.2 s, + 2 evaluations each ~ 5.4 s
+  replay:  3 seeds x (200 + 2 x 60 steps) ~ 2.9 s; lr spike: 3 x ~60 steps ~ 0.5 s
+  goodput: 2 settings x 9 intervals, vectorised ~ 1 s
+  health:  overfit 3 x 200 steps ~ 1.8 s; Markov: sampling ~ 0.9 s, 3 x 400 steps ~ 3.6 s + evals ~ 0.3 s
+  total ~ 24 s (the chapter's budget is 45 s); measured under contention on the shared machine: see results.json timings.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
+
+RESUME = {"at_step": 200, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
+REPLAY = {"lr_ckpt_step": 5, "lr_steps": 80}  # with pylib.studies.resume.REPLAY (the page re-runs it)
+GOODPUT = {  # minutes; "small": delta << M; "daly": Daly 2006's Fig. 5 setting (M = 15 min, R = 10, delta = 5)
+    "small": {"delta": 1.0, "M": 1000.0, "R": 10.0, "work_in_M": 5000},
+    "daly": {"delta": 5.0, "M": 15.0, "R": 10.0, "work_in_M": 20000},
+}
+GRID = tuple(2 ** (k / 2) for k in range(-4, 5))  # factors of Young's interval
+HEALTH = {"overfit_steps": 200, "markov_concentration": 0.05, "markov_tokens": 200_000, "markov_val": 20_000,
+          "markov_seed": 0}
+MARGIN = 0.02  # nats: below this two final losses count as the same (chosen before measuring)
+
+
+def _strip(history):
+    return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in history]
+
+
+# ---------------------------------------------------------------------------
+# 1. Resume, with and without the optimiser state
+
+
+def resume_seed(corpus, seed):
+    from pylib import checkpoint, model, train
+    from pylib.studies import monitoring, resume
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    tcfg = train.TrainConfig(seed=seed, final_eval=True)
+    k = RESUME["at_step"]
+    state = train.init_train_state(mcfg, tcfg)
+    head = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, k)
+    ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
+    sizes = resume.first_update_sizes(ckpt, mcfg, corpus.train, corpus.val)
+    plain = dataclasses.replace(tcfg, final_eval=False)  # the uninterrupted run: its final evaluation is the proper resume's
+    tail = train.train_steps(state, mcfg, plain, corpus.train, corpus.val, tcfg.steps)
+    proper_state, _ = resume.restart(ckpt, mcfg, with_optimizer=True)
+    proper = train.train_steps(proper_state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    no_opt_state, _ = resume.restart(ckpt, mcfg, with_optimizer=False)
+    no_opt = train.train_steps(no_opt_state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    identical = [{k: x for k, x in r.items() if k != "val_full"} for r in _strip(proper)] == _strip(tail) and all(
+        np.array_equal(proper_state["params"][n], state["params"][n]) for n in state["params"])
+    return {"head": head, "tail": tail, "proper": proper, "no_opt": no_opt, "identical": identical,
+            "bytes": len(ckpt), "sizes": sizes,
+            "initial": monitoring.initial_loss_check(head[0]["loss"], mcfg.vocab_size)}
+
+
+def part_resume(corpus):
+    from pylib.studies import resume, target
+    runs = {s: resume_seed(corpus, s) for s in SEEDS}
+    k, w = RESUME["at_step"], RESUME["window"]
+    values = {"ch15.resume.identical_runs": sum(r["identical"] for r in runs.values()),
+              "ch15.resume.ckpt_bytes": runs[SEEDS[0]]["bytes"],
+              "ch15.health.initial_ok_runs": sum(r["initial"]["ok"] for r in runs.values())}
+    values.update(arm("ch15.health.initial_loss", {s: r["initial"]["loss"] for s, r in runs.items()}))
+    values.update(arm("ch15.health.initial_gap", {s: r["initial"]["gap"] for s, r in runs.items()}))
+    for name in ("proper", "no_opt"):
+        values.update(arm(f"ch15.resume.{name}.excess_max",
+                          {s: resume.paired_excess(r[name], r["proper"], w)["max"] for s, r in runs.items()}))
+        values.update(arm(f"ch15.resume.{name}.excess_mean",
+                          {s: resume.paired_excess(r[name], r["proper"], w)["mean"] for s, r in runs.items()}))
+        values.update(arm(f"ch15.resume.{name}.final_val", {s: final_val(r[name]) for s, r in runs.items()}))
+        values.update(arm(f"ch15.resume.{name}.first_update", {s: r["sizes"][name] for s, r in runs.items()}))
+        values.update(arm(f"ch15.resume.{name}.steps_to_target",
+                          {s: target.steps_to_target(r["head"] + r[name], RESUME["target"]) for s, r in runs.items()}))
+        for seed, r in runs.items():  # per seed, as a word when the target was never reached
+            reached = target.steps_to_target(r["head"] + r[name], RESUME["target"])
+            values[f"ch15.resume.{name}.steps_to_target.seed{seed}"] = "not reached" if reached is None else reached
+        values[f"ch15.resume.{name}.reached_runs"] = sum(
+            target.steps_to_target(r["head"] + r[name], RESUME["target"]) is not None for r in runs.values())
+    values.update(arm("ch15.resume.first_update_ratio",
+                      {s: r["sizes"]["no_opt"] / r["sizes"]["proper"] for s, r in runs.items()}))
+    peak = {s: max(range(w), key=lambda i: resume.paired_excess(r["no_opt"], r["proper"], w)["excess"][i])
+            for s, r in runs.items()}
+    values.update(arm("ch15.resume.no_opt.peak_after", peak))
+    lo, hi = k - RESUME["curve_before"], k + RESUME["curve_after"]
+    curves = {}
+    for name in ("proper", "no_opt"):
+        arr = np.array([[x["loss"] for x in (r["head"] + r[name])[lo:hi]] for r in runs.values()])  # (seeds, steps)
+        curves[f"ch15.resume.{name}"] = {"steps": list(range(lo, hi)), "loss_mean": rounded(arr.mean(axis=0), 4),
+                                         "loss_sd": rounded(arr.std(axis=0, ddof=1), 4)}
+    settings = {"resume": {**RESUME, "steps": 400, "model": "decoder-5k", "seeds": list(SEEDS)}}
+    return {"values": values, "curves": curves, "settings": settings}
+
+
+# ---------------------------------------------------------------------------
+# 2. The replay
+
+
+def replay_seed(corpus, seed):
+    from pylib import checkpoint, train
+    from pylib.studies import resume, stability
+    BAD = stability.BAD
+    mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "none", seed)
+    token = int(corpus.vocab.encode(BAD["token"])[0][0])
+    first = BAD["inject_step"]
+    bad_steps = set(range(first, first + BAD["repeats"]))
+    ckpt_step = first - resume.REPLAY["before"]
+    end = first + BAD["repeats"] + resume.REPLAY["after"]
+    state = train.init_train_state(mcfg, tcfg)
+    state["batch_hook"] = stability.bad_batch_hook(bad_steps, token)
+    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, ckpt_step)
+    ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
+    original = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, end - ckpt_step)
+    same = resume.replay(ckpt, mcfg, corpus.train, corpus.val, end - ckpt_step, bad_steps, token, True)
+    other = resume.replay(ckpt, mcfg, corpus.train, corpus.val, end - ckpt_step, bad_steps, token, False)
+    return {"original": original, "same": same, "other": other, "bad_steps": bad_steps,
+            "identical": _strip(same) == _strip(original)}
+
+
+def lr_spike_seed(corpus, seed):
+    """The optimisation's spike: replayed on other batches from an early checkpoint, does it diverge again?"""
+    from pylib import checkpoint, train
+    from pylib.studies import resume, stability
+    mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "none", seed, lr=stability.BAD["lr_spike"])
+    state = train.init_train_state(mcfg, tcfg)
+    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, REPLAY["lr_ckpt_step"])
+    ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
+    original = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, REPLAY["lr_steps"])
+    other = resume.replay(ckpt, mcfg, corpus.train, corpus.val, REPLAY["lr_steps"], set(), 0, False)
+    at = lambda h: next((r["step"] for r in h if r.get("diverged")), None)  # noqa: E731
+    return {"original": at(original), "other": at(other)}
+
+
+def part_replay(corpus):
+    from pylib.studies import resume, stability
+    runs = {s: replay_seed(corpus, s) for s in SEEDS}
+    values = {"ch15.replay.identical_runs": sum(r["identical"] for r in runs.values())}
+    for name in ("original", "same", "other"):
+        values.update(arm(f"ch15.replay.{name}.spike", {s: resume.replay_spike(r[name], r["bad_steps"]) for s, r in runs.items()}))
+    lr = {s: lr_spike_seed(corpus, s) for s in SEEDS}
+    values["ch15.replay.lr.original_diverged_runs"] = sum(v["original"] is not None for v in lr.values())
+    values["ch15.replay.lr.other_diverged_runs"] = sum(v["other"] is not None for v in lr.values())
+    values.update(arm("ch15.replay.lr.original_diverged_at", {s: v["original"] for s, v in lr.items()}))
+    values.update(arm("ch15.replay.lr.other_diverged_at", {s: v["other"] for s, v in lr.items()}))
+    curves = {}
+    for name in ("same", "other"):
+        curves[f"ch15.replay.{name}"] = {"steps": [r["step"] for r in runs[SEEDS[0]][name]],
+                                         **{f"loss_{s}": rounded([x["loss"] for x in r[name]], 4) for s, r in runs.items()}}
+    settings = {"replay": {**REPLAY, **resume.REPLAY, "inject_step": stability.BAD["inject_step"], "repeats": stability.BAD["repeats"],
+                           "lr_spike": stability.BAD["lr_spike"], "seeds": list(SEEDS)}}
+    return {"values": values, "curves": curves, "settings": settings}
+
+
+# ---------------------------------------------------------------------------
+# 3. Goodput
+
+
+def part_goodput(corpus):
+    from pylib.systems import goodput
+    values, curves = {}, {}
+    for name, g in GOODPUT.items():
+        d, M, R = g["delta"], g["M"], g["R"]
+        young = goodput.young_interval(d, M)
+        taus = [young * f for f in GRID]
+        sweep = goodput.goodput_sweep(taus, d, M, R, g["work_in_M"] * M, seed=0)
+        best = int(np.argmax(sweep["simulated"]))
+        b = f"ch15.goodput.{name}"
+        daly, opt = goodput.daly_interval(d, M), goodput.optimal_interval(d, M)
+        values.update({f"{b}.young": young, f"{b}.daly": daly, f"{b}.optimum": opt,
+                       f"{b}.sim_best_tau": sweep["tau"][best], f"{b}.sim_best_factor": GRID[best],
+                       f"{b}.sim_at_young": sweep["simulated"][GRID.index(1.0)],
+                       f"{b}.expected_at_young": goodput.expected_goodput(young, d, M, R),
+                       f"{b}.expected_at_daly": goodput.expected_goodput(daly, d, M, R),
+                       f"{b}.expected_at_optimum": goodput.expected_goodput(opt, d, M, R),
+                       f"{b}.young_over_optimum": young / opt, f"{b}.daly_over_optimum": daly / opt,
+                       f"{b}.failures": int(sum(sweep["failures"]))})
+        if name == "daly":  # Young's and Daly's intervals simulated head to head
+            for which, tau in (("young", young), ("daly", daly)):
+                sim = goodput.simulate_job(tau, d, M, R, int(g["work_in_M"] * M / tau),
+                                           np.random.default_rng([1, GRID.index(1.0)]))
+                values[f"{b}.sim_{which}"] = sim["goodput"]
+        curves[b] = {"tau": rounded(sweep["tau"], 4), "simulated": rounded(sweep["simulated"], 5),
+                     "expected": rounded(sweep["expected"], 5)}
+    return {"values": values, "curves": curves, "settings": {"goodput": {**GOODPUT, "grid": list(GRID)}}}
+
+
+# ---------------------------------------------------------------------------
+# 4. Health checks
+
+
+def part_health(corpus):
+    from pylib import model, train
+    from pylib.studies import monitoring
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    tcfg = train.TrainConfig(steps=HEALTH["overfit_steps"])
+    values = {}
+    over = {s: monitoring.overfit_one_batch(mcfg, dataclasses.replace(tcfg, seed=s), corpus.train,
+                                            HEALTH["overfit_steps"], seed=s) for s in SEEDS}
+    values.update(arm("ch15.health.overfit_first", {s: h[0] for s, h in over.items()}))
+    values.update(arm("ch15.health.overfit_last", {s: h[-1] for s, h in over.items()}))
+    P, pi = monitoring.markov_source(mcfg.vocab_size, HEALTH["markov_concentration"], HEALTH["markov_seed"])
+    H = monitoring.entropy_rate(P, pi)
+    toks = monitoring.sample_markov(P, HEALTH["markov_tokens"] + HEALTH["markov_val"], HEALTH["markov_seed"] + 1)
+    tr, va = toks[:HEALTH["markov_tokens"]], toks[HEALTH["markov_tokens"]:]
+    runs = {s: train.train(mcfg, train.TrainConfig(seed=s, final_eval=True), tr, va)[1] for s in SEEDS}
+    values["ch15.health.markov_entropy"] = H
+    values.update(arm("ch15.health.markov_final_val", {s: final_val(h) for s, h in runs.items()}))
+    values.update(arm("ch15.health.markov_gap", {s: final_val(h) - H for s, h in runs.items()}))
+    values.update(arm("ch15.health.markov_min_batch_loss", {s: min(r["loss"] for r in h) for s, h in runs.items()}))
+    arr = np.array([[r["val"] for r in h if "val" in r] for h in runs.values()])
+    curves = {"ch15.health.markov": {"steps": [r["step"] for r in runs[SEEDS[0]] if "val" in r],
+                                     "val_mean": rounded(arr.mean(axis=0), 4), "entropy": round(H, 5)}}
+    return {"values": values, "curves": curves, "settings": {"health": HEALTH}}
+
+
+PARTS = ["part_resume", "part_replay", "part_goodput", "part_health"]
+
+
+def run(corpus):
+    return run_parts(globals(), PARTS, corpus)
+
+
+# ---------------------------------------------------------------------------
+# Build-time values and results.md
+
+
+def derived(corpus):
+    from pylib import checkpoint, train
+    from pylib.studies import monitoring, resume, stability
+    from pylib.web import job_ops
+    return {
+        "ch15.at_step": RESUME["at_step"], "ch15.steps": train.TrainConfig().steps,
+        "ch15.eval_windows": train.TrainConfig().eval_windows, "ch15.window": RESUME["window"], "ch15.target": RESUME["target"],
+        "ch15.replay_before": resume.REPLAY["before"], "ch15.replay_after": resume.REPLAY["after"],
+        "ch15.inject_step": stability.BAD["inject_step"], "ch15.repeats": stability.BAD["repeats"],
+        "ch15.ckpt_step": stability.BAD["inject_step"] - resume.REPLAY["before"],
+        "ch15.lr_spike": stability.BAD["lr_spike"], "ch15.lr_ckpt_step": REPLAY["lr_ckpt_step"],
+        "ch15.overfit_steps": HEALTH["overfit_steps"], "ch15.markov_tokens": HEALTH["markov_tokens"],
+        "ch15.max_ckpt_mb": checkpoint.MAX_BYTES / 2**20, "ch15.margin": MARGIN,
+        "ch15.goodput.small.delta": GOODPUT["small"]["delta"], "ch15.goodput.small.M": GOODPUT["small"]["M"],
+        "ch15.goodput.small.R": GOODPUT["small"]["R"],
+        "ch15.goodput.daly.delta": GOODPUT["daly"]["delta"], "ch15.goodput.daly.M": GOODPUT["daly"]["M"],
+        "ch15.goodput.daly.R": GOODPUT["daly"]["R"],
+        "ch15.widget_steps_max": job_ops.LIMITS["steps_max"],
+        "ch15.goodput_failures": job_ops.LIMITS["goodput_failures"],
+        **{f"ch15.metric.{k}": when for k, (_, when) in monitoring.METRICS.items()},  # each chart's moment
+    }
+
+
+def markdown(results):
+    """results.md's section for chapter 15."""
+    from experiments.common import EVAL_FULL
+    v = results["values"]
+
+    def pm(k, f=".3f"):
+        return f"{v[k + '.mean']:{f}} ± {v[k + '.sd']:{f}}" if v.get(k + ".mean") is not None else "–"
+
+    def cmp(a, b, margin=0.0, fmt="+.3f"):
+        if f"{a}.per_seed" not in v or f"{b}.per_seed" not in v:
+            return "–"
+        try:
+            return paired_text(v, a, b, margin, fmt)
+        except ValueError:
+            return "no comparison: a seed has no value (never reached the target, or diverged)"
+
+    g = lambda k, f=".4g": format(v[k], f) if k in v and v[k] is not None else "–"  # noqa: E731
+    lines = ["## Chapter 15: running a job", "",
+             f"Resume: default model and settings, saved at step {RESUME['at_step']} and continued to step 400; "
+             f"final loss on {EVAL_FULL}; steps to a subset validation loss of {RESUME['target']}. Mean ± sd over seeds "
+             f"{', '.join(map(str, SEEDS))}. Proper resumes identical to the uninterrupted run, bit for bit: "
+             f"{v.get('ch15.resume.identical_runs', '–')} of {len(SEEDS)}; checkpoint size {v.get('ch15.resume.ckpt_bytes', '–')} bytes.", "",
+             "| arm | largest batch-loss excess, first 20 steps | mean excess | first update norm | final val (whole split) | steps to target |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name in ("proper", "no_opt"):
+        b = f"ch15.resume.{name}"
+        lines.append(f"| {name} | {pm(b + '.excess_max')} | {pm(b + '.excess_mean')} | {pm(b + '.first_update', '.4f')} | "
+                     f"{pm(b + '.final_val')} | {pm(b + '.steps_to_target', '.1f')} |")
+    lines += ["", f"- first update, no_opt / proper: {pm('ch15.resume.first_update_ratio', '.1f')}",
+              f"- excess max, no_opt − proper: {cmp('ch15.resume.no_opt.excess_max', 'ch15.resume.proper.excess_max')}",
+              f"- final val, no_opt − proper: {cmp('ch15.resume.no_opt.final_val', 'ch15.resume.proper.final_val', MARGIN)}",
+              f"- steps to target, no_opt − proper: {cmp('ch15.resume.no_opt.steps_to_target', 'ch15.resume.proper.steps_to_target', 0.0, '+.1f')}",
+              f"- initial loss − ln V: {pm('ch15.health.initial_gap', '.4f')} ({v.get('ch15.health.initial_ok_runs', '–')} of 3 within 0.1)",
+              "", "Replay (chapter 8's bad stretch, no clipping; checkpoint 10 steps before it). Same-batch "
+              f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(SEEDS)}.", "",
+              f"| run | spike after the stretch (nats) |", "| --- | --- |"]
+    for name in ("original", "same", "other"):
+        lines.append(f"| {name} | {pm(f'ch15.replay.{name}.spike')} |")
+    lines += ["", f"- spike, same − other: {cmp('ch15.replay.same.spike', 'ch15.replay.other.spike')}",
+              f"- lr spike: original diverged in {v.get('ch15.replay.lr.original_diverged_runs', '–')} of 3, "
+              f"replayed on other batches in {v.get('ch15.replay.lr.other_diverged_runs', '–')} of 3", ""]
+    for name, s in GOODPUT.items():
+        b = f"ch15.goodput.{name}"
+        lines.append(f"Goodput, {name} (δ = {s['delta']}, M = {s['M']}, R = {s['R']} min): Young {g(b + '.young')}, Daly "
+                     f"{g(b + '.daly')}, exact optimum {g(b + '.optimum')}; simulated best on the grid {g(b + '.sim_best_tau')} "
+                     f"(factor {g(b + '.sim_best_factor')}); expected goodput at Young / Daly / optimum "
+                     f"{g(b + '.expected_at_young')} / {g(b + '.expected_at_daly')} / {g(b + '.expected_at_optimum')}"
+                     + (f"; simulated at Young {g(b + '.sim_young')}, at Daly {g(b + '.sim_daly')}" if name == "daly" else "") + ".")
+        lines.append("")
+    lines += [f"Health: one batch, {HEALTH['overfit_steps']} steps: {pm('ch15.health.overfit_first')} → "
+              f"{pm('ch15.health.overfit_last')}. Markov chain entropy rate {g('ch15.health.markov_entropy')}; final "
+              f"held-out loss {pm('ch15.health.markov_final_val')} (gap {pm('ch15.health.markov_gap')}).", ""]
+    return lines
