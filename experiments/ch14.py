@@ -172,7 +172,7 @@ def run(corpus):
 
 def derived(corpus):
     """Build-time values: the FLOPs of the course model's step, the family, the budgets."""
-    from pylib import model
+    from pylib import model, train
     from pylib.systems import flops
     cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
     T, B = cfg.block_size, 16
@@ -206,6 +206,9 @@ def derived(corpus):
         "ch14.held_out_budget": scaling.HELD_OUT_BUDGET,
         "ch14.held_out_factor": scaling.HELD_OUT_BUDGET / max(scaling.BUDGETS),
         "ch14.n_budgets": len(scaling.BUDGETS),
+        "ch14.budget_span": max(scaling.BUDGETS) / min(scaling.BUDGETS),
+        "ch14.peak_lr": train.TrainConfig().lr,
+        "ch14.warmup": train.TrainConfig().warmup_steps,
     }
     for i, b in enumerate(scaling.BUDGETS):
         out[f"ch14.budget.{budget_tag(i)}"] = b
@@ -250,6 +253,8 @@ def derived_cited(corpus):
         "ch14.rule_tokens_per_param": scaling.TOKENS_PER_PARAM,
         "ch14.chinchilla_tokens_per_param": ops.CHINCHILLA_TOKENS / ops.CHINCHILLA_PARAMS,
         "ch14.compute_max": ops.LIMITS["compute_max"],
+        "ch14.llama7b.n_layer": shape.n_layer, "ch14.llama7b.n_embd": shape.n_embd,
+        "ch14.llama7b.n_head": shape.n_head, "ch14.llama7b.seq_len": shape.seq_len,
     })
     return out
 

@@ -53,7 +53,7 @@ export async function mount(root, client) {
 
   form.addEventListener("submit", (event) => { event.preventDefault(); calculate(); });
   if (!(await startPython(client, setStatus, [runButton]))) return;
+  await calculate(); // the defaults, before the reader can press anything
   runButton.addEventListener("click", calculate);
   runButton.disabled = false;
-  await calculate();
 }

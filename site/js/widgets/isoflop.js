@@ -89,8 +89,8 @@ export async function mount(root, client) {
 
   form.addEventListener("submit", (event) => { event.preventDefault(); fit(); });
   if (!(await startPython(client, setStatus, [runButton]))) return;
+  await fit(); // the last budget, before the reader can press anything
   runButton.addEventListener("click", fit);
   form.elements.budget_index.addEventListener("change", fit);
   runButton.disabled = false;
-  await fit();
 }

@@ -1,0 +1,130 @@
+"""Chapter 14 in a real browser: the IsoFLOP explorer (fits of the measured sweep, a prediction at a
+typed budget, extrapolation flagged) and the compute calculator, each with bad input refused visibly
+and nothing injected. The page's numbers are compared with the same pylib calls in CPython. One
+shared page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import json
+import pathlib
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+
+chapter14 = chapter_fixture("14-")
+
+TIMEOUT = 180_000
+NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
+
+
+def message(w):
+    return w.locator('[data-role="message"]').inner_text()
+
+
+def sweep():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return json.loads((root / "results.json").read_text())["curves"]["ch14.isoflop"]
+
+
+def run(w, timeout=TIMEOUT):
+    button = w.locator('[data-action="run"]')
+    expect(button).to_be_enabled(timeout=timeout)
+    button.click()
+    return wait_settled(w, ("done", "error"))
+
+
+# ---------------------------------------------------------------------------
+# IsoFLOP explorer
+
+
+def test_isoflop_fits_every_budget_as_cpython_does(chapter14):
+    from pylib.web import scaling_ops
+    w = widget(chapter14, "isoflop")
+    series = sweep()["series"]
+    for index in range(len(series)):
+        w.locator('select[name="budget_index"]').select_option(str(index))
+        assert run(w) == "done"
+        page = result(w)
+        cpython = scaling_ops.isoflop(None, {"series": series, "budget_index": index, "custom_budget": ""})
+        assert page["budget"] == cpython["budget"]
+        assert page["optimum"]["n"] == pytest.approx(cpython["optimum"]["n"], rel=1e-9)
+        assert page["optimum"]["loss"] == pytest.approx(cpython["optimum"]["loss"], rel=1e-9)
+        assert page["laws"]["a"] == pytest.approx(cpython["laws"]["a"], rel=1e-9)
+        assert w.locator("svg[data-role=plot] circle.mean").count() == len(series[index]["n"])
+        assert w.locator("svg[data-role=plot] path.fit").count() == 1
+
+
+def test_isoflop_flags_an_extrapolated_prediction(chapter14):
+    w = widget(chapter14, "isoflop")
+    w.locator('input[name="custom_budget"]').fill("1e20")
+    assert run(w) == "done"
+    p = result(w)["prediction"]
+    assert p["extrapolated"] and p["n"] > 0
+    warn = w.locator('[data-role="warn"]')
+    expect(warn).to_be_visible()
+    assert "Extrapolation" in warn.inner_text()
+    w.locator('input[name="custom_budget"]').fill(str(sweep()["series"][1]["budget"]))
+    assert run(w) == "done"
+    assert not result(w)["prediction"]["extrapolated"]
+    expect(warn).to_be_hidden()
+
+
+@pytest.mark.parametrize("bad", NASTY[2:] + ["0", "1e31"])
+def test_isoflop_refuses_a_bad_budget_and_recovers(chapter14, bad):
+    w = widget(chapter14, "isoflop")
+    field = w.locator('input[name="custom_budget"]')
+    field.fill(bad)
+    assert run(w) == "error"
+    assert field.get_attribute("aria-invalid") == "true"
+    assert "budget" in message(w).lower()
+    no_injected_markup(chapter14)
+    field.fill("1e11")
+    assert run(w) == "done"
+    assert field.get_attribute("aria-invalid") is None
+
+
+# ---------------------------------------------------------------------------
+# Compute calculator
+
+
+def fill_calc(w, compute="5.88e23", mfu="40", tokens="1e12"):
+    for name, value in (("compute", compute), ("mfu_percent", mfu), ("tokens", tokens)):
+        w.locator(f'input[name="{name}"]').fill(value)
+
+
+def test_calculator_matches_cpython(chapter14):
+    from pylib.web import scaling_ops
+    w = widget(chapter14, "compute-calculator")
+    fill_calc(w, "1e22", "35", "2e12")
+    assert run(w) == "done"
+    page = result(w)
+    cpython = scaling_ops.calculator(None, {"compute": "1e22", "mfu_percent": "35", "tokens": "2e12"})
+    for name in ("hoffmann", "besiroglu", "rule"):
+        assert page["fits"][name]["n"] == pytest.approx(cpython["fits"][name]["n"], rel=1e-9)
+        assert page["fits"][name]["d"] == pytest.approx(cpython["fits"][name]["d"], rel=1e-9)
+    for key in ("flops", "gpu_days", "memory_bytes", "params"):
+        assert page["llama"][key] == pytest.approx(cpython["llama"][key], rel=1e-9)
+    assert w.locator('tbody[data-role="fits"] tr').count() == 3
+
+
+@pytest.mark.parametrize("field", ["compute", "mfu_percent", "tokens"])
+@pytest.mark.parametrize("bad", NASTY + ["0"])
+def test_calculator_refuses_bad_input_and_recovers(chapter14, field, bad):
+    w = widget(chapter14, "compute-calculator")
+    fill_calc(w)
+    w.locator(f'input[name="{field}"]').fill(bad)
+    assert run(w) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()  # a sentence saying what is wrong
+    assert w.locator('[data-readout="gpu_days"]').inner_text() != "NaN"
+    no_injected_markup(chapter14)
+    fill_calc(w)
+    assert run(w) == "done"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") is None
+
+
+def test_calculator_refuses_a_utilisation_above_100_percent(chapter14):
+    w = widget(chapter14, "compute-calculator")
+    fill_calc(w, mfu="150")
+    assert run(w) == "error"
+    assert "utilisation" in message(w).lower()
