@@ -104,3 +104,87 @@ def test_width_for_params_picks_the_nearest_in_log():
 
 def test_warmup_is_short_for_short_runs():
     assert scaling.warmup_for(1000) == 20 and scaling.warmup_for(50) == 5 and scaling.warmup_for(3) == 1
+
+
+# ---------------------------------------------------------------------------
+# The experiment's order (experiments.ch14), on a synthetic surface instead of training
+
+
+def test_held_out_prediction_is_written_before_the_held_out_run(monkeypatch):
+    from types import SimpleNamespace
+    from experiments import ch14
+
+    events = []
+    real_predict = ch14.predict
+
+    def fake_run(corpus, width, budget, seed):
+        cfg = scaling.width_config(width)
+        steps = scaling.steps_for_budget(cfg, budget)
+        n, d = model.count_params(cfg), scaling.tokens(cfg, steps)
+        events.append(("run", budget))
+        return n, d, steps, scaling.chinchilla_loss(TRUE, n, d) + 0.001 * seed
+
+    def spying_predict(fit, vocab_size):
+        events.append(("predict", None))
+        return real_predict(fit, vocab_size)
+
+    monkeypatch.setattr(ch14, "one_run", fake_run)
+    monkeypatch.setattr(ch14, "predict", spying_predict)
+    out = ch14.part_sweep(SimpleNamespace(vocab=SimpleNamespace(size=65)))
+    first_held_out = events.index(("run", scaling.HELD_OUT_BUDGET))
+    assert events.index(("predict", None)) < first_held_out
+    assert all(budget != scaling.HELD_OUT_BUDGET for _, budget in events[:first_held_out])
+    keys = list(out["values"])
+    assert max(i for i, k in enumerate(keys) if k.startswith("ch14.predict.")) < keys.index("ch14.heldout.final_val.per_seed")
+    v = out["values"]
+    predicted = v["ch14.predict.loss_parametric"]
+    assert v["ch14.heldout.error_parametric.mean"] == pytest.approx(v["ch14.heldout.final_val.mean"] - predicted)
+
+
+# ---------------------------------------------------------------------------
+# The page's ops (pylib.web.scaling_ops): bad input gets a sentence, never a NaN
+
+
+def test_calculator_refuses_bad_input_with_a_message_per_field():
+    from pylib.web import InputError, scaling_ops
+    for bad in ("", "NaN", "-1", "1e309", "1e31", "🙂", "<b>x</b>", "0"):
+        with pytest.raises(InputError) as e:
+            scaling_ops.calculator(None, {"compute": bad, "mfu_percent": "40", "tokens": "1e12"})
+        assert set(e.value.errors) == {"compute"}
+    with pytest.raises(InputError) as e:
+        scaling_ops.calculator(None, {"compute": "1e20", "mfu_percent": "101", "tokens": "0.5"})
+    assert set(e.value.errors) == {"mfu_percent", "tokens"}
+
+
+def test_calculator_is_finite_at_the_extremes():
+    from pylib.web import scaling_ops
+    for c in ("1e-300", "1", "1e30"):
+        out = scaling_ops.calculator(None, {"compute": c, "mfu_percent": "0.001", "tokens": "1e16"})
+        values = [x for f in out["fits"].values() for x in (f["n"], f["d"])] + [out["llama"]["gpu_days"]]
+        assert all(math.isfinite(x) and x > 0 for x in values)
+
+
+def test_calculator_7b_flops_follow_the_formula():
+    from pylib.web import scaling_ops
+    out = scaling_ops.calculator(None, {"compute": "1e21", "mfu_percent": "50", "tokens": "1e12"})["llama"]
+    assert out["flops"] == flops.shape_flops_per_token(scaling_ops.memory.LLAMA_7B) * 1e12
+    assert out["gpu_days"] == pytest.approx(out["flops"] / (scaling_ops.A100_PEAK * 0.5) / 86400)
+
+
+def test_isoflop_op_refuses_a_malformed_sweep_or_budget():
+    from pylib.web import InputError, scaling_ops
+    series = [{"budget": c, "n": [p["n"] for p in pts], "d": [p["d"] for p in pts], "loss_mean": [p["loss"] for p in pts]}
+              for c, pts in ((c, [p for p in synthetic_sweep(TRUE, [c])]) for c in (1e10, 3e10, 1e11))]
+    ok = scaling_ops.isoflop(None, {"series": series, "budget_index": 1, "custom_budget": "1e12"})
+    assert ok["prediction"]["extrapolated"] and ok["optimum"]["inside"]
+    assert ok["laws"]["a"] == pytest.approx(TRUE["beta"] / (TRUE["alpha"] + TRUE["beta"]), abs=1e-9)
+    for bad in ([], None, [{"budget": 1e10}], [{"budget": 1e10, "n": [1, 2], "d": [1, 2], "loss_mean": [1, 2]}]):
+        with pytest.raises(InputError):
+            scaling_ops.isoflop(None, {"series": bad, "budget_index": 0})
+    for index in (-1, 3, "0", True, 1.5):
+        with pytest.raises(InputError):
+            scaling_ops.isoflop(None, {"series": series, "budget_index": index})
+    for budget in ("NaN", "-3", "1e309", "<b>x</b>", "0"):
+        with pytest.raises(InputError) as e:
+            scaling_ops.isoflop(None, {"series": series, "budget_index": 0, "custom_budget": budget})
+        assert set(e.value.errors) == {"custom_budget"}
