@@ -30,7 +30,6 @@ Budget (OPENBLAS_NUM_THREADS=1, idle machine): gloo: starting 4 processes that i
   away) ~6 s, plus 4 whole-split evaluations ~4 s: ~10 s; MFU ~3 s. About 25 s in all (< 60 s).
 """
 
-import math
 import os
 import socket
 import time
@@ -48,6 +47,7 @@ GRAD_BATCH = 16  # the gradient check's batch, split over the processes
 MATMUL_SIZES = (256, 512)
 MATMUL_REPEATS = 5
 MFU_STEPS = 30
+ZERO_DP = 64  # data-parallel workers for the 7B memory example (the ZeRO paper's Figure 1 uses N_d = 64)
 LABEL = "measured on this CPU over localhost"
 
 
@@ -181,7 +181,7 @@ def part_gloo(corpus):
         check = gloo_sum_check(results[0]["sums"][p], grads[p])
         for name, v in check.items():
             if name != "max_abs_diff":
-                values[f"{key}.grad.{name}"] = v
+                values[f"{key}.grad.{name}"] = ("yes" if v else "no") if isinstance(v, bool) else v
         values[f"{key}.grad.max_abs_diff"] = check["max_abs_diff"]
         values[f"{key}.grad.elements"] = int(grads[p][0].size)
     values["ch11.gloo.oversubscribed_p4"] = f"4 processes on {os.cpu_count()} cores"
@@ -227,47 +227,13 @@ def part_dp(corpus):
 # MFU
 
 
-def matmul_peak_flops():
-    """Best float32 matmul rate of this CPU with the current BLAS threads: (FLOP/s, size)."""
-    best, best_n = 0.0, 0
-    rng = np.random.default_rng(0)
-    for n in MATMUL_SIZES:
-        a = rng.standard_normal((n, n)).astype(np.float32)
-        b = rng.standard_normal((n, n)).astype(np.float32)
-        a @ b
-        for _ in range(MATMUL_REPEATS):
-            t0 = time.perf_counter()
-            a @ b
-            rate = 2 * n ** 3 / (time.perf_counter() - t0)
-            if rate > best:
-                best, best_n = rate, n
-    return best, best_n
-
-
-def training_step_seconds(corpus, steps=MFU_STEPS):
-    """Median seconds of the default training step (batch, forward, backward, AdamW) in CPython."""
-    from pylib import data, model, optim, train
-    cfg, tc = model.GPTConfig(), train.TrainConfig()
-    params = model.init_params(cfg, 0)
-    opt = optim.adamw_init(params)
-    rng = np.random.default_rng(0)
-    times = []
-    for _ in range(steps + 3):
-        t0 = time.perf_counter()
-        x, y = data.get_batch(corpus.train, tc.batch_size, cfg.block_size, rng)
-        _, grads = model.loss_and_grads(params, cfg, x, y)
-        optim.adamw_step(params, grads, opt, 1e-3, tc.beta1, tc.beta2, tc.eps, tc.weight_decay)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times[3:]))
-
-
 def part_mfu(corpus):
     from pylib import model, train
     from pylib.systems import overlap
     t0 = time.perf_counter()
     cfg, tc = model.GPTConfig(), train.TrainConfig()
-    peak, n = matmul_peak_flops()
-    step = training_step_seconds(corpus)
+    peak, n = overlap.measure_matmul_peak(MATMUL_SIZES, MATMUL_REPEATS)
+    step = overlap.measure_step_seconds(cfg, corpus.train, tc.batch_size, MFU_STEPS)
     flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
     return {"values": {
                 "ch11.mfu.peak_seconds_gflops": peak / 1e9,
@@ -309,6 +275,16 @@ def derived(corpus):
         out[f"ch11.allgather_wire_bytes_p{p}"] = int(col.traffic("all_gather", N // p, p)["wire_bytes"])
         for stage in (0, 1, 2, 3):
             out[f"ch11.zero{stage}_sent_bytes_p{p}"] = int(round(4 * dp.zero_traffic_per_step(N, p, stage)))
+    # Memory per worker per ZeRO stage, from chapter 10's calculator (pylib.systems.memory).
+    from pylib.systems import memory
+    course = memory.shape_from_config(cfg)
+    for stage in (0, 1, 2, 3):
+        m = memory.training_memory(course, precision="fp32", zero_stage=stage, dp=4)
+        out[f"ch11.zero{stage}_state_bytes_course_dp4"] = int(m["weights"] + m["gradients"] + m["optimizer"])
+        big = memory.training_memory(memory.LLAMA_7B, precision="mixed", zero_stage=stage, dp=ZERO_DP)
+        out[f"ch11.zero{stage}_state_gb_7b"] = (big["weights"] + big["gradients"] + big["optimizer"]) / 1e9  # optimizer: master + moments
+    out["ch11.zero_dp"] = ZERO_DP
+    out["ch11.llama7b_params_b"] = memory.param_count(memory.LLAMA_7B) / 1e9
     flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
     out["ch11.model_flops_per_step"] = flops
     out["ch11.model_flops_per_token"] = flops / (tc.batch_size * cfg.block_size)

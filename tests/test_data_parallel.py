@@ -234,3 +234,19 @@ def test_model_flops_match_korthikanti_eq7():
     B, s, h, L, v = 4, cfg.block_size, 32, 3, cfg.vocab_size
     eq7 = 72 * B * L * s * h * h * (1 + s / (6 * h) + v / (12 * h * L))
     assert overlap.model_flops_per_step(cfg, B, s) == pytest.approx(eq7, rel=1e-12)
+
+
+@pytest.mark.parametrize("W", [2, 4, 8])
+def test_zero_held_bytes_equal_chapter_10s_calculator(W):
+    from pylib.systems import memory
+    cfg = model.GPTConfig()
+    params = model.init_params(cfg, 0)
+    x, y = batch(8, 16, seed=0)
+    for stage in (0, 1, 2, 3):
+        state = dp.zero_init(params, W, stage)
+        dp.zero_step(state, cfg, x, y, 1e-3)
+        held = dp.held_elements(state)
+        m = memory.training_memory(memory.shape_from_config(cfg), precision="fp32", zero_stage=stage, dp=W)
+        assert 4 * held["params"] == m["weights"]
+        assert 4 * held["grads"] == m["gradients"]
+        assert 4 * held["optimizer"] == m["optimizer"]

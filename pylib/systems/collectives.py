@@ -1,8 +1,7 @@
 """Collectives in pure NumPy: ring all-reduce, reduce-scatter, all-gather, a naive all-reduce, and their costs.
 
 p simulated workers each hold an array; a collective moves chunks between them as messages and
-counts every element sent. The ring all-reduce is a reduce-scatter followed by an all-gather
-(Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of workstations"):
+counts every element sent. The ring all-reduce is a reduce-scatter followed by an all-gather:
 the flat vector is cut into p chunks; in each of p-1 reduce-scatter steps every worker sends one
 chunk to its right-hand neighbour, who adds it to its own copy, so worker i ends holding the full
 sum of chunk i; in p-1 all-gather steps the finished chunks travel once more round the ring and
@@ -15,8 +14,7 @@ In an all-gather a worker originates one shard but forwards p-2 others, so its w
 (p-1) shards: they grow with p while its payload stays one shard.
 
 Costs use the alpha-beta (latency-bandwidth) model, t = alpha + n*beta per message of n bytes,
-in the forms of Thakur, Rabenseifner & Gropp 2005 ("Optimization of collective communication
-operations in MPICH"), with the reduction's arithmetic left out.
+counted step by step from the algorithms below; the reduction's arithmetic and contention are left out.
 
 Legend: p workers, n elements in the full vector, k elements in one shard, c chunk index.
 """
@@ -222,12 +220,15 @@ ALL_REDUCE_TIMES = {"ring": ring_all_reduce_time, "tree": tree_all_reduce_time, 
 
 
 def fit_alpha_beta(sizes, seconds, p):
-    """(alpha, beta) of the ring all-reduce model through (bytes, seconds) points, least squares.
+    """(alpha, beta) of the ring all-reduce model through (bytes, seconds) points, least squares on relative error.
 
-    t = alpha * 2(p-1) + beta * 2(p-1)/p * n is linear in (alpha, beta).
+    t = alpha * 2(p-1) + beta * 2(p-1)/p * n is linear in (alpha, beta). Each point's row is divided
+    by its time, so a 64-byte message counts as much as a 16 MB one (plain least squares would let
+    the largest sizes decide alpha too).
     """
     sizes = np.asarray(sizes, dtype=np.float64)
     seconds = np.asarray(seconds, dtype=np.float64)
     A = np.stack([np.full_like(sizes, 2.0 * (p - 1)), 2.0 * (p - 1) / p * sizes], axis=1)  # (m, 2)
-    (alpha, beta), *_ = np.linalg.lstsq(A, seconds, rcond=None)
+    w = 1.0 / seconds
+    (alpha, beta), *_ = np.linalg.lstsq(A * w[:, None], seconds * w, rcond=None)
     return float(alpha), float(beta)

@@ -8,14 +8,14 @@ token-weighted mean, across workers instead of microbatches). `mean_of_worker_me
 common mistake beside it: each worker divides by its own count and the results are averaged.
 
 ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
-Models", section 5) shards across the W data-parallel workers, stage by stage:
+Models") shards across the W data-parallel workers, stage by stage:
   stage 1 (P_os):     the AdamW moments m and v; each worker updates only its shard of the
                       weights, and the updated shards are all-gathered;
   stage 2 (P_os+g):   also the gradients: a reduce-scatter leaves each worker only the summed
                       gradient of its own shard;
   stage 3 (P_os+g+p): also the weights: each worker keeps one shard and all-gathers the whole
                       model before the forward, frees it, and all-gathers it again before the
-                      backward (PyTorch FSDP's FULL_SHARD, Zhao et al. 2023).
+                      backward (PyTorch FSDP's FULL_SHARD, torch/distributed/fsdp/api.py).
 Stage 0 is plain data parallelism (every worker all-reduces and runs AdamW on everything).
 The shards are the ring's chunks, and AdamW is pylib.optim.adamw_step run on a shard: its
 arithmetic is elementwise, so every stage gives the same bits as stage 0.
@@ -216,8 +216,7 @@ def zero_traffic_per_step(N, W, stage):
 
     Stage 0: all-reduce, 2(W-1)/W N. Stages 1 and 2: reduce-scatter of the gradient plus
     all-gather of the updated weights, the same 2(W-1)/W N. Stage 3: two all-gathers of the
-    weights (forward and backward) and a reduce-scatter, 3(W-1)/W N: 1.5 times plain DP
-    (Rajbhandari et al. 2020, section 7).
+    weights (forward and backward) and a reduce-scatter, 3(W-1)/W N: 1.5 times plain DP.
     """
     per = (W - 1) / W * N
     return {0: 2 * per, 1: 2 * per, 2: 2 * per, 3: 3 * per}[stage]

@@ -1,9 +1,8 @@
 """Step time, overlap and MFU: the backward pass against bucketed gradient all-reduces, and FLOP counts.
 
 During the backward pass the last layer's gradients are ready first. Data-parallel engines
-(PyTorch DDP, Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel
-Training", section 3.2) gather gradients into buckets of a set size in the order they become
-ready and start a bucket's all-reduce as soon as it is full, so communication runs while the
+(PyTorch DDP: its design note, notes/ddp, "Internal Design") gather gradients into buckets in the
+order they become ready and start a bucket's all-reduce as soon as all its gradients are ready, so communication runs while the
 backward of earlier layers still computes. `overlap_timeline` lays this out: one compute stream,
 one link that carries one all-reduce at a time (FIFO), each all-reduce costing the ring's
 alpha-beta time (pylib.systems.collectives). What is left of communication after the last
@@ -126,3 +125,47 @@ def layer_costs(cfg, B, T, flops_per_second, itemsize=4):
     seconds = [2 * layer_forward_flops(B, T, cfg.n_embd) / flops_per_second for _ in range(L)]
     seconds[L - 1] += 2 * (2 * B * T * cfg.n_embd * cfg.vocab_size) / flops_per_second
     return [n * itemsize for n in per_block], seconds
+
+
+# ---------------------------------------------------------------------------
+# Measuring MFU on this machine (CPython or the page)
+
+
+def measure_matmul_peak(sizes=(256, 512), repeats=5):
+    """(best float32 matmul FLOP/s, its size): the measured peak that MFU is taken against here."""
+    import time
+
+    import numpy as np
+    best, best_n = 0.0, 0
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        a = rng.standard_normal((n, n)).astype(np.float32)  # (n, n)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        a @ b  # warm-up
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            rate = 2 * n ** 3 / max(time.perf_counter() - t0, 1e-12)
+            if rate > best:
+                best, best_n = rate, n
+    return best, best_n
+
+
+def measure_step_seconds(cfg, tokens, batch_size, steps, warmup=3, seed=0):
+    """Median seconds of a training step (batch, forward, backward, AdamW) of cfg on tokens."""
+    import time
+
+    import numpy as np
+
+    from pylib import data, model, optim
+    params = model.init_params(cfg, seed)
+    opt = optim.adamw_init(params)
+    rng = np.random.default_rng(seed)
+    times = []
+    for _ in range(steps + warmup):
+        t0 = time.perf_counter()
+        x, y = data.get_batch(tokens, batch_size, cfg.block_size, rng)
+        _, grads = model.loss_and_grads(params, cfg, x, y)
+        optim.adamw_step(params, grads, opt, 1e-3, weight_decay=0.1)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times[warmup:]))

@@ -211,7 +211,9 @@ def zero(session, args):
     want = dp.flatten(dp.zero_params(ref, 0))
     N = model.count_params(cfg)
     itemsize = got[0].itemsize
-    return {"workers": W, "stage": stage, "steps": steps, "params": N, "itemsize": itemsize,
+    from pylib.systems import memory  # chapter 10's calculator: the same bytes, from the formula
+    calc = memory.training_memory(memory.shape_from_config(cfg), precision="fp32", zero_stage=stage, dp=W)
+    return {"calculator": {k: calc[k] for k in ("weights", "gradients", "optimizer")},"workers": W, "stage": stage, "steps": steps, "params": N, "itemsize": itemsize,
             "held": [dp.held_elements(st, i) for i in range(W)],
             "sent_bytes_per_step": [s * itemsize / steps for s in st["sent"]],
             "ddp_sent_bytes_per_step": [s * itemsize / steps for s in ref["sent"]],
@@ -255,7 +257,19 @@ def overlap_view(session, args):
             "buckets": len(t["comm"])}
 
 
+def mfu_here(session, args):
+    """{} -> this page's float32 matmul peak, the default step's time and the course model's MFU here."""
+    session._need_corpus()
+    cfg, tc = _cfg(session), train.TrainConfig()
+    peak, n = overlap.measure_matmul_peak((128, 256), 3)
+    step = overlap.measure_step_seconds(cfg, session.train_tokens, tc.batch_size, 8, warmup=2)
+    flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
+    return {"peak_gflops": peak / 1e9, "matmul_size": n, "step_ms": step * 1e3, "model_flops": flops,
+            "model_gflops": flops / step / 1e9, "mfu": overlap.mfu(flops, step, peak)}
+
+
 OPS = {
+    "parallel_mfu": mfu_here,
     "parallel_ring": ring,
     "parallel_alpha_beta": alpha_beta,
     "parallel_dp_start": dp_start,

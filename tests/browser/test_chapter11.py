@@ -1,0 +1,208 @@
+"""Chapter 11 in a real browser: the ring all-reduce stepped on the model's gradients, the alpha-beta
+chart, data-parallel runs side by side (with Stop), ZeRO's stages, and the overlap timeline with MFU
+measured in the page. Each widget's numbers are compared with the same pylib calls in CPython, and
+bad input is refused with a message, injects nothing and leaves the widget working. One shared page
+(conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test. In-page times
+are printed (benchmarks, not timed tests)."""
+
+import types
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+
+chapter11 = chapter_fixture("11-")
+
+TIMEOUT = 180_000
+# The page's NumPy has no BLAS and sums its matmuls in another order: float32 gradients agree to a
+# few ulps relative (chapter 1's PAGE_VS_CPYTHON_TOL); losses over a few steps likewise.
+REL = 1e-4
+BAD_WORKERS = ["", "0", "1", "1e9", "NaN", "2.5", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
+
+
+def fake_session():
+    vocab, train, val = corpus()
+    return types.SimpleNamespace(vocab=vocab, train_tokens=train, val_tokens=val, _need_corpus=lambda: None)
+
+
+def fill(w, **fields):
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in fields.items():
+        field = w.locator(f'[name="{name}"]')
+        if field.evaluate("el => el.tagName") == "SELECT":
+            field.select_option(str(value))
+        else:
+            field.fill(str(value))
+
+
+def submit(w, **fields):
+    fill(w, **fields)
+    w.evaluate("el => { delete el.dataset.result; el.dataset.status = 'submitted'; }")
+    w.locator('[data-action="run"]').click()
+
+
+# ---------------------------------------------------------------------------
+# ring-allreduce
+
+
+def test_ring_on_eight_workers_matches_pylib(chapter11):
+    from pylib.systems import collectives as col
+    from pylib.web import parallel_ops
+    w = widget(chapter11, "ring-allreduce")
+    submit(w, workers="8")
+    assert wait_settled(w, ("ready", "done", "error")) in ("ready", "done")
+    r = result(w)
+    print(f"\nin-page ring, 8 workers (gradients and 14 steps): {float(w.get_attribute('data-seconds')):.2f} s")
+    vectors = parallel_ops.worker_gradients(fake_session(), 8)
+    results, sent = col.ring_all_reduce(vectors)
+    assert r["identical"] is True
+    assert r["wire_bytes"] == [4 * s for s in sent]
+    bounds = col.chunk_bounds(vectors[0].size, 8)
+    np.testing.assert_allclose(r["final_firsts"], [results[0][a] for a, _ in bounds], rtol=REL, atol=1e-7)
+    assert r["all_gather"] == sorted(r["all_gather"]) and r["all_gather"][0] < r["all_gather"][-1]
+    # Step through: the first step's table marks 8 fresh cells; the end says done.
+    w.locator('[data-action="next"]').click()
+    assert w.locator("td.fresh").count() == 8
+    expect(w.locator('[data-readout="phase"]')).to_have_text("reduce-scatter")
+    w.locator('[data-action="end"]').click()
+    assert wait_settled(w) == "done"
+    expect(w.locator('[data-readout="phase"]')).to_have_text("all-gather")
+    assert w.locator("td.done").count() == 64
+    w.locator('[data-action="back"]').click()
+    expect(w.locator('[data-readout="step"]')).to_have_text("13 of 14")
+
+
+@pytest.mark.parametrize("value", BAD_WORKERS)
+def test_ring_refuses_bad_worker_counts_then_recovers(chapter11, value):
+    w = widget(chapter11, "ring-allreduce")
+    submit(w, workers=value)
+    assert wait_settled(w, ("error",)) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("Workers")
+    assert w.locator('input[name="workers"]').get_attribute("aria-invalid") == "true"
+    assert result(w) is None
+    no_injected_markup(chapter11)
+    submit(w, workers="2")
+    assert wait_settled(w, ("ready", "done", "error")) == "ready"
+    assert result(w)["workers"] == 2
+
+
+# ---------------------------------------------------------------------------
+# alpha-beta
+
+
+def test_alpha_beta_matches_pylib_and_refuses_bad_input(chapter11):
+    from pylib.systems import collectives as col
+    w = widget(chapter11, "alpha-beta")
+    submit(w, workers="8", alpha_us="10", bandwidth_gbs="10")
+    assert wait_settled(w) == "done"
+    r = result(w)
+    for n, t in zip(r["sizes"], r["ring"]):
+        assert t == pytest.approx(col.ring_all_reduce_time(n, 8, 10e-6, 1e-10), rel=1e-12)
+    assert w.locator('[data-role="chart"] polyline').count() >= 4
+    for field, bad in [("workers", "0"), ("workers", "NaN"), ("alpha_us", "-1"), ("bandwidth_gbs", "<b class=injected>x</b>")]:
+        submit(w, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad})
+        assert wait_settled(w, ("error",)) == "error"
+        assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+        no_injected_markup(chapter11)
+    submit(w, workers="4", alpha_us="10", bandwidth_gbs="10")
+    assert wait_settled(w) == "done"
+
+
+# ---------------------------------------------------------------------------
+# dp-train
+
+
+def test_dp_train_curves_match_cpython_and_each_other(chapter11):
+    from pylib import model, train
+    from pylib.systems import data_parallel as dp
+    w = widget(chapter11, "dp-train")
+    submit(w, workers="1 4", steps="5")
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    r = result(w)
+    print(f"\nin-page data-parallel runs, workers 1 and 4, 5 steps: {float(w.get_attribute('data-seconds')):.2f} s")
+    vocab, train_ids, val_ids = corpus()
+    cfg = model.GPTConfig(vocab_size=vocab.size)
+    tc = train.TrainConfig(steps=5)
+    state = dp.data_parallel_train_state(cfg, tc, 4)
+    ref = [rec["loss"] for rec in train.train_steps(state, cfg, tc, train_ids, val_ids, 5)]
+    np.testing.assert_allclose(r["losses"]["4"], ref, rtol=REL)
+    assert r["max_diff_from_first"]["4"] < 1e-4
+    assert w.locator('[data-role="chart"] polyline').count() == 2
+
+
+def test_dp_train_stop_and_bad_input(chapter11):
+    w = widget(chapter11, "dp-train")
+    submit(w, workers="1 2 4 8", steps="300")
+    w.page.wait_for_function("el => el.querySelector('[data-readout=step]').textContent.includes('of')",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    for bad in ["", "0", "1e9", "NaN", "1.5", "1 2 3 4 5", "<b class=injected>x</b>"]:
+        submit(w, workers=bad, steps="5")
+        assert wait_settled(w, ("error",)) == "error"
+        expect(w.locator('[data-role="message"]')).to_contain_text("orker")
+        no_injected_markup(chapter11)
+    submit(w, workers="2", steps="2")
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+
+
+# ---------------------------------------------------------------------------
+# zero-stages
+
+
+def test_zero_stage3_bit_identical_and_matches_calculator(chapter11):
+    from pylib import model
+    from pylib.systems import memory
+    w = widget(chapter11, "zero-stages")
+    submit(w, workers="4", stage="3", steps="2")
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    r = result(w)
+    assert r["bit_identical"] is True
+    vocab = corpus()[0]
+    cfg = model.GPTConfig(vocab_size=vocab.size)
+    m = memory.training_memory(memory.shape_from_config(cfg), precision="fp32", zero_stage=3, dp=4)
+    assert r["held"][0]["params"] * 4 == m["weights"] and r["held"][0]["optimizer"] * 4 == m["optimizer"]
+    assert r["sent_bytes_per_step"][0] > r["ddp_sent_bytes_per_step"][0]
+    for field, bad in [("workers", "0"), ("workers", "1e9"), ("workers", "2.5"), ("steps", "NaN"), ("steps", "<img src=x onerror=alert(1)>")]:
+        submit(w, **{"workers": "4", "steps": "2", field: bad})
+        assert wait_settled(w, ("error",)) == "error"
+        assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+        no_injected_markup(chapter11)
+    submit(w, workers="2", stage="1", steps="1")
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    assert result(w)["bit_identical"] is True
+
+
+# ---------------------------------------------------------------------------
+# overlap
+
+
+def test_overlap_matches_pylib_drag_and_mfu(chapter11):
+    from pylib.web import parallel_ops
+    w = widget(chapter11, "overlap")
+    w.page.wait_for_function("el => el.dataset.status === 'done'", arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    ref = parallel_ops.overlap_view(fake_session(), r["args"])
+    assert r["step"] == pytest.approx(ref["step"], rel=1e-12)
+    assert r["exposed"] == pytest.approx(ref["exposed"], rel=1e-12, abs=1e-15)
+    # Drag the bandwidth to its lowest: more communication is exposed.
+    before = r["exposed"]
+    w.locator('input[name="bw_log"]').evaluate("el => { el.value = el.min; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    w.page.wait_for_function("([el, e]) => el.dataset.result && JSON.parse(el.dataset.result).exposed > e",
+                             arg=[w.element_handle(), before], timeout=TIMEOUT)
+    for field, bad in [("workers", "0"), ("workers", "NaN"), ("layers", "1e9"), ("width", "7"), ("gflops", "<b class=injected>x</b>")]:
+        fill(w, **{field: bad})
+        w.locator('[data-action="run"]').click()
+        assert wait_settled(w, ("error",)) == "error"
+        assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+        no_injected_markup(chapter11)
+        fill(w, workers="8", layers="4", width="64", gflops="1")
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w) == "done"
+    w.locator('[data-action="mfu"]').click()
+    w.page.wait_for_function("el => el.dataset.mfu", arg=w.element_handle(), timeout=TIMEOUT)
+    m = __import__("json").loads(w.get_attribute("data-mfu"))
+    print(f"\nin-page MFU: {100 * m['mfu']:.2f}% ({m['model_gflops']:.3f} GFLOP/s, step {m['step_ms']:.1f} ms, peak {m['peak_gflops']:.2f} GFLOP/s)")
+    assert 0 < m["mfu"] < 1
