@@ -48,6 +48,7 @@ LINKS = {
     "wan_example": 0.1 * GBIT,  # 100 Mb/s: an example speed for a link shared between sites (not a cited figure)
 }
 EXAMPLE_LATENCY = 0.05  # s per message for the WAN example (an input, not a measurement)
+EXAMPLE_STEP_MS = 3.0  # ms of compute per synced step for the link widget's start (an input: about a default CPU step here)
 
 
 def config(method, seed):
@@ -138,6 +139,8 @@ def derived(corpus):
         "ch13.topk_gather_bytes": int(compress.sync_wire_bytes("all_gather", n, cfg.workers, compress.topk_bytes(k))),
         "ch13.topk_full_bytes": compress.topk_bytes(n),
         "ch13.example_wan_mbit": LINKS["wan_example"] * 8 / 1e6, "ch13.example_latency_ms": EXAMPLE_LATENCY * 1e3,
+        "ch13.example_step_ms": EXAMPLE_STEP_MS,
+        "ch13.infiniband_gbyte": LINKS["infiniband"] / 1e9, "ch13.nvlink_over_infiniband": LINKS["nvlink"] / LINKS["infiniband"],
     }
     # Where the compressed all-gather stops paying: the smallest W at which (W-1) * payload exceeds the ring.
     w = 2

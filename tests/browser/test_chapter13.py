@@ -1,0 +1,161 @@
+"""Chapter 13 in a real browser: one method of the four-worker toy trained in the page (with its
+measured band, Stop, and the page's steps checked against CPython), the link race (alpha-beta times
+checked against pylib, the winner changing with bandwidth) and the queue (M/D/1 and stragglers against
+pylib), each with bad input refused visibly and nothing injected. One shared page
+(conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+
+chapter13 = chapter_fixture("13-")
+
+TIMEOUT = 240_000
+FIRST_STEPS = 8  # page vs CPython: float32 in both, matmuls summed in another order; early steps agree closely
+REL = 1e-4
+
+
+def submit(w, **fields):
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in fields.items():
+        field = w.locator(f'[name="{name}"]')
+        if field.evaluate("el => el.tagName") == "SELECT":
+            field.select_option(str(value))
+        else:
+            field.fill(str(value))
+    w.locator('[data-action="run"]').click()
+
+
+BAD = ["", "NaN", "-3", "1e309", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
+
+
+# ---------------------------------------------------------------------------
+# slow-train
+
+
+def test_slow_train_matches_cpython_and_stops(chapter13):
+    from pylib.systems import slow_links as sl
+    w = widget(chapter13, "slow-train")
+    submit(w, method="quant", seed="1")
+    w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 25",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    r = result(w)
+    assert r["stopped"] and r["method"] == "quant" and r["steps"] >= 25
+    assert w.locator('.chart').first.evaluate("el => el.drawnBand !== null && el.drawnBand !== undefined")
+    vocab, train, val = corpus()
+    cfg = sl.configured("quant", seed=1)
+    state = sl.init_run(cfg, train, val, vocab.size)
+    ref = sl.run_steps(state, r["steps"])
+    assert r["losses"][:FIRST_STEPS] == pytest.approx([x["loss"] for x in ref if "loss" in x][:FIRST_STEPS], rel=REL)
+    assert r["bytes"] == ref[-1]["bytes"]  # bytes are counted, not measured: exact
+    assert r["vals"][0][1] == pytest.approx(ref[0]["val"], rel=REL)
+    expect(w.locator('[data-readout="bytes_per_sync"]')).to_have_text(f"{sl.sync_wire_bytes(state):,}")
+
+
+def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
+    w = widget(chapter13, "slow-train")
+    for bad in ("-1", "2.5", "<b class=injected>x</b>", "🎭"):
+        submit(w, method="dense", seed=bad)
+        assert wait_settled(w, ("error",)) == "error"
+        expect(w.locator('[data-role="message"]')).to_contain_text("Seed")
+        assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
+        no_injected_markup(chapter13)
+    submit(w, method="diloco", seed="0")
+    w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    assert result(w)["syncs"] == result(w)["steps"] // 10
+
+
+# ---------------------------------------------------------------------------
+# link-race
+
+
+def fill(w, **fields):
+    for name, value in fields.items():
+        w.locator(f'[name="{name}"]').fill(str(value))
+    w.locator('[data-action="run"]').click()
+
+
+def test_link_race_matches_pylib_and_the_winner_moves(chapter13):
+    from pylib import model
+    from pylib.systems import slow_links as sl
+    w = widget(chapter13, "link-race")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    fill(w, bandwidth="10", latency="0", step_ms="3", workers="4")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.bandwidth === 10",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    shapes = model.param_shapes(model.GPTConfig(vocab_size=corpus()[0].size))
+    for m in sl.METHODS:
+        ref = sl.sync_cost(sl.configured(m), shapes, 4, 0.0, 1 / (10e6 / 8))
+        assert r["rows"][m]["seconds"] == pytest.approx(ref["seconds"], rel=1e-12)
+        assert r["rows"][m]["wire_bytes"] == ref["wire_bytes"]
+    slow_winner = r["winner"]
+    fill(w, bandwidth="10000000", latency="0", step_ms="3", workers="4")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.bandwidth === 10000000",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    fast_winner = result(w)["winner"]
+    assert slow_winner != fast_winner  # bytes decide on a slow link, steps on a fast one
+    expect(w.locator("tr.sl-winner")).to_have_count(1)
+    # The all-gather's wire grows with W: at 64 workers top-k sends more than the dense ring.
+    fill(w, bandwidth="100", latency="0", step_ms="3", workers="64")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.workers === 64",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    rows = result(w)["rows"]
+    assert rows["topk"]["wire_bytes"] > rows["dense"]["wire_bytes"]
+
+
+@pytest.mark.parametrize("field,value,text", [("bandwidth", "0", "no sync would ever end"), ("workers", "0", "Workers"),
+                                              ("workers", "1e9", "Workers")] + [("latency", b, "Latency") for b in BAD])
+def test_link_race_refuses_bad_input_then_recovers(chapter13, field, value, text):
+    w = widget(chapter13, "link-race")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    good = {"bandwidth": "100", "latency": "50", "step_ms": "3", "workers": "4"}
+    fill(w, **{**good, field: value})
+    w.page.wait_for_function("el => el.dataset.status === 'error'", arg=w.element_handle(), timeout=TIMEOUT)
+    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter13)
+    fill(w, **good)
+    w.page.wait_for_function("el => el.dataset.status === 'done' && el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------
+# queue
+
+
+def test_queue_matches_pylib(chapter13):
+    from pylib.systems import queueing
+    w = widget(chapter13, "queue")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    fill(w, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.rho === 0.7",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    ref = queueing.simulate_md1(0.7, 10.0, 50_000, 0)
+    assert r["md1"]["mean"] == pytest.approx(ref["mean"], rel=1e-9)
+    assert r["md1"]["exact"] == pytest.approx(0.7 * 10 / (2 * 0.3))
+    slow = queueing.simulate_stragglers(32, 100.0, 20.0, 200_000 // 32, 0)
+    assert r["stragglers"]["mean"] == pytest.approx(slow["mean"], rel=1e-9)
+    assert r["stragglers"]["exact"] == pytest.approx(queueing.expected_slowest(32, 100.0, 20.0))
+
+
+@pytest.mark.parametrize("field,value,text", [("rho", "1", "unstable"), ("rho", "1.5", "unstable"), ("workers", "0", "Workers"),
+                                              ("workers", "1e9", "Workers"), ("spread_ms", "-1", "Spread")]
+                         + [("service_ms", b, "Transfer time") for b in BAD + ["0"]])
+def test_queue_refuses_bad_input_then_recovers(chapter13, field, value, text):
+    w = widget(chapter13, "queue")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    good = {"rho": "0.5", "service_ms": "10", "workers": "8", "step_ms": "100", "spread_ms": "20"}
+    fill(w, **{**good, field: value})
+    w.page.wait_for_function("el => el.dataset.status === 'error'", arg=w.element_handle(), timeout=TIMEOUT)
+    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter13)
+    fill(w, **good)
+    w.page.wait_for_function("el => el.dataset.status === 'done' && el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
