@@ -74,8 +74,8 @@ export async function mount(root, client) {
       readouts.formula_of_total.textContent = pct(r.formula_of_total);
       readouts.over_ideal.textContent = pct(r.bubble_over_ideal);
       readouts.formula_over_ideal.textContent = pct(r.formula_over_ideal);
-      readouts.peak.textContent = `${+r.peak_activations[0].toFixed(3)} microbatches (GPipe holds m, 1F1B at most p)`;
-      readouts.ms.textContent = `${ms.toFixed(0)} ms (Python ${(1000 * r.python_seconds).toFixed(0)} ms)`;
+      readouts.peak.textContent = `${+r.peak_activations[0].toFixed(3)} microbatches`;
+      readouts.ms.textContent = `${ms.toFixed(0)} ms`;
       root.dataset.result = JSON.stringify({ schedule: r.schedule, stages: r.stages, microbatches: r.microbatches,
         chunks: r.chunks, ratio: r.ratio, makespan: r.makespan, bubble_fraction: r.bubble_fraction,
         bubble_over_ideal: r.bubble_over_ideal, formula_of_total: r.formula_of_total,

@@ -88,11 +88,12 @@ export async function mount(root, client) {
       readouts.bubble.textContent = `${p.microbatches}; ${(100 * p.bubble_over_ideal).toFixed(1)}%`;
       readouts.step.textContent = `${p.step_seconds.toPrecision(3)} s`;
       const tflops = p.metric === "hardware_tflops_per_gpu" ? p.hardware_tflops_per_gpu : p.model_tflops_per_gpu;
-      readouts.mfu.textContent = `${tflops.toFixed(0)} TFLOP/s (${p.metric === "hardware_tflops_per_gpu" ? "with recomputation" : "model FLOPs"}); MFU ${(100 * p.mfu).toFixed(1)}%`;
+      readouts.mfu.textContent = `${tflops.toFixed(0)} TFLOP/s; MFU ${(100 * p.mfu).toFixed(1)}%`;
+      readouts.mfu.title = p.metric === "hardware_tflops_per_gpu" ? "FLOPs counted with the recomputed forward, as Narayanan et al. count them" : "model FLOPs, as Llama 3 counts them";
       const c = p.comm_gb;
-      readouts.comm.textContent = `TP ${c.tensor_parallel.toPrecision(3)} GB, PP ${c.pipeline.toPrecision(3)} GB, ` +
-        `CP ${c.context_parallel.toPrecision(3)} GB, DP ${c.data_parallel.toPrecision(3)} GB`;
-      readouts.ms.textContent = `${ms.toFixed(0)} ms (Python ${(1000 * p.python_seconds).toFixed(1)} ms)`;
+      readouts.comm.textContent = `TP ${c.tensor_parallel.toPrecision(3)}, PP ${c.pipeline.toPrecision(3)}, ` +
+        `CP ${c.context_parallel.toPrecision(3)}, DP ${c.data_parallel.toPrecision(3)} GB`;
+      readouts.ms.textContent = `${ms.toFixed(0)} ms`;
       bar($('[data-role="mem-bar"]'), MEM.map(([k, col]) => [k, m[k], col]), Math.max(m.total, p.gpu_memory_gb));
       const total = Object.values(p.time).reduce((a, b) => a + b, 0);
       bar($('[data-role="time-bar"]'), TIME.map(([k, col]) => [k, p.time[k], col]), total);
