@@ -7,7 +7,10 @@ Ops (see pylib.web.all_ops):
   precision_lost_update  a weight stored in a format, incremented n times: fp32 master weights
                          against the format with nearest rounding and with stochastic rounding;
   run:precision_train    the default model trained in one recipe, chunked and stoppable: per step
-                         the loss, the flushed and lost shares, the loss scale and skipped steps.
+                         the loss, the flushed and lost shares, the loss scale and skipped steps;
+  precision_quantise     a gradient of the course model quantised to a few bits at a chosen full
+                         scale: histogram, grid, error and clipped share, and the trade-off curve;
+  precision_bench        bench/bench_precision.py's in-page timing of every recipe.
 """
 
 import math
@@ -180,6 +183,63 @@ def train_finish(session, args):
 
 
 # ---------------------------------------------------------------------------
+# Quantisation of a real gradient
+
+
+QUANT_TENSORS = ("h.0.mlp.c_fc.weight", "h.0.attn.c_attn.weight", "wte")
+QUANT_RATIOS = np.geomspace(0.02, 1.5, 60)  # full scale / amax, for the trade-off curve
+
+
+def _gradient(session, name):
+    """The course model's gradient of one tensor at initialisation (seed 0), on the first 16 evenly
+    spaced validation windows: a real gradient, with its outliers."""
+    key = ("grad", name)
+    if key not in _RUNS:
+        cfg = model.GPTConfig(vocab_size=session.vocab.size)
+        x, y = data.eval_windows(session.val_tokens, train.TrainConfig().batch_size, cfg.block_size)
+        _, grads = model.loss_and_grads(model.init_params(cfg, 0), cfg, x, y)
+        _RUNS[key] = grads[name]
+    return _RUNS[key]
+
+
+def quantise_demo(session, args):
+    """{tensor, bits, ratio} -> the gradient's histogram, the grid, the error and the clipped share at
+    full scale = ratio x amax, and the error over a sweep of full scales (the trade-off)."""
+    from pylib.systems import quantise
+    session._need_corpus()
+    args = args or {}
+    name = args.get("tensor")
+    if name not in QUANT_TENSORS:
+        raise InputError({"tensor": "Choose one of the listed tensors."})
+    s = collect_fields([
+        ("bits", lambda: parse_field(parse_int, "bits", "Bits", args.get("bits"), 2, 8)),
+        ("ratio", lambda: _bounded(args.get("ratio"), "ratio", "The full scale (x amax)", 1e-3, 10.0)),
+    ])
+    g = _gradient(session, name)
+    amax = quantise.amax_full_scale(g)
+    fs = s["ratio"] * amax
+    err = quantise.quantisation_error(g, s["bits"], fs)
+    gq, _ = quantise.quantise_uniform(g, s["bits"], fs)
+    inside = np.abs(g) <= fs
+    norm = float(np.linalg.norm(g.astype(np.float64)))
+    sweep = [quantise.quantisation_error(g, s["bits"], r * amax) for r in QUANT_RATIOS]
+    edges = np.linspace(-1.02 * amax, 1.02 * amax, 103)
+    counts, _ = np.histogram(g, bins=edges)
+    counts_q, _ = np.histogram(gq, bins=edges)
+    return {"settings": {**s, "tensor": name}, "amax": amax, "full_scale": fs, "q_max": quantise.q_max(s["bits"]),
+            "step": err["step"], "rel_error": err["rms_error"] * math.sqrt(g.size) / norm,
+            "clipped": err["clipped_fraction"],
+            "max_error_in_range": float(np.max(np.abs(gq - g)[inside], initial=0.0)),
+            "bound_in_range": err["bound_in_range"], "elements": int(g.size),
+            "bytes": quantise.bytes_per_element(s["bits"], g.size) * g.size, "bytes_fp32": 4 * int(g.size),
+            "hist_centres": ((edges[:-1] + edges[1:]) / 2).tolist(), "hist_counts": counts.tolist(),
+            "hist_counts_quantised": counts_q.tolist(),
+            "sweep_ratio": QUANT_RATIOS.tolist(),
+            "sweep_rel_error": [e["rms_error"] * math.sqrt(g.size) / norm for e in sweep],
+            "sweep_clipped": [e["clipped_fraction"] for e in sweep]}
+
+
+# ---------------------------------------------------------------------------
 # The benchmark (bench/bench_precision.py): steps per second of each recipe, in the page
 
 
@@ -211,6 +271,7 @@ def bench(session, args):
 
 OPS = {
     "precision_bench": bench,
+    "precision_quantise": quantise_demo,
     "precision_round": round_value,
     "precision_lost_update": lost_update,
     "precision_train_start": train_start,

@@ -1,0 +1,241 @@
+"""Chapter 9 in a real browser: the rounding calculator, the lost update and a precision recipe live,
+each with bad input refused visibly and nothing injected, and the page's numbers compared with the
+same pylib calls in CPython. One shared page (conftest.chapter_fixture); a console error or a request
+off 127.0.0.1 fails a test."""
+
+import math
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+
+chapter9 = chapter_fixture("09-")
+
+TIMEOUT = 180_000
+
+NASTY = ["", "   ", "NaN", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
+
+
+def message(w):
+    return w.locator('[data-role="message"]').inner_text()
+
+
+# ---------------------------------------------------------------------------
+# The rounding calculator
+
+
+def round_value(page, raw):
+    w = widget(page, "rounding")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    wait_settled(w, ("done", "error"))  # the calculator rounds its default value when it mounts
+    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    w.locator('input[name="value"]').fill(raw)
+    w.locator('[data-action="run"]').click()
+    return w, wait_settled(w, ("done", "error"))
+
+
+@pytest.mark.parametrize("raw", ["0.1", "-3.14159", "65519", "70000", "1e-7", "3e-8", "500", "1e-45", "0"])
+def test_rounding_calculator_matches_pylib(chapter9, raw):
+    from pylib.systems import precision
+    w, status = round_value(chapter9, raw)
+    assert status == "done"
+    r = result(w)
+    assert [f["format"] for f in r["formats"]] == list(precision.FORMATS)
+    for f in r["formats"]:
+        d = precision.decompose(float(raw), f["format"])
+        assert (f["sign"], f["exponent"], f["mantissa"], f["regime"]) == (d["sign"], d["exponent"], d["mantissa"], d["regime"])
+        want = d["stored"]
+        if math.isnan(want):
+            assert f["stored"] == "nan"
+        elif math.isinf(want):
+            assert f["stored"] in ("inf", "-inf")
+        else:
+            assert f["stored"] == want and f["below"] == d["below"] and f["above"] == d["above"]
+    rows = w.locator("tbody tr")
+    assert rows.count() == len(precision.FORMATS)
+    bf16 = w.locator('tr[data-format="bf16"]')
+    assert bf16.locator('[data-cell="exponent"]').inner_text() == precision.decompose(float(raw), "bf16")["exponent"]
+
+
+def test_rounding_shows_fp16_overflow_and_e4m3_nan(chapter9):
+    w, status = round_value(chapter9, "70000")
+    assert status == "done"
+    assert w.locator('tr[data-format="fp16"] [data-cell="regime"]').inner_text().startswith("overflow")
+    assert w.locator('tr[data-format="fp8_e4m3"] [data-cell="stored"]').inner_text() == "nan"
+    assert w.locator('tr[data-format="bf16"] [data-cell="regime"]').inner_text() == "normal"
+
+
+def test_rounding_slider_rounds_its_value(chapter9):
+    w, _ = round_value(chapter9, "1")
+    chapter9.evaluate("el => { el.dataset.status = 'busy'; }", w.element_handle())
+    w.locator('input[name="log10"]').fill("-6")
+    chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).value === 1e-6",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    fp16 = [f for f in result(w)["formats"] if f["format"] == "fp16"][0]
+    assert fp16["regime"] == "subnormal"
+
+
+@pytest.mark.parametrize("raw", NASTY + ["1e301", "-1e305"])
+def test_rounding_refuses_bad_input_and_works_after(chapter9, raw):
+    w, status = round_value(chapter9, raw)
+    assert status == "error"
+    assert "value" in message(w).lower()
+    assert w.locator('input[name="value"]').get_attribute("aria-invalid") == "true"
+    assert w.locator('[data-role="output"]').is_hidden()
+    no_injected_markup(chapter9)
+    w, status = round_value(chapter9, "2.5")
+    assert status == "done" and w.locator('input[name="value"]').get_attribute("aria-invalid") is None
+
+
+# ---------------------------------------------------------------------------
+# The lost update
+
+
+def run_lost(page, **fields):
+    w = widget(page, "lost-update")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    wait_settled(w, ("done", "error"))  # the widget runs its defaults when it mounts
+    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    fmt = fields.pop("format", "bf16")
+    w.locator('select[name="format"]').select_option(fmt)
+    for name, value in {"start": "1.0", "increment": "0.001", "steps": "1000", "seed": "0", **fields}.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    w.locator('[data-action="run"]').click()
+    return w, wait_settled(w, ("done", "error"))
+
+
+def test_lost_update_matches_pylib(chapter9):
+    from pylib.systems import precision
+    w, status = run_lost(chapter9)
+    assert status == "done"
+    r = result(w)
+    assert r["final"]["nearest"] == 1.0  # every update lost
+    assert r["final"]["fp32"] == float(precision.repeated_add(1.0, 0.001, 1000, "fp32")[-1, 0])
+    sr = precision.repeated_add(1.0, 0.001, 1000, "bf16", stochastic=True, rng=np.random.default_rng(0), lanes=64)
+    assert r["final"]["stochastic_one"] == float(sr[-1, 0])  # the same seeded stream in the page
+    assert r["final"]["stochastic_mean"] == pytest.approx(float(sr[-1].mean()), rel=1e-6)
+    assert "lost" in message(w)
+    assert w.locator('[data-readout="nearest"]').inner_text() == "1.00000"
+
+
+def test_lost_update_large_increment_is_kept_and_fp8_overflow_is_said(chapter9):
+    w, status = run_lost(chapter9, increment="0.01", steps="100")
+    assert status == "done" and result(w)["final"]["nearest"] > 1.5
+    w, status = run_lost(chapter9, format="fp8_e4m3", start="400", increment="10", steps="20")
+    assert status == "done" and result(w)["overflow"] is True
+    assert "overflow" in message(w)
+
+
+@pytest.mark.parametrize("field,raw", [(f, v) for f in ("start", "increment", "steps") for v in NASTY]
+                         + [("steps", "0"), ("steps", "5001"), ("steps", "1.5"), ("steps", "99999999999999999999"),
+                            ("increment", "2e6"), ("seed", "-1")])
+def test_lost_update_refuses_bad_input_and_works_after(chapter9, field, raw):
+    w, status = run_lost(chapter9, **{field: raw})
+    assert status == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    no_injected_markup(chapter9)
+    w, status = run_lost(chapter9, steps="10")
+    assert status == "done"
+
+
+# ---------------------------------------------------------------------------
+# A precision recipe, live
+
+
+def start_train(page, recipe, seed="0"):
+    w = widget(page, "precision-train")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('select[name="recipe"]').select_option(recipe)
+    w.locator('input[name="seed"]').fill(seed)
+    w.locator('[data-action="run"]').click()
+    return w
+
+
+def test_fp16_dynamic_recipe_runs_in_the_page_like_cpython(chapter9):
+    from pylib import data, model, train
+    from pylib.systems import mixed_precision as mp
+    w = start_train(chapter9, "fp16_dynamic")
+    assert wait_settled(w) == "done"
+    r = result(w)
+    corpus = data.build_corpus()
+    cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
+    _, h = mp.train_recipe(cfg, train.TrainConfig(seed=0), corpus.train, corpus.val, "fp16_dynamic")
+    assert r["steps"] == len(h) and r["diverged_at"] is None
+    # Skips and the scale depend on whether one gradient element overflows: the page (no BLAS)
+    # and CPython sum in different orders, so the counts may differ by a step or two.
+    assert abs(r["skipped_steps"] - sum(1 for x in h if x.get("skipped"))) <= 2
+    assert r["final_val"] == pytest.approx(h[-1]["val"], abs=0.02)
+    assert r["flushed_mean"] == pytest.approx(np.mean([x["flushed"] for x in h]), rel=0.2, abs=1e-5)
+    assert int(w.locator('[data-readout="skipped"]').inner_text()) == r["skipped_steps"]
+    assert r["steps_per_second"] > 0
+
+
+def test_pure_bf16_recipe_reports_lost_updates(chapter9):
+    w = start_train(chapter9, "bf16_pure", seed="1")
+    chapter9.wait_for_function("el => { const s = el.querySelector('[data-readout=\"step\"]').textContent; "
+                               "return s !== '–' && +s >= 40; }", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    lost = w.locator('[data-readout="lost"]').inner_text()
+    assert lost != "–" and float(lost) > 0
+    assert w.locator('[data-readout="scale"]').inner_text() == "–"
+
+
+@pytest.mark.parametrize("raw", NASTY + ["-1", "1.5", "1e30"])
+def test_precision_train_refuses_bad_seed(chapter9, raw):
+    w = start_train(chapter9, "fp32", seed=raw)
+    assert wait_settled(w, ("error",)) == "error"
+    assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    no_injected_markup(chapter9)
+
+
+# ---------------------------------------------------------------------------
+# Quantising a gradient
+
+
+def run_quant(page, **fields):
+    w = widget(page, "quantise")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    wait_settled(w, ("done", "error"))  # the widget quantises its defaults when it mounts
+    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    w.locator('select[name="tensor"]').select_option(fields.pop("tensor", "h.0.mlp.c_fc.weight"))
+    for name, value in {"bits": "4", "ratio": "1", **fields}.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    w.locator('[data-action="run"]').click()
+    return w, wait_settled(w, ("done", "error"))
+
+
+@pytest.mark.parametrize("bits,ratio", [("4", "1"), ("8", "0.2"), ("2", "0.05")])
+def test_quantise_matches_pylib(chapter9, bits, ratio):
+    from pylib import data, model, train
+    from pylib.systems import quantise
+    w, status = run_quant(chapter9, bits=bits, ratio=ratio)
+    assert status == "done"
+    r = result(w)
+    corpus = data.build_corpus()
+    cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
+    x, y = data.eval_windows(corpus.val, train.TrainConfig().batch_size, cfg.block_size)
+    g = model.loss_and_grads(model.init_params(cfg, 0), cfg, x, y)[1]["h.0.mlp.c_fc.weight"]
+    fs = float(ratio) * quantise.amax_full_scale(g)
+    gq, clipped = quantise.quantise_uniform(g, int(bits), fs)
+    rel = float(np.linalg.norm(gq.astype(np.float64) - g) / np.linalg.norm(g.astype(np.float64)))
+    assert r["clipped"] == pytest.approx(clipped, abs=2 / g.size)  # the page's gradient may differ in the last bit
+    assert r["rel_error"] == pytest.approx(rel, rel=1e-3)
+    assert r["max_error_in_range"] <= r["bound_in_range"] * (1 + 1e-6)
+    assert r["q_max"] == quantise.q_max(int(bits))
+
+
+@pytest.mark.parametrize("field,raw", [(f, v) for f in ("bits", "ratio") for v in NASTY]
+                         + [("bits", "1"), ("bits", "9"), ("bits", "4.5"), ("ratio", "0"), ("ratio", "-1"), ("ratio", "11")])
+def test_quantise_refuses_bad_input_and_works_after(chapter9, field, raw):
+    w, status = run_quant(chapter9, **{field: raw})
+    assert status == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    no_injected_markup(chapter9)
+    w, status = run_quant(chapter9)
+    assert status == "done"
