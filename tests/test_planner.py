@@ -131,7 +131,7 @@ def test_page_ops_refuse_bad_input_field_by_field():
     assert "does not match" in mismatch["errors"]["gpus"]
     for v in ["", "NaN", "2.5", "1e9", "🙂"]:
         out = json.loads(web.handle("planner_plan", json.dumps({**args, "tp": v})))
-        assert not out["ok"] and "tp" in out["errors"] or "gpus" in out["errors"]
+        assert not out["ok"] and ("tp" in out["errors"] or "gpus" in out["errors"])
 
 
 def test_page_schedule_op_matches_the_simulator():
@@ -142,3 +142,14 @@ def test_page_schedule_op_matches_the_simulator():
     r = pipeline.simulate_pipeline("interleaved", 8, 32, 4, 1.0, 2.0)
     assert v["makespan"] == r["makespan"] and v["peak_in_flight"] == r["peak_in_flight"]
     assert v["bubble_over_ideal"] == pytest.approx(v["formula_over_ideal"])
+
+
+def test_page_planner_fills_dp_when_asked_and_says_when_it_cannot():
+    import json
+    from pylib import web
+    args = {"run": "Megatron GPT 145.6B", "gpus": "1536", "dp": "auto", "tp": "8", "pp": "8", "cp": "1",
+            "global_batch": "2304", "micro_batch": "1", "chunks": "1", "recompute": "full"}
+    out = json.loads(web.handle("planner_plan", json.dumps(args)))["value"]
+    assert out["dp"] == 24
+    bad = json.loads(web.handle("planner_plan", json.dumps({**args, "pp": "7"})))
+    assert "does not divide the 1,536 GPUs" in bad["errors"]["dp"]
