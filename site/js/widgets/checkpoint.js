@@ -105,6 +105,7 @@ export async function mount(root, client) {
   continueButton.addEventListener("click", async () => {
     if (running || !hasRun) return;
     if (resumedAt == null) resumedAt = losses.findIndex((v) => v == null);
+    readouts.resumed.textContent = String(resumedAt);
     await go({ continue: true, drop_optimizer: dropBox.checked }, 2);
   });
 

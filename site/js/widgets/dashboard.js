@@ -39,7 +39,7 @@ export async function mount(root, client) {
       lr: lineChart(els.lr, [{ label: "lr", stroke: C.loss }], data.lr, { ylabel: "lr" }),
       weight_norm: lineChart(els.weight_norm, layers.map((name, i) => ({ label: name, stroke: LAYER_COLORS[i % LAYER_COLORS.length] })),
         data.weight_norm, { ylabel: "norm" }),
-      clipped_fraction: lineChart(els.clipped_fraction, [{ label: "clipped", stroke: C.loss }], data.clipped_fraction, { ylabel: "fraction" }),
+      clipped_fraction: lineChart(els.clipped_fraction, [{ label: "clipped", stroke: C.loss }], data.clipped_fraction, { ylabel: "fraction", yrange: [0, 1] }),
       tokens_per_s: lineChart(els.tokens_per_s, [{ label: "tokens/s", stroke: C.loss }], data.tokens_per_s, { ylabel: "tokens/s" }),
     };
     fillLegend($('[data-role="legend"]'), [["batch loss", C.loss], ["validation loss (subset)", C.val], ["target", C.target, true],

@@ -5,11 +5,11 @@ export const num = (v, d = 3) => (v == null || !Number.isFinite(v) ? "–"
   : Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(2) : v.toFixed(d));
 
 // A line chart on el: series [{label, stroke, dash, points, width}], data [x, ...ys]; log: y on a log scale.
-export function lineChart(el, series, data, { log = false, xlog = false, ylabel = "", xlabel = "step", height = 190 } = {}) {
+export function lineChart(el, series, data, { log = false, xlog = false, ylabel = "", xlabel = "step", height = 190, yrange = null } = {}) {
   const size = () => ({ width: Math.max(280, el.clientWidth || 600), height });
   const plot = new uPlot({
     ...size(),
-    scales: { x: { time: false, ...(xlog ? { distr: 3 } : {}) }, y: log ? { distr: 3 } : {} },
+    scales: { x: { time: false, ...(xlog ? { distr: 3 } : {}) }, y: log ? { distr: 3 } : yrange ? { range: yrange } : {} },
     axes: [{ label: xlabel, stroke: "#444", grid: { stroke: "#eee" } }, { label: ylabel, stroke: "#444", grid: { stroke: "#eee" }, size: 60 }],
     legend: { show: false },
     cursor: { drag: { x: false, y: false } },

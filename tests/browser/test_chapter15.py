@@ -1,0 +1,300 @@
+"""Chapter 15 in a real browser: a checkpoint downloaded through Chromium, the page reloaded, the
+file uploaded and the run continued, exactly; bad uploads refused with the run kept; the replay;
+the dashboard with its export; the goodput widget. The page's numbers are compared with the same
+pylib calls in CPython. One shared page (conftest.chapter_fixture); a console error or a request off
+127.0.0.1 fails a test."""
+
+import csv
+import io
+import json
+import pickle
+
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+
+chapter15 = chapter_fixture("15-")
+
+TIMEOUT = 240_000
+NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
+STEPS = 60
+
+
+def message(w):
+    return w.locator('[data-role="message"]').inner_text()
+
+
+def ready(page):
+    page.wait_for_selector("html[data-pyodide=ready]", timeout=120_000)
+
+
+def run_ckpt(page, steps=STEPS, seed=0):
+    w = widget(page, "checkpoint")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="steps"]').fill(str(steps))
+    w.locator('input[name="seed"]').fill(str(seed))
+    w.locator('[data-action="run"]').click()
+    return w
+
+
+def stop_after(page, w, step):
+    page.wait_for_function("([el, n]) => Number(el.querySelector('[data-readout=step]').textContent) >= n",
+                           arg=[w.element_handle(), step], timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+
+
+def download_checkpoint(page, w, tmp_path):
+    with page.expect_download() as info:
+        w.locator('[data-action="save"]').click()
+    path = tmp_path / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(chapter15):
+    """The page's own uninterrupted run of STEPS steps (seed 0): its batch losses."""
+    w = run_ckpt(chapter15)
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    return result(w)["losses"]
+
+
+def test_uninterrupted_run_matches_cpython(uninterrupted):
+    import dataclasses
+
+    from pylib import model, train
+    vocab, tr, va = corpus()
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=vocab.size)
+    tcfg = dataclasses.replace(train.TrainConfig(), steps=STEPS)
+    state = train.init_train_state(mcfg, tcfg)
+    h = train.train_steps(state, mcfg, tcfg, tr, va, 5)
+    assert len(uninterrupted) == STEPS and all(v is not None for v in uninterrupted)
+    np.testing.assert_allclose(uninterrupted[:5], [r["loss"] for r in h], rtol=1e-5)
+
+
+def test_download_reload_upload_continue_is_exact(chapter15, uninterrupted, tmp_path):
+    w = run_ckpt(chapter15)
+    stop_after(chapter15, w, 20)
+    path = download_checkpoint(chapter15, w, tmp_path)
+    saved = int(w.get_attribute("data-saved"))
+    assert 20 <= saved < STEPS and path.stat().st_size > 1000
+    from pylib import checkpoint
+    state, mcfg, tcfg, log = checkpoint.load_checkpoint(path)  # the downloaded file is a real checkpoint
+    assert state["step"] == saved and len(log) == saved and tcfg.steps == STEPS
+
+    chapter15.reload()
+    ready(chapter15)
+    w = widget(chapter15, "checkpoint")
+    expect(w.locator('input[type="file"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[type="file"]').set_input_files(str(path))
+    chapter15.wait_for_function("el => el.dataset.loaded", arg=w.element_handle(), timeout=TIMEOUT)
+    assert w.get_attribute("data-status") == "ready" and int(w.get_attribute("data-loaded")) == saved
+    w.locator('[data-action="continue"]').click()
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    r = result(w)
+    assert r["resumed_at"] == saved
+    assert r["losses"] == uninterrupted  # the curve continues exactly: every batch loss bit for bit
+
+
+def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterrupted, tmp_path):
+    w = run_ckpt(chapter15)
+    stop_after(chapter15, w, 15)
+    good = download_checkpoint(chapter15, w, tmp_path).read_bytes()
+    step = w.locator('[data-readout="step"]').inner_text()
+    huge = tmp_path / "huge.npz"
+    with open(huge, "wb") as f:
+        f.truncate(40 * 2**20)  # over the limit: refused by size before the page reads it
+    buf = io.BytesIO()
+    np.savez(buf, weights=np.ones(3))
+    cases = {"half.npz": (good[: len(good) // 2], "truncated"), "text.npz": (b"just text", "not a checkpoint"),
+             "pickle.npz": (pickle.dumps({"a": 1}), "pickle"), "foreign.npz": (buf.getvalue(), "not a checkpoint of this course"),
+             "<b class=injected>x</b>.npz": (b"<img src='x' onerror='alert(1)'>", "not a checkpoint")}
+    for name, (blob, words) in cases.items():
+        path = tmp_path / name.replace("/", "_")
+        path.write_bytes(blob)
+        w.locator('input[type="file"]').set_input_files(str(path))
+        assert wait_settled(w, ("error",)) == "error"
+        assert words in message(w) and "The current run is kept." in message(w)
+    w.locator('input[type="file"]').set_input_files(str(huge))
+    assert wait_settled(w, ("error",)) == "error"
+    assert "41,943,040 bytes" in message(w) and "not read" in message(w)
+    no_injected_markup(chapter15)
+    assert w.locator('[data-readout="step"]').inner_text() == step
+    w.locator('[data-action="continue"]').click()  # the stopped run goes on, untouched
+    assert wait_settled(w, ("done",), timeout=TIMEOUT) == "done"
+    assert result(w)["losses"] == uninterrupted
+
+
+def test_resume_without_the_optimizer_state_changes_the_curve(chapter15, uninterrupted, tmp_path):
+    w = run_ckpt(chapter15)
+    stop_after(chapter15, w, 25)
+    w.locator('[data-role="drop"]').check()
+    w.locator('[data-action="continue"]').click()
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    w.locator('[data-role="drop"]').uncheck()
+    r = result(w)
+    k = r["resumed_at"]
+    assert r["losses"][:k] == uninterrupted[:k]
+    assert r["losses"][k] == uninterrupted[k]  # the first batch after the resume is scored before any update
+    assert r["losses"][k + 1] != uninterrupted[k + 1]
+
+
+@pytest.mark.parametrize("raw", NASTY + ["2001", "0.5"])
+def test_checkpoint_widget_refuses_bad_steps(chapter15, raw):
+    w = run_ckpt(chapter15, steps=raw)
+    assert wait_settled(w) == "error"
+    assert "steps" in message(w).lower()
+    assert w.locator('input[name="steps"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter15)
+
+
+# ---------------------------------------------------------------------------
+# The replay
+
+
+def test_replay_same_batches_repeats_the_spike_other_batches_do_not(chapter15):
+    w = widget(chapter15, "replay")
+    expect(w.locator('[data-mode="original"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill("0")
+    for mode in ("original", "same", "other"):
+        w.locator(f'[data-mode="{mode}"]').click()
+        chapter15.wait_for_function("([el, m]) => el.dataset.status === 'done' && el.dataset.result && "
+                                    "JSON.parse(el.dataset.result).spikes[m] !== null", arg=[w.element_handle(), mode],
+                                    timeout=TIMEOUT)
+    r = result(w)
+    assert r["spikes"]["same"] == r["spikes"]["original"]
+    assert r["curves"]["same"] == r["curves"]["original"]
+    assert r["spikes"]["same"] > 3 * r["spikes"]["other"]
+    # the page's spikes against pylib in CPython (the page's NumPy rounds differently: a tolerance)
+    from pylib import checkpoint, train
+    from pylib.studies import resume, stability
+    vocab, tr, va = corpus()
+    mcfg, tcfg = stability.bad_configs(vocab.size, "none", 0)
+    token = int(vocab.encode(stability.BAD["token"])[0][0])
+    bad = set(range(stability.BAD["inject_step"], stability.BAD["inject_step"] + stability.BAD["repeats"]))
+    state = train.init_train_state(mcfg, tcfg)
+    state["batch_hook"] = stability.bad_batch_hook(bad, token)
+    train.train_steps(state, mcfg, tcfg, tr, va, r["ckpt_step"])
+    ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
+    n = max(bad) + 1 + resume.REPLAY["after"] - r["ckpt_step"]
+    other = resume.replay(ckpt, mcfg, tr, va, n, bad, token, same_batches=False)
+    same = resume.replay(ckpt, mcfg, tr, va, n, bad, token, same_batches=True)
+    assert r["spikes"]["other"] == pytest.approx(resume.replay_spike(other, bad), abs=2e-3)
+    assert r["spikes"]["same"] == pytest.approx(resume.replay_spike(same, bad), abs=2e-3)
+
+
+@pytest.mark.parametrize("raw", ["", "-1", "1e309", "🙂", "<b class=injected>x</b>"])
+def test_replay_refuses_a_bad_seed(chapter15, raw):
+    w = widget(chapter15, "replay")
+    expect(w.locator('[data-mode="original"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill(raw)
+    w.locator('[data-mode="original"]').click()
+    assert wait_settled(w) == "error"
+    assert "seed" in message(w).lower()
+    no_injected_markup(chapter15)
+    w.locator('input[name="seed"]').fill("0")
+
+
+# ---------------------------------------------------------------------------
+# The dashboard
+
+
+def test_dashboard_runs_reports_target_and_exports(chapter15, tmp_path):
+    w = widget(chapter15, "dashboard")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="steps"]').fill("50")
+    w.locator('input[name="target"]').fill("3.3")
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    r = result(w)
+    assert r["rows"] == 50 and r["initial"]["ok"] is True
+    assert r["target_step"] is not None and r["target_step"] % 10 == 0
+    assert "pass" in w.locator('[data-role="checks"]').inner_text()
+    texts = w.locator(".job-chart-when").all_inner_texts()
+    assert len(texts) == 6 and all(t.startswith("Measured: ") and len(t) > 20 for t in texts)
+    with chapter15.expect_download() as info:
+        w.locator('[data-format="csv"]').click()
+    info.value.save_as(tmp_path / "x.csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "x.csv").read_text())))
+    assert len(rows) == 50 and rows[0]["step"] == "0" and "weight_norms.embeddings" in rows[0]
+    with chapter15.expect_download() as info:
+        w.locator('[data-format="jsonl"]').click()
+    info.value.save_as(tmp_path / "x.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == list(range(50))
+    # the page's steps to target against pylib's own function on the exported rows
+    from pylib.studies.target import steps_to_target
+    assert steps_to_target(lines, 3.3) == r["target_step"]
+    assert float(rows[0]["loss"]) == pytest.approx(r["initial"]["loss"])
+
+
+@pytest.mark.parametrize("field,raw", [("target", v) for v in ["NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>"]]
+                         + [("lr", v) for v in ["", "0", "1e309"]])
+def test_dashboard_refuses_bad_fields(chapter15, field, raw):
+    w = widget(chapter15, "dashboard")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator(f'input[name="{field}"]').fill(raw)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter15)
+    w.locator('input[name="target"]').fill("3.3")
+    w.locator('input[name="lr"]').fill("0.01")
+
+
+# ---------------------------------------------------------------------------
+# Goodput
+
+
+def goodput_run(page, **fields):
+    w = widget(page, "goodput")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for k, v in fields.items():
+        w.locator(f'input[name="{k}"]').fill(str(v))
+    w.locator('[data-action="run"]').click()
+    page.wait_for_timeout(200)
+    return w, wait_settled(w, ("done", "error"))
+
+
+def test_goodput_matches_pylib_and_marks_young_and_daly(chapter15):
+    from pylib.systems import goodput
+    w, status = goodput_run(chapter15, delta=5, M=15, R=10, tau=9)
+    assert status == "done"
+    r = result(w)
+    assert r["young"] == pytest.approx(goodput.young_interval(5, 15), rel=1e-12)
+    assert r["daly"] == pytest.approx(goodput.daly_interval(5, 15), rel=1e-12)
+    assert r["optimum"] == pytest.approx(goodput.optimal_interval(5, 15), rel=1e-9)
+    assert r["chosen"]["expected"] == pytest.approx(goodput.expected_goodput(9, 5, 15, 10), rel=1e-12)
+    assert abs(r["chosen"]["simulated"] / r["chosen"]["expected"] - 1) < 0.05
+    assert w.locator('[data-readout="daly"]').inner_text() == f"{goodput.daly_interval(5, 15):.3f}"
+
+
+def test_goodput_slider_updates_the_field_and_the_result(chapter15):
+    w, _ = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    before = result(w)["chosen"]["tau"]
+    slider = w.locator('[data-range="tau"]')
+    slider.fill("900")
+    chapter15.wait_for_function("([el, t]) => el.dataset.status === 'done' && JSON.parse(el.dataset.result).chosen.tau !== t",
+                                arg=[w.element_handle(), before], timeout=TIMEOUT)
+    assert float(w.locator('input[name="tau"]').input_value()) == result(w)["chosen"]["tau"] > 1000
+
+
+@pytest.mark.parametrize("raw", NASTY + ["2e6"])
+def test_goodput_refuses_bad_values_and_recovers(chapter15, raw):
+    w, status = goodput_run(chapter15, delta=raw)
+    assert status == "error"
+    assert w.locator('input[name="delta"]').get_attribute("aria-invalid") == "true"
+    assert "checkpoint cost" in message(w).lower()
+    no_injected_markup(chapter15)
+    w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    assert status == "done"
+
+
+def test_goodput_refuses_an_interval_that_never_finishes(chapter15):
+    w, status = goodput_run(chapter15, delta=1, M=1, R=1, tau=100)
+    assert status == "error" and "never finishes" in message(w)
+    w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    assert status == "done"
