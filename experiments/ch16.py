@@ -169,6 +169,7 @@ def derived(corpus):
         "ch16.widget_sft_steps": posttrain_ops.PAGE["sft_steps"],
         "ch16.widget_dpo_steps": posttrain_ops.PAGE["dpo_steps"],
         "ch16.widget_pairs": posttrain_ops.PAGE["pairs"],
+        "ch16.widget_line_max": posttrain_ops.PAGE["line_max"],
         "ch16.loss_margin": LOSS_MARGIN,
         "ch16.acc_margin": ACC_MARGIN,
         "ch16.freq_margin": FREQ_MARGIN,

@@ -1,0 +1,193 @@
+"""Chapter 16 in a real browser: the sft-dpo widget pretrains the course model in the page (with
+Stop), fine-tunes a copy by SFT or DPO and shows samples before and after, answers a reader's line,
+and refuses bad input visibly without injecting markup. The page's numbers are compared with the
+same pylib.web.posttrain_ops calls in CPython over the same built data. One shared page
+(conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import SITE, chapter_fixture, no_injected_markup, result, wait_settled, widget
+
+chapter16 = chapter_fixture("16-")
+
+TIMEOUT = 240_000  # ms: a 400-step pretraining run in the page, on a busy machine
+PRE_STEPS, SFT_STEPS, DPO_STEPS = 60, 30, 20  # short runs: the check is the page against CPython
+NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
+
+
+@pytest.fixture(scope="module")
+def cpython():
+    """The same ops in CPython over the built site's data: pretraining, SFT and DPO results."""
+    from pylib import web
+    from pylib.web import posttrain_ops as ops
+    session = web.Session()
+    session.load_corpus(SITE / "data")
+    for key in ops._STATE:
+        ops._STATE[key] = None
+
+    def run(name, args):
+        ops.OPS[f"{name}_start"](session, args)
+        while not ops.OPS[f"{name}_chunk"](session, {})["done"]:
+            pass
+        return json.loads(json.dumps(ops.OPS[f"{name}_finish"](session, {})))
+
+    pre = run("posttrain_pretrain", {"steps": str(PRE_STEPS), "seed": "0"})
+    sft = run("posttrain_sft", {"arm": "response", "steps": str(SFT_STEPS), "seed": "0"})
+    dpo = run("posttrain_dpo", {"beta": "0.1", "target": "e", "steps": str(DPO_STEPS), "seed": "0"})
+    return {"pretrain": pre, "sft": sft, "dpo": dpo}
+
+
+def message(w):
+    return w.locator('[data-role="message"]').inner_text()
+
+
+def pretrain(w, steps, seed="0"):
+    expect(w.locator('[data-action="pretrain"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="pretrain_steps"]').fill(str(steps))
+    w.locator('input[name="pretrain_seed"]').fill(seed)
+    w.locator('[data-action="pretrain"]').click()
+    return wait_settled(w, ("done", "error", "stopped"), timeout=TIMEOUT)
+
+
+def fine_tune(w, method, steps, **fields):
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator(f'input[name="method"][value="{method}"]').check()
+    if "arm" in fields:
+        w.locator(f'input[name="arm"][value="{fields.pop("arm")}"]').check()
+    w.locator('input[name="steps"]').fill(str(steps))
+    for name, value in fields.items():
+        w.locator(f'input[name="{name}"]').fill(value)
+    w.locator('[data-action="run"]').click()
+    return wait_settled(w, ("done", "error", "stopped"), timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------
+
+
+def test_fine_tuning_waits_for_a_pretrained_model(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    expect(w.locator('[data-action="pretrain"]')).to_be_enabled(timeout=TIMEOUT)
+    expect(w.locator('[data-action="run"]')).to_be_disabled()
+    expect(w.locator('[data-action="ask"]')).to_be_disabled()
+    assert "Pretrain" in message(w)
+
+
+@pytest.mark.parametrize("raw", NASTY + ["0", "2001", "2.5", "99999999999999999999"])
+def test_bad_pretraining_steps_are_refused_visibly(chapter16, raw):
+    w = widget(chapter16, "sft-dpo")
+    assert pretrain(w, raw) == "error"
+    assert "steps" in message(w).lower()
+    assert w.locator('input[name="pretrain_steps"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter16)
+
+
+def test_stop_during_pretraining_leaves_no_model(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    expect(w.locator('[data-action="pretrain"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="pretrain_steps"]').fill("400")
+    w.locator('[data-action="pretrain"]').click()
+    chapter16.wait_for_function("el => /step [1-9]/.test(el.querySelector('[data-role=message]').textContent)",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w, ("stopped", "done", "error"), timeout=TIMEOUT) == "stopped"
+    assert "must finish" in message(w)
+    expect(w.locator('[data-action="run"]')).to_be_disabled()
+    assert w.get_attribute("data-pretrained") is None
+
+
+def test_pretraining_in_the_page_matches_cpython(chapter16, cpython):
+    w = widget(chapter16, "sft-dpo")
+    assert pretrain(w, PRE_STEPS) == "done"
+    page = json.loads(w.get_attribute("data-pretrained"))
+    assert page["steps"] == PRE_STEPS
+    assert page["final_loss"] == pytest.approx(cpython["pretrain"]["final_loss"], rel=1e-4)
+    before = w.locator('[data-role="before"] li')
+    assert before.count() == len(cpython["pretrain"]["answers"])
+    assert "Who?" in before.first.inner_text()
+    assert w.locator('input[name="pretrain_steps"]').get_attribute("aria-invalid") is None
+
+
+@pytest.mark.parametrize("field,raw", [("steps", v) for v in NASTY] + [("seed", "-1"), ("seed", "🙂")])
+def test_bad_sft_settings_are_refused_visibly(chapter16, field, raw):
+    w = widget(chapter16, "sft-dpo")
+    assert fine_tune(w, "sft", "10" if field != "steps" else raw, **({field: raw} if field != "steps" else {})) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter16)
+    w.locator('input[name="seed"]').fill("0")
+
+
+def test_sft_in_the_page_matches_cpython_and_shows_before_and_after(chapter16, cpython):
+    w = widget(chapter16, "sft-dpo")
+    assert fine_tune(w, "sft", SFT_STEPS, arm="response", seed="0") == "done"
+    r = result(w)
+    want = cpython["sft"]
+    assert r["method"] == "sft" and r["steps"] == SFT_STEPS and r["arm"] == "response"
+    for when in ("before", "after"):
+        assert r[when]["scores"]["response_loss"] == pytest.approx(want[when]["scores"]["response_loss"], rel=1e-4)
+        assert r[when]["scores"]["accuracy"] == pytest.approx(want[when]["scores"]["accuracy"], abs=1e-9)
+    assert r["after"]["scores"]["response_loss"] < r["before"]["scores"]["response_loss"]
+    assert w.locator('[data-role="after"] li').count() == len(want["after"]["answers"])
+    assert "→" in w.locator('[data-readout="score_a"]').inner_text()
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "🙂🙂", "12345", "x" * 5000])
+def test_bad_lines_get_a_message(chapter16, raw):
+    w = widget(chapter16, "sft-dpo")
+    w.locator('input[name="line"]').fill(raw)
+    w.locator('[data-action="ask"]').click()
+    chapter16.wait_for_function("el => el.getAttribute('aria-invalid') === 'true'",
+                                arg=w.locator('input[name="line"]').element_handle(), timeout=TIMEOUT)
+    assert w.locator('[data-role="answer"]').inner_text().strip()
+
+
+def test_a_readers_line_gets_both_answers_and_markup_stays_text(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    w.locator('input[name="line"]').fill("<b class=injected>Lo</b>, 🙂 Rome")
+    w.locator('[data-action="ask"]').click()
+    chapter16.wait_for_function("el => el.dataset.answer", arg=w.element_handle(), timeout=TIMEOUT)
+    answer = json.loads(w.get_attribute("data-answer"))
+    assert "tuned" in answer and answer["dropped"] > 0
+    text = w.locator('[data-role="answer"]').inner_text()
+    assert "Pretrained model:" in text and "Fine-tuned by SFT" in text
+    assert w.locator('input[name="line"]').get_attribute("aria-invalid") is None
+    no_injected_markup(chapter16)
+
+
+@pytest.mark.parametrize("field,raw", [("beta", v) for v in NASTY + ["0", "1000"]]
+                         + [("target", v) for v in ["", "ee", "🙂", "7", "<b class=injected>x</b>"]])
+def test_bad_dpo_settings_are_refused_visibly(chapter16, field, raw):
+    w = widget(chapter16, "sft-dpo")
+    fields = {"beta": "0.1", "target": "e", "seed": "0", field: raw}
+    assert fine_tune(w, "dpo", 10, **fields) == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter16)
+
+
+def test_dpo_in_the_page_matches_cpython(chapter16, cpython):
+    w = widget(chapter16, "sft-dpo")
+    assert fine_tune(w, "dpo", DPO_STEPS, beta="0.1", target="e", seed="0") == "done"
+    r = result(w)
+    want = cpython["dpo"]
+    assert r["method"] == "dpo" and r["steps"] == DPO_STEPS
+    for when in ("before", "after"):
+        assert r[when]["frequency"] == pytest.approx(want[when]["frequency"], abs=1e-9)
+        assert r[when]["kl"] == pytest.approx(want[when]["kl"], rel=1e-3, abs=1e-4)
+    assert r["after"]["frequency"] > r["before"]["frequency"]
+    assert w.locator('[data-role="after"] li').count() == len(want["after"]["samples"])
+
+
+def test_stop_during_sft_keeps_the_model_as_it_is(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="method"][value="sft"]').check()
+    w.locator('input[name="steps"]').fill("1000")
+    w.locator('[data-action="run"]').click()
+    chapter16.wait_for_function("el => /step [1-9]/.test(el.querySelector('[data-role=message]').textContent)",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w, ("stopped", "done", "error"), timeout=TIMEOUT) == "stopped"
+    assert result(w)["steps"] < 1000
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
