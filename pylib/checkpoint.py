@@ -11,7 +11,8 @@ A checkpoint holds everything pylib.train's state needs to continue exactly wher
     windows the next batch is fixed by the batch stream's state, which is stored exactly;
   - the outlier-skipping window (the last applied steps' gradient norms) and the diverged flag;
   - the loss scaler's state when the run has one (state["loss_scaler"], a dict with a finite
-    positive "scale"; optional: a float32 run has none);
+    positive "scale", or state["scaler"].state_dict(), as pylib.systems.mixed_precision's
+    DynamicLossScaler gives; optional: a float32 run has none); loaded as state["loss_scaler"];
   - the model and train configs (JSON), so a checkpoint is never loaded into another model;
   - optionally, the run's logged records (JSON), so a page can redraw the curve up to here.
 
@@ -97,6 +98,8 @@ def checkpoint_bytes(state, model_cfg, train_cfg, log=None):
     opt_arrays, opt_scalars = _flatten_opt(state["opt"])
     rng = state["batch_rng"].bit_generator.state
     scaler = state.get("loss_scaler")
+    if scaler is None and hasattr(state.get("scaler"), "state_dict"):  # e.g. pylib.systems.mixed_precision's
+        scaler = state["scaler"].state_dict()
     meta = {
         "format": FORMAT, "version": VERSION,
         "model_cfg": dataclasses.asdict(model_cfg), "train_cfg": dataclasses.asdict(train_cfg),

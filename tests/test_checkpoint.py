@@ -78,6 +78,18 @@ def test_checkpoint_holds_what_a_resume_needs(tokens):
     assert loaded["batch_rng"].bit_generator.state == state["batch_rng"].bit_generator.state
 
 
+def test_a_dynamic_loss_scalers_state_is_kept(tokens):
+    mixed_precision = pytest.importorskip("pylib.systems.mixed_precision")
+    state, _, _ = saved_at(tokens, 4)
+    scaler = mixed_precision.DynamicLossScaler()
+    scaler.update(found_inf=True)
+    scaler.update(found_inf=False)
+    state["scaler"] = scaler
+    loaded, *_ = checkpoint.load_checkpoint(checkpoint.checkpoint_bytes(state, CFG, SHORT))
+    assert loaded["loss_scaler"] == {"scale": scaler.scale, "clean_steps": 1.0}
+    assert loaded["loss_scaler"]["scale"] == mixed_precision.SCALER["init_scale"] / 2
+
+
 def test_save_and_load_through_a_path_and_a_file_object(tokens, tmp_path):
     state, ckpt, _ = saved_at(tokens, 5)
     path = tmp_path / "ckpt.npz"
