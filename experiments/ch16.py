@@ -133,6 +133,7 @@ def derived(corpus):
     """The settings the chapter and its widget quote, and the SFT set's sizes and baselines."""
     from pylib import model
     from pylib.web import posttrain_ops
+    name = lambda n: " ".join(w if set(w) <= set("IVX") else w.title() for w in n.split())  # noqa: E731 (King Richard II)
     block = model.GPTConfig().block_size
     s = sft.build_sft_set(corpus.val, corpus.vocab, block)
     test_speakers = [sp for sp, _ in s.test]
@@ -140,18 +141,18 @@ def derived(corpus):
     majority = max(counts.values()) / len(test_speakers)
     return {
         "ch16.sft_speakers": len(s.speakers),
-        "ch16.sft_speaker_names": ", ".join(n.title() for n in s.speakers),
+        "ch16.sft_speaker_names": ", ".join(name(n) for n in s.speakers),
         "ch16.sft_train_pairs": len(s.train),
         "ch16.sft_test_pairs": len(s.test),
         "ch16.sft_chance": 1.0 / len(s.speakers),
         "ch16.sft_majority": majority,
-        "ch16.sft_majority_speaker": max(s.speakers, key=lambda sp: counts[sp]).title(),
+        "ch16.sft_majority_speaker": name(max(s.speakers, key=lambda sp: counts[sp])),
         "ch16.sft_steps": sft.SFT["steps"],
         "ch16.sft_batch": sft.SFT["batch_size"],
         "ch16.sft_lr": sft.SFT["lr"],
         "ch16.sft_min_line": sft.SFT_SET["min_line"],
         "ch16.sft_example_line": s.test[0][1],
-        "ch16.sft_example_speaker": s.test[0][0],
+        "ch16.sft_example_speaker": name(s.test[0][0]),
         "ch16.pref_target": pf.PREF["target"],
         "ch16.pref_prompt_tokens": pf.PREF["prompt_tokens"],
         "ch16.pref_response_tokens": pf.PREF["response_tokens"],
@@ -160,6 +161,8 @@ def derived(corpus):
         "ch16.dpo_beta": pf.DPO["beta"],
         "ch16.dpo_steps": pf.DPO["steps"],
         "ch16.dpo_lr": pf.DPO["lr"],
+        "ch16.dpo_batch": pf.DPO["batch_size"],
+        "ch16.sft_clip": sft.SFT["grad_clip"],
         "ch16.rl_kl_coef": pf.RL["kl_coef"],
         "ch16.rl_steps": pf.RL["steps"],
         "ch16.rl_batch": pf.RL["batch_size"],
