@@ -64,10 +64,11 @@ def part_memory(corpus):
             tl = checkpointing.timeline(params, cfg, x, y, mode)
             _, grads, _ = checkpointing.step(params, cfg, x, y, mode, record=False)
             f = memory.recompute_bytes(cfg, B, T, mode)
+            f16 = memory.recompute_bytes(cfg, B, T, mode, itemsize=2)  # the same buffers at 16 bits
             km = f"{k}.{mode}"
             v.update({f"{km}.stored": tl["stored"], f"{km}.peak": tl["peak"],
                       f"{km}.formula_stored": f["stored"], f"{km}.formula_peak": f["peak"],
-                      f"{km}.stored_layers": f["stored_layers"],
+                      f"{km}.stored_layers": f["stored_layers"], f"{km}.ours_layer_16bit": f16["stored_layers"] // cfg.n_layer,
                       f"{km}.peak_phase": tl["events"][tl["peak_index"]]["phase"],
                       f"{km}.peak_tensor": tl["set_by"][0], f"{km}.peak_tensor_bytes": tl["set_by"][1],
                       f"{km}.unequal_elements": int(sum(np.count_nonzero(grads[n] != ref[n]) for n in ref)),
@@ -138,6 +139,12 @@ def derived(corpus):
     for k in ("weights", "gradients", "moments", "master", "optimizer", "model_states"):
         d[f"ch10.llama.{k}_gib"] = r[k] / gib
     d["ch10.llama.model_states_gb"] = r["model_states"] / 1e9
+    none, sel, full = (d[f"ch10.llama.b1.{rc}.activations_gib"] for rc in ("none", "selective", "full"))
+    d["ch10.llama.b1.selective.saved_pct"] = 100 * (1 - sel / none)
+    d["ch10.llama.b1.full.saved_pct"] = 100 * (1 - full / none)
+    r32 = memory.training_memory(llama, 1, 2048, precision="fp32")
+    d["ch10.llama.fp32.activations_gib"] = r32["activations"] / gib
+    d["ch10.llama.fp32.model_states_gib"] = r32["model_states"] / gib
     d["ch10.llama.layer_as_over_h"] = 5 * llama.n_head * 2048 / llama.n_embd  # Korthikanti's 5as/h at s = 2048
     for s in (4096, 8192):
         r = memory.training_memory(llama, 1, s, precision="mixed")

@@ -1,0 +1,168 @@
+"""Chapter 10 in a real browser: the animated activation memory (one step of the live model in each
+recompute mode, stepped through) and the memory calculator (LLaMA 7B and the course model), each with
+bad input refused visibly and nothing injected. The page's numbers are compared with the same pylib
+calls in CPython: the bytes held are integers counted from the caches, so they must agree exactly.
+One shared page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
+
+import dataclasses
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+
+chapter10 = chapter_fixture("10-")
+
+TIMEOUT = 180_000  # ms: the longest op here is three steps of a 4-layer model in the page
+
+NASTY = ["", "   ", "NaN", "-5", "0", "1e309", "123456789012345678901234567890", "🙂",
+         "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
+
+
+def message(w):
+    return w.locator('[data-role="message"]').inner_text()
+
+
+def submit(w, **fields):
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in fields.items():
+        field = w.locator(f'[name="{name}"]')
+        if field.evaluate("el => el.tagName") == "SELECT":
+            field.select_option(str(value))
+        else:
+            field.fill(str(value))
+    w.locator('[data-action="run"]').click()
+    return wait_settled(w, ("done", "error"), timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------
+# activation-timeline
+
+
+def cpython_timelines(n_layer, batch, seq_len):
+    from pylib import data, model
+    from pylib.systems import checkpointing
+    vocab, _, val = corpus()
+    cfg = dataclasses.replace(model.GPTConfig(), vocab_size=vocab.size, n_layer=n_layer)
+    x, y = data.eval_windows(val, batch, seq_len)
+    params = model.init_params(cfg, 0)
+    return {m: checkpointing.timeline(params, cfg, x.copy(), y.copy(), m) for m in checkpointing.MODES}
+
+
+def test_timeline_matches_cpython_byte_for_byte(chapter10):
+    w = widget(chapter10, "activation-timeline")
+    assert submit(w, n_layer="3", batch_size="4", seq_len="48") == "done"
+    page = result(w)
+    want = cpython_timelines(3, 4, 48)
+    for mode, tl in want.items():
+        assert page[mode]["held"] == [e["held"] for e in tl["events"]]
+        assert page[mode]["peak"] == tl["peak"] == page[mode]["formula_peak"]
+        assert page[mode]["stored"] == tl["stored"] == page[mode]["formula_stored"]
+        assert page[mode]["set_by"] == list(tl["set_by"])
+    assert "to the byte" in message(w)
+    assert w.locator('[data-readout="peak_full"]').inner_text() != "–"
+
+
+def test_timeline_steps_and_marks_the_peak(chapter10):
+    w = widget(chapter10, "activation-timeline")
+    assert submit(w, n_layer="2", batch_size="16", seq_len="64") == "done"
+    n = max(len(v["held"]) for v in result(w).values())
+    assert w.get_attribute("data-index") == str(n - 1)  # it opens at the end of the step
+    assert w.locator(".at-peak").count() == 3  # one peak ring per mode
+    w.locator('[data-action="back"]').click()
+    assert w.get_attribute("data-index") == str(n - 2)
+    w.locator('[data-role="scrub"]').fill("0")
+    assert w.get_attribute("data-index") == "0"
+    assert "Event 1 of" in w.locator('[data-role="now"]').inner_text()
+    assert w.locator(".at-peak").count() == 0  # no peak has happened yet at the first event
+    w.locator('[data-action="step"]').click()
+    assert w.get_attribute("data-index") == "1"
+    w.locator('[data-action="play"]').click()
+    chapter10.wait_for_function("el => Number(el.dataset.index) >= 4", arg=w.element_handle(), timeout=20_000)
+    w.locator('[data-action="play"]').click()  # pause
+    held = result(w)["full"]["held"]
+    assert max(held) == result(w)["full"]["peak"] and held[-1] == 0
+
+
+@pytest.mark.parametrize("field", ["n_layer", "batch_size", "seq_len"])
+@pytest.mark.parametrize("raw", NASTY + ["2.5", "65"])
+def test_timeline_refuses_bad_input_and_recovers(chapter10, field, raw):
+    w = widget(chapter10, "activation-timeline")
+    good = {"n_layer": "1", "batch_size": "2", "seq_len": "16"}
+    if field != "seq_len" and raw == "65":
+        raw = "33" if field == "batch_size" else "5"  # just above each field's limit
+    assert submit(w, **{**good, field: raw}) == "error"
+    assert w.locator(f'[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    assert w.locator('[data-readout="peak_none"]').inner_text() == "–"
+    no_injected_markup(chapter10)
+    assert submit(w, **good) == "done"  # and it works afterwards
+    assert w.locator(f'[name="{field}"]').get_attribute("aria-invalid") is None
+
+
+# ---------------------------------------------------------------------------
+# memory-calculator
+
+
+def test_calculator_llama_preset_matches_cpython(chapter10):
+    from pylib.systems import memory
+    w = widget(chapter10, "memory-calculator")
+    expect(w.locator('[data-preset="llama-7b"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('[data-preset="llama-7b"]').click()
+    wait_settled(w, ("done", "error"))
+    chapter10.wait_for_function("el => el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    assert r["params"] == 6_738_415_616
+    want = memory.training_memory(memory.LLAMA_7B, 1, 2048, precision="mixed", optimizer="adamw", recompute="none")
+    for key in ("weights", "gradients", "optimizer", "activations", "total"):
+        assert r["memory"][key] == pytest.approx(want[key], rel=1e-12)
+    assert w.locator('[data-readout="params"]').inner_text() == "6,738,415,616"
+    assert w.locator(".mem-seg").count() == 4
+
+
+def test_calculator_settings_match_cpython(chapter10):
+    from pylib.systems import memory
+    w = widget(chapter10, "memory-calculator")
+    status = submit(w, arch="llama", seq_len="8192", micro_batch="2", n_layer="32", n_embd="4096", n_head="32",
+                    vocab_size="32000", ffn_hidden="11008", precision="fp32", recompute="selective", optimizer="momentum")
+    assert status == "done"
+    r = result(w)
+    want = memory.training_memory(memory.LLAMA_7B, 2, 8192, precision="fp32", optimizer="momentum", recompute="selective")
+    assert r["memory"]["total"] == pytest.approx(want["total"], rel=1e-12)
+    assert 8192 in r["growth"]["seq_len"]
+    i = r["growth"]["seq_len"].index(8192)
+    assert r["growth"]["activations"][i] == pytest.approx(want["activations"], rel=1e-12)
+    assert len(set(r["growth"]["weights"])) == 1  # the weights do not grow with the sequence
+
+
+def test_calculator_course_preset_is_the_course_model(chapter10):
+    w = widget(chapter10, "memory-calculator")
+    expect(w.locator('[data-preset="course"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('[data-preset="course"]').click()
+    chapter10.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).params === 5376",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    assert w.locator('[name="arch"]').input_value() == "gpt2"
+
+
+def test_calculator_refuses_heads_that_do_not_divide_the_width(chapter10):
+    w = widget(chapter10, "memory-calculator")
+    assert submit(w, arch="llama", n_embd="4096", n_head="30", seq_len="2048", micro_batch="1", n_layer="32",
+                  vocab_size="32000", ffn_hidden="11008") == "error"
+    assert "30 heads do not divide the width 4,096" in message(w)
+    assert w.locator('[name="n_head"]').get_attribute("aria-invalid") == "true"
+    assert w.locator('[data-readout="total"]').inner_text() == "–"
+    assert submit(w, n_head="32") == "done"
+
+
+@pytest.mark.parametrize("field", ["seq_len", "micro_batch", "n_layer", "n_embd", "n_head", "vocab_size", "ffn_hidden"])
+@pytest.mark.parametrize("raw", NASTY)
+def test_calculator_refuses_bad_input_and_recovers(chapter10, field, raw):
+    w = widget(chapter10, "memory-calculator")
+    good = {"arch": "llama", "seq_len": "2048", "micro_batch": "1", "n_layer": "32", "n_embd": "4096", "n_head": "32",
+            "vocab_size": "32000", "ffn_hidden": "11008"}
+    assert submit(w, **{**good, field: raw}) == "error"
+    assert w.locator(f'[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert message(w).strip()
+    no_injected_markup(chapter10)
+    assert submit(w, **good) == "done"
+    assert result(w)["params"] == 6_738_415_616
