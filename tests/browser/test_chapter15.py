@@ -298,3 +298,27 @@ def test_goodput_refuses_an_interval_that_never_finishes(chapter15):
     assert status == "error" and "never finishes" in message(w)
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done"
+
+
+def test_dashboard_says_when_a_run_diverges_and_stop_keeps_the_log(chapter15, tmp_path):
+    w = widget(chapter15, "dashboard")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="steps"]').fill("200")
+    w.locator('input[name="lr"]').fill("10")
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    assert message(w).startswith("Diverged at step")
+    w.locator('input[name="lr"]').fill("0.01")
+    w.locator('input[name="steps"]').fill("2000")
+    w.locator('[data-action="run"]').click()
+    chapter15.wait_for_function("el => Number(el.querySelector('[data-readout=step]').textContent) >= 5",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w) == "stopped"
+    rows = result(w)["rows"]
+    assert 5 <= rows < 2000
+    expect(w.locator('[data-format="csv"]')).to_be_enabled()
+    with chapter15.expect_download() as info:
+        w.locator('[data-format="jsonl"]').click()
+    info.value.save_as(tmp_path / "s.jsonl")
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == rows
