@@ -56,10 +56,13 @@ def train_start(session, args):
     if method not in sl.METHODS:
         raise InputError({"method": "Choose one of the five methods."})
     seed = parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
-    steps = int(args.get("steps") or sl.SlowConfig().steps)
-    if not 1 <= steps <= WEB_LIMITS["steps_max"]:
-        raise InputError({"steps": "Steps out of range."})
-    cfg = sl.configured(method, seed=seed, steps=steps, eval_interval=int(args.get("eval_interval") or 10))
+    steps = parse_field(parse_int, "steps", "Steps", args.get("steps", sl.SlowConfig().steps), 1, WEB_LIMITS["steps_max"])
+    every = parse_field(parse_int, "eval_interval", "Evaluation interval", args.get("eval_interval", sl.SlowConfig().eval_interval),
+                        1, WEB_LIMITS["steps_max"])
+    try:
+        cfg = sl.configured(method, seed=seed, steps=steps, eval_interval=every)
+    except ValueError as e:
+        raise InputError({"eval_interval": str(e)}) from None
     state = sl.init_run(cfg, session.train_tokens, session.val_tokens, session.vocab.size)
     curves = args.get("curves") if isinstance(args.get("curves"), dict) else {}
     curve = curves.get(f"ch13.{method}.curve")
@@ -139,7 +142,8 @@ def link_race(session, args):
     args = args or {}
     s = parse_link(args)
     measured = _measured(args)
-    shapes = model.param_shapes(model.GPTConfig(vocab_size=int(args.get("vocab_size") or 65)))
+    vocab = parse_field(parse_int, "vocab_size", "Vocabulary size", args.get("vocab_size", 65), 2, 1 << 20)
+    shapes = model.param_shapes(model.GPTConfig(vocab_size=vocab))
     alpha, step_s = s["latency"] / 1e3, s["step_ms"] / 1e3
 
     def at(mbit):

@@ -35,7 +35,7 @@ export async function mount(root, client) {
     plot = new uPlot({
       ...size(),
       scales: { x: { time: false, distr: 3 }, y: { distr: 3 } },
-      legend: { show: true },
+      legend: { show: true, live: false },
       cursor: { drag: { x: false, y: false } },
       axes: [{ label: "bandwidth (Mb/s)", stroke: "#444", grid: { stroke: "#eee" } },
         { label: "time to target (s)", stroke: "#444", grid: { stroke: "#eee" }, size: 64 }],
