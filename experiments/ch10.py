@@ -15,11 +15,14 @@
 Everything is deterministic apart from the timings (fixed windows, init seed 0; no training, so
 no seeds to average: the counts are exact and the gradients are compared element by element).
 
-Budget (OPENBLAS_NUM_THREADS=1, idle machine): a course-model step (B = 16, T = 64) ~3 ms, the
-4 x 64 model's ~25 ms, the long model's (T = 256) ~12 ms, each step with the bookkeeping ~2x.
-  memory: 3 shapes x (3 timelines + 1 reference step) ~ 0.5 s
-  time:   3 shapes x 3 modes x TIME_REPEATS (30) steps ~ 3 x 3 x 30 x 13 ms ~ 3.6 s
-About 5 s in all, against the chapter's 30 s.
+Budget (OPENBLAS_NUM_THREADS=1): the fastest steps measured, without the bookkeeping, are ~2-3 ms
+(course, B = 16, T = 64), ~16-33 ms (wide, B = 8) and ~10 ms (long, B = 2, T = 256); full
+recomputation adds up to a forward pass. With the bookkeeping (a count over the live buffers after
+each operation) a step costs a few times more.
+  memory: 3 shapes x (3 timelines + 3 steps + 1 reference step) ~ 0.7 s
+  time:   3 shapes x 3 modes x (TIME_REPEATS + 1) steps ~ 26 x (8 + 60 + 40) ms ~ 3 s idle
+Measured under contention from seven other runs on two cores: 0.7 s and 9.9 s of task time (10.6 s),
+so an idle run is well inside the chapter's 30 s.
 """
 
 import dataclasses

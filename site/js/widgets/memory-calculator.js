@@ -59,7 +59,7 @@ export async function mount(root, client) {
   function clear() {
     for (const key of Object.keys(readouts)) set(key, "–");
     $('[data-role="stack"]').replaceChildren();
-    $('[data-role="chart-growth"]').replaceChildren();
+    drawChart($('[data-role="chart-growth"]'), [], { empty: "nothing to draw: fix the input above" });
   }
 
   async function compute() {
