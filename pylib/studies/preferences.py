@@ -42,7 +42,7 @@ PREF = {
 }
 REWARD = {"steps": 300, "lr": 0.05, "l2": 1e-3}
 DPO = {"beta": 0.1, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
-RL = {"kl_coef": 0.1, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
+RL = {"kl_coef": 1.0, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
 METHODS = ("reference", "rl", "dpo")
 
 
