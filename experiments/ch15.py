@@ -10,8 +10,9 @@
    RESUME["window"] steps is its spike. Also: the first update's size in each arm; the final loss
    on the whole validation split; and the steps to a validation loss of RESUME["target"] on the
    128-window subset (a target fixed before these runs were made: the default run's subset
-   curve passes it late in the run, chapter 1's measured curve). Health check: each seed's
-   first loss against ln V.
+   curve passes it late in the run, chapter 1's measured curve). The same two resumes at
+   RESUME["early_step"], just after the warmup, where the learning rate is at its peak, for the
+   spike only. Health check: each seed's first loss against ln V.
 2. Replay (REPLAY): chapter 8's bad-batch run (the default model, no clipping, a stretch of
    BAD["repeats"] repeated-token batches at BAD["inject_step"]), saved REPLAY["before"] steps
    before the stretch; from the checkpoint, a replay on the same batches (the stored stream, which
@@ -29,7 +30,8 @@
 Three seeds (experiments.common.SEEDS) for every arm; everything is deterministic.
 
 Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split evaluation ~0.9 s.
-  resume:  3 seeds x (200 + 3 x 200 steps + 2 single steps) ~ 7.2 s, + 2 evaluations each ~ 5.4 s
+  resume:  3 seeds x (200 + 3 x 200 steps + 2 single steps) ~ 7.2 s, + 2 evaluations each ~ 5.4 s;
+           early: 3 seeds x (30 + 2 x 20 steps + 2) ~ 0.7 s
   replay:  3 seeds x (200 + 2 x 60 steps) ~ 2.9 s; lr spike: 3 x ~60 steps ~ 0.5 s
   goodput: 2 settings x 9 intervals, vectorised ~ 1 s
   health:  overfit 3 x 200 steps ~ 1.8 s; Markov: sampling ~ 0.9 s, 3 x 400 steps ~ 3.6 s + evals ~ 0.3 s
@@ -43,7 +45,7 @@ import numpy as np
 
 from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
 
-RESUME = {"at_step": 200, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
+RESUME = {"at_step": 200, "early_step": 30, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
 REPLAY = {"lr_ckpt_step": 5, "lr_steps": 80}  # with pylib.studies.resume.REPLAY (the page re-runs it)
 GOODPUT = {  # minutes; "small": delta << M; "daly": Daly 2006's Fig. 5 setting (M = 15 min, R = 10, delta = 5)
     "small": {"delta": 1.0, "M": 1000.0, "R": 10.0, "work_in_M": 5000},
@@ -86,6 +88,23 @@ def resume_seed(corpus, seed):
             "initial": monitoring.initial_loss_check(head[0]["loss"], mcfg.vocab_size)}
 
 
+def early_resume_seed(corpus, seed):
+    """The same two resumes at RESUME["early_step"], just after the warmup (the peak learning rate),
+    for RESUME["window"] steps: the spike only, no final evaluation."""
+    from pylib import checkpoint, model, train
+    from pylib.studies import resume
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    tcfg = train.TrainConfig(seed=seed)
+    state = train.init_train_state(mcfg, tcfg)
+    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, RESUME["early_step"])
+    ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
+    out = {"sizes": resume.first_update_sizes(ckpt, mcfg, corpus.train, corpus.val)}
+    for name, with_opt in (("proper", True), ("no_opt", False)):
+        st, _ = resume.restart(ckpt, mcfg, with_optimizer=with_opt)
+        out[name] = train.train_steps(st, mcfg, tcfg, corpus.train, corpus.val, RESUME["window"])
+    return out
+
+
 def part_resume(corpus):
     from pylib.studies import resume, target
     runs = {s: resume_seed(corpus, s) for s in SEEDS}
@@ -109,6 +128,13 @@ def part_resume(corpus):
             values[f"ch15.resume.{name}.steps_to_target.seed{seed}"] = "not reached" if reached is None else reached
         values[f"ch15.resume.{name}.reached_runs"] = sum(
             target.steps_to_target(r["head"] + r[name], RESUME["target"]) is not None for r in runs.values())
+    early = {s: early_resume_seed(corpus, s) for s in SEEDS}
+    for name in ("proper", "no_opt"):
+        values.update(arm(f"ch15.resume.early.{name}.excess_max",
+                          {s: resume.paired_excess(r[name], r["proper"], w)["max"] for s, r in early.items()}))
+        values.update(arm(f"ch15.resume.early.{name}.first_update", {s: r["sizes"][name] for s, r in early.items()}))
+    values.update(arm("ch15.resume.early.first_update_ratio",
+                      {s: r["sizes"]["no_opt"] / r["sizes"]["proper"] for s, r in early.items()}))
     values.update(arm("ch15.resume.first_update_ratio",
                       {s: r["sizes"]["no_opt"] / r["sizes"]["proper"] for s, r in runs.items()}))
     peak = {s: max(range(w), key=lambda i: resume.paired_excess(r["no_opt"], r["proper"], w)["excess"][i])
@@ -261,7 +287,7 @@ def derived(corpus):
     from pylib.studies import monitoring, resume, stability
     from pylib.web import job_ops
     return {
-        "ch15.at_step": RESUME["at_step"], "ch15.steps": train.TrainConfig().steps,
+        "ch15.at_step": RESUME["at_step"], "ch15.early_step": RESUME["early_step"], "ch15.steps": train.TrainConfig().steps,
         "ch15.eval_windows": train.TrainConfig().eval_windows, "ch15.window": RESUME["window"], "ch15.target": RESUME["target"],
         "ch15.replay_before": resume.REPLAY["before"], "ch15.replay_after": resume.REPLAY["after"],
         "ch15.inject_step": stability.BAD["inject_step"], "ch15.repeats": stability.BAD["repeats"],
@@ -308,6 +334,9 @@ def markdown(results):
         lines.append(f"| {name} | {pm(b + '.excess_max')} | {pm(b + '.excess_mean')} | {pm(b + '.first_update', '.4f')} | "
                      f"{pm(b + '.final_val')} | {pm(b + '.steps_to_target', '.1f')} |")
     lines += ["", f"- first update, no_opt / proper: {pm('ch15.resume.first_update_ratio', '.1f')}",
+              f"- at step {RESUME['early_step']}: first update no_opt / proper {pm('ch15.resume.early.first_update_ratio', '.1f')}; "
+              f"excess max {pm('ch15.resume.early.no_opt.excess_max')}; no_opt − proper: "
+              f"{cmp('ch15.resume.early.no_opt.excess_max', 'ch15.resume.early.proper.excess_max')}",
               f"- excess max, no_opt − proper: {cmp('ch15.resume.no_opt.excess_max', 'ch15.resume.proper.excess_max')}",
               f"- final val, no_opt − proper: {cmp('ch15.resume.no_opt.final_val', 'ch15.resume.proper.final_val', MARGIN)}",
               f"- steps to target, no_opt − proper: {cmp('ch15.resume.no_opt.steps_to_target', 'ch15.resume.proper.steps_to_target', 0.0, '+.1f')}",
