@@ -188,6 +188,7 @@ def test_ring_op_is_the_ring_on_real_gradients(session):
     last = out["steps"][-1]["firsts"]
     assert all(last[i] == [float(results[0][a]) for a, _ in out["bounds"]] for i in range(8))
     assert [g["sent"] for g in out["all_gather"]] == sorted(g["sent"] for g in out["all_gather"])
+    assert [g["sent_whole"] for g in out["all_gather"]] == [4 * (q - 1) * out["elements"] for q in range(2, 9)]
 
 
 @pytest.mark.parametrize("raw", ["", "0", "1e9", "NaN", "1.5", "1 2 3 4 5", "<b>2</b>", "two"])

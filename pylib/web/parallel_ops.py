@@ -92,7 +92,8 @@ def ring(session, args):
     naive = col.naive_all_reduce(vectors)[1]
     identical = all(r.tobytes() == results[0].tobytes() for r in results)
     itemsize = vectors[0].itemsize
-    gather = [{"p": q, "sent": col.all_gather([np.zeros(n // q, np.float32) for _ in range(q)])[1][0] * itemsize}
+    gather = [{"p": q, "sent": col.all_gather([np.zeros(n // q, np.float32) for _ in range(q)])[1][0] * itemsize,
+               "sent_whole": col.all_gather([np.zeros(n, np.float32) for _ in range(q)])[1][0] * itemsize}
               for q in range(2, 9)]
     return {"workers": p, "elements": n, "itemsize": itemsize, "bounds": bounds, "steps": steps,
             "initial": [[float(v[a]) for a, _ in bounds] for v in vectors],

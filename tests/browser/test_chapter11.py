@@ -62,6 +62,8 @@ def test_ring_on_eight_workers_matches_pylib(chapter11):
     bounds = col.chunk_bounds(vectors[0].size, 8)
     np.testing.assert_allclose(r["final_firsts"], [results[0][a] for a, _ in bounds], rtol=REL, atol=1e-7)
     assert r["all_gather"] == sorted(r["all_gather"]) and r["all_gather"][0] < r["all_gather"][-1]
+    n = vectors[0].size
+    assert r["all_gather_whole"] == [4 * (q - 1) * n for q in range(2, 9)]  # (p-1) pieces: grows with p
     # Step through: the first step's table marks 8 fresh cells; the end says done.
     w.locator('[data-action="next"]').click()
     assert w.locator("td.fresh").count() == 8

@@ -16,7 +16,7 @@ export async function mount(root, client) {
   let running = false, runs = null, order = [];
 
   const redraw = () => {
-    chart(svg, order.map((w, i) => ({ xs: runs[w].steps, ys: runs[w].losses, cls: `s${i}`, label: `W=${w}` })),
+    chart(svg, order.map((w, i) => ({ xs: runs[w].steps, ys: runs[w].losses, cls: `s${i} lw${i}`, label: `W=${w}` })),
       { xLabel: "step", yLabel: "train loss (nats)" });
   };
   const drawTable = () => {

@@ -30,7 +30,7 @@ export async function mount(root, client) {
     const x = (t) => L + (t / end) * (W - L - 10);
     el("text", { x: 4, y: 34, class: "muted" }, svg, "compute");
     el("text", { x: 4, y: 74, class: "muted" }, svg, "link");
-    el("rect", { x: x(0), y: 20, width: Math.max(0.5, x(r.forward) - x(0)), height: 22, class: "compute", opacity: 0.35 }, svg);
+    el("rect", { x: x(0), y: 20, width: Math.max(0.5, x(r.forward) - x(0)), height: 22, class: "forward" }, svg);
     for (const [layer, a, b] of r.compute) {
       el("rect", { x: x(a), y: 20, width: Math.max(0.5, x(b) - x(a) - 0.5), height: 22, class: "compute" }, svg);
       if (x(b) - x(a) > 16) el("text", { x: (x(a) + x(b)) / 2, y: 35, "text-anchor": "middle", fill: "#fff" }, svg, `L${layer}`);

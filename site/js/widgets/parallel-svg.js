@@ -20,7 +20,7 @@ const tick = (v) => {
 
 // series: [{xs, ys, cls, points?: bool, label}]; opts: {logX, logY, xLabel, yLabel, width, height}
 export function chart(svg, series, opts = {}) {
-  const W = opts.width || 640, H = opts.height || 280, L = 60, R = 12, T = 12, B = 36;
+  const W = opts.width || 640, H = opts.height || 280, L = 60, R = 12, T = 24, B = 36;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const fx = opts.logX ? Math.log10 : (v) => v, fy = opts.logY ? Math.log10 : (v) => v;
@@ -46,7 +46,7 @@ export function chart(svg, series, opts = {}) {
   for (const v of ticks(x0, x1, opts.logX)) { const x = px(v); el("line", { x1: x, y1: T, x2: x, y2: H - B, class: "grid" }, svg); el("text", { x, y: H - B + 14, "text-anchor": "middle", class: "muted" }, svg, tick(v)); }
   for (const v of ticks(y0, y1, opts.logY)) { const y = py(v); el("line", { x1: L, y1: y, x2: W - R, y2: y, class: "grid" }, svg); el("text", { x: L - 4, y: y + 4, "text-anchor": "end", class: "muted" }, svg, tick(v)); }
   if (opts.xLabel) el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", class: "muted" }, svg, opts.xLabel);
-  if (opts.yLabel) el("text", { x: 12, y: T + 8, class: "muted" }, svg, opts.yLabel);
+  if (opts.yLabel) el("text", { x: 12, y: 12, class: "muted" }, svg, opts.yLabel);
   for (const s of series) {
     const pts = s.xs.map((x, i) => [x, s.ys[i]]).filter(([x, y]) => y != null && ok(x, y));
     if (s.points) {

@@ -107,14 +107,16 @@ export async function mount(root, client) {
 
   const drawGather = () => {
     gather.replaceChildren();
-    const h = document.createElement("tr"), r = document.createElement("tr");
+    const h = document.createElement("tr"), r = document.createElement("tr"), r2 = document.createElement("tr");
     h.append(Object.assign(document.createElement("th"), { textContent: "workers p" }));
-    r.append(Object.assign(document.createElement("th"), { textContent: "bytes sent by each" }));
+    r.append(Object.assign(document.createElement("th"), { textContent: "each holds gradient / p: bytes each sends" }));
+    r2.append(Object.assign(document.createElement("th"), { textContent: "each holds a whole gradient: bytes each sends" }));
     for (const g of data.all_gather) {
       h.append(Object.assign(document.createElement("th"), { textContent: String(g.p) }));
       r.append(Object.assign(document.createElement("td"), { textContent: fmtBytes(g.sent) }));
+      r2.append(Object.assign(document.createElement("td"), { textContent: fmtBytes(g.sent_whole) }));
     }
-    gather.append(h, r);
+    gather.append(h, r, r2);
   };
 
   if (!(await startPython(client, setStatus, [runButton]))) return;
@@ -132,7 +134,7 @@ export async function mount(root, client) {
       root.dataset.seconds = String((performance.now() - t0) / 1000);
       const last = value.steps[value.steps.length - 1];
       root.dataset.result = JSON.stringify({ workers: value.workers, identical: value.identical, wire_bytes: value.wire_bytes,
-        final_firsts: last.firsts[0], payload_bytes: value.payload_bytes, all_gather: value.all_gather.map((g) => g.sent) });
+        final_firsts: last.firsts[0], payload_bytes: value.payload_bytes, all_gather: value.all_gather.map((g) => g.sent), all_gather_whole: value.all_gather.map((g) => g.sent_whole) });
       drawGather();
       show();
     } catch (err) {
