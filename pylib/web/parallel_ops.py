@@ -67,10 +67,9 @@ def worker_gradients(session, p, seed=0):
     """p workers' flat float32 gradients of the summed loss, each on its share of one batch."""
     cfg = _cfg(session)
     params = model.init_params(cfg, seed)
-    tokens = session.train_tokens if session.train_tokens is not None else None
-    if tokens is None:
+    if session.train_tokens is None:
         raise InputError({"workers": "The corpus is not loaded yet."})
-    x, y = data.get_batch(tokens, LIMITS["gradient_batch"], cfg.block_size, np.random.default_rng([seed, 7]))
+    x, y = data.get_batch(session.train_tokens, LIMITS["gradient_batch"], cfg.block_size, np.random.default_rng([seed, 7]))
     return [g for _, _, g in dp.worker_sums(params, cfg, x, y, p)]
 
 
@@ -102,7 +101,7 @@ def ring(session, args):
             "max_abs_error": float(np.max(np.abs(results[0].astype(np.float64) - exact))),
             "payload_bytes": n * itemsize, "wire_bytes": [s * itemsize for s in sent],
             "naive_wire_bytes": naive[0] * itemsize, "closed_form_wire": col.traffic("ring_all_reduce", n, p, itemsize)["wire_bytes"],
-            "all_gather": gather, "shard_bytes_note": "each worker's shard: the gradient / p",
+            "all_gather": gather,
             "seconds": time.perf_counter() - t0}
 
 
@@ -121,7 +120,7 @@ def alpha_beta(session, args):
     sizes = [float(10 ** (k / 4)) for k in range(0, 37)]  # 1 B ... 1 GB
     out = {name: [f(n, p, alpha, beta) for n in sizes] for name, f in col.ALL_REDUCE_TIMES.items()}
     out["all_gather"] = [col.ring_all_gather_time(n, p, alpha, beta) for n in sizes]
-    crossover = next((n for n in sizes if out["ring"][sizes.index(n)] < out["tree"][sizes.index(n)]), None)
+    crossover = next((n for n, ring_t, tree_t in zip(sizes, out["ring"], out["tree"]) if ring_t < tree_t), None)
     return {"workers": p, "alpha": alpha, "beta": beta, "sizes": sizes, "times": out,
             "ring_beats_tree_from": crossover}
 
