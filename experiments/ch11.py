@@ -28,6 +28,8 @@ Budget (OPENBLAS_NUM_THREADS=1, idle machine): gloo: starting 4 processes that i
   timing ~10 sizes x 2 groups ~4 s, the gradient check ~1 s: ~10 s; the data-parallel runs: 4 x
   DP_STEPS = 200 steps at ~2-3x a plain step (~3 ms; the loop's own backward is computed and thrown
   away) ~6 s, plus 4 whole-split evaluations ~4 s: ~10 s; MFU ~3 s. About 25 s in all (< 60 s).
+  Measured today under heavy contention (load average ~11 on the 2 cores): gloo 69 s, dp 63 s,
+  mfu 0.3 s, 132 s of task time, consistent with ~25 s idle at the 4-5x slowdown seen there.
 """
 
 import os
