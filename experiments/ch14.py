@@ -2,7 +2,7 @@
 
 1. The sweep (pylib.studies.scaling): the course model's family of widths (one layer, two heads,
    context 64), at four compute budgets (scaling.BUDGETS, FLOPs counted by
-   pylib.systems.flops.training_flops_per_token, attention included), five or six widths per
+   pylib.systems.flops.training_flops_per_token, attention included), four to six widths per
    budget, three seeds each (experiments.common.SEEDS). Each run is the course's training
    (AdamW, peak lr 1e-2, cosine to its own last step, B = 16) for as many steps as the budget
    buys that width; its final loss is on the whole validation split (TrainConfig(final_eval=True),
@@ -23,12 +23,14 @@ needs the prediction.
 
 Budget (OPENBLAS_NUM_THREADS=1, idle machine; measured in a pilot: a B = 16 step takes ~1.9 ms at
 width 4, 2.0 at 8, 2.4 at 12, 2.9 at 16, 4.3 at 24, 7.4 at 32, 9.8 at 48; a whole-split evaluation
-0.3 s at width 4 up to 2.4 s at width 48):
-  per seed, training + evaluation: 3e9 ~2 + 2.3 s, 6e9 ~3.5 + 2.3 s, 1.2e10 ~5 + 2.9 s,
-  2.4e10 ~8.5 + 6.2 s: ~33 s, x 3 seeds ~ 99 s
-  held-out: 9.6e10 at the predicted width (~16-18: ~2,000 steps x ~3.2 ms + ~0.7 s) ~7 s x 3 ~ 21 s
-  fits: ~3 s (the parametric fit four times: means and three seeds)
-  total ~125 s of one core, inside the chapter's 150 s.
+0.3 s at width 4 up to 2.4 s at width 48). Steps per run are the budget over the FLOPs of a step
+(3e9 buys width 4 ~500 steps, width 16 ~80; 2.4e10 buys width 8 ~1,700 steps, width 48 ~100):
+  per seed, training + evaluation: 3e9 ~2.0 + 2.3 s, 6e9 ~3.4 + 2.0 s, 1.2e10 ~5.0 + 2.5 s,
+  2.4e10 ~9.0 + 6.2 s: ~32 s, x 3 seeds ~ 97 s
+  held-out: 9.6e10 at the predicted width (18: ~2,100 steps x ~3.4 ms + ~0.7 s) ~8 s x 3 ~ 24 s
+  fits and the subset evaluations at the first and last steps: ~5 s
+  total ~126 s of one core, inside the chapter's 150 s. (Under today's load the --only run took
+  356 s of wall time and 161 s of CPU before two far-from-optimum sizes were dropped.)
 """
 
 import numpy as np
@@ -208,6 +210,7 @@ def derived(corpus):
         "ch14.n_budgets": len(scaling.BUDGETS),
         "ch14.budget_span": max(scaling.BUDGETS) / min(scaling.BUDGETS),
         "ch14.peak_lr": train.TrainConfig().lr,
+        "ch14.course_run_flops": flops.training_flops_per_token(cfg) * train.TrainConfig().steps * B * T,
         "ch14.warmup": train.TrainConfig().warmup_steps,
     }
     for i, b in enumerate(scaling.BUDGETS):

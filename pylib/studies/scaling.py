@@ -36,8 +36,8 @@ WIDTHS = (4, 6, 8, 12, 16, 24, 32, 48)  # n_embd; 16 is the course model
 BATCH = 16  # windows per step, the course default
 BUDGETS = {  # FLOPs -> the widths run at that budget (a window around its optimum, from a pilot)
     3e9: (4, 6, 8, 12, 16),
-    6e9: (4, 6, 8, 12, 16),
-    1.2e10: (6, 8, 12, 16, 24),
+    6e9: (6, 8, 12, 16),
+    1.2e10: (8, 12, 16, 24),
     2.4e10: (8, 12, 16, 24, 32, 48),
 }
 HELD_OUT_BUDGET = 9.6e10  # 4x the largest budget: predicted from the fits, then measured
