@@ -42,6 +42,8 @@ from experiments.common import final_val, run_parts
 
 SIZES = [4 ** k for k in range(2, 12)]  # float32 elements: 16 ... 4,194,304 (64 B ... 16 MiB)
 REPEATS = 25
+REPEATS_LARGE = 8  # sizes above SMALL_MAX elements take milliseconds each: fewer repeats
+SMALL_MAX = 1 << 18
 FIT_SMALL, FIT_LARGE = 2, 2  # alpha and beta come from the 2 smallest and the 2 largest sizes
 DP_WORKERS = (1, 2, 4, 8)
 DP_STEPS = 200
@@ -73,7 +75,7 @@ def _gloo_worker(rank, world, port, grads, queue, pair_done):
             for _ in range(2):
                 dist.all_reduce(x, group=group)  # warm-up: connections and buffers
             times = []
-            for _ in range(REPEATS if n <= 1 << 18 else max(3, REPEATS // 3)):
+            for _ in range(REPEATS if n <= SMALL_MAX else REPEATS_LARGE):
                 dist.barrier(group=group)
                 t0 = time.perf_counter()
                 dist.all_reduce(x, group=group)
@@ -268,7 +270,8 @@ def derived(corpus):
     cfg, tc = model.GPTConfig(), train.TrainConfig()
     N = model.count_params(cfg)
     out = {"ch11.params": N, "ch11.grad_bytes": 4 * N, "ch11.dp_steps": DP_STEPS,
-           "ch11.gloo_repeats": REPEATS, "ch11.gloo_smallest_bytes": 4 * SIZES[0],
+           "ch11.gloo_repeats": REPEATS, "ch11.gloo_repeats_large": REPEATS_LARGE,
+           "ch11.gloo_small_max_bytes": 4 * SMALL_MAX, "ch11.gloo_smallest_bytes": 4 * SIZES[0],
            "ch11.gloo_largest_mib": 4 * SIZES[-1] / 2 ** 20, "ch11.gloo_sizes": len(SIZES),
            "ch11.mfu_steps": MFU_STEPS, "ch11.batch": tc.batch_size, "ch11.block": cfg.block_size}
     for p in (2, 4, 8):
