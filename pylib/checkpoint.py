@@ -5,8 +5,9 @@ A checkpoint holds everything pylib.train's state needs to continue exactly wher
   - the optimiser state: AdamW's m and v and its step t (t drives the bias correction), SGD's
     momentum buffers, or Muon's buffers and its AdamW part;
   - the schedule step (the train state's "step": the learning rate is a function of it);
-  - the states of every random stream: the batch stream's PCG64 state (the initial-weights stream
-    is used once, at step 0, and is fixed by the seed, which the train config holds);
+  - the states of every random stream in the state (every numpy Generator it holds: the batch
+    stream "batch_rng", and any other, such as mixed precision's stochastic-rounding "round_rng");
+    the initial-weights stream is used once, at step 0, and is fixed by the seed in the train config;
   - the position in the data: the number of batches drawn so far (step x grad_accum); with random
     windows the next batch is fixed by the batch stream's state, which is stored exactly;
   - the outlier-skipping window (the last applied steps' gradient norms) and the diverged flag;
@@ -93,10 +94,17 @@ def _opt_targets(opt, prefix="opt"):
 # Save
 
 
+def _rng_state(rng):
+    """A Generator's PCG64 state as JSON: its 128-bit integers written exactly, as text."""
+    st = rng.bit_generator.state
+    return {"bit_generator": st["bit_generator"], "state": {k: str(v) for k, v in st["state"].items()},
+            "has_uint32": int(st["has_uint32"]), "uinteger": str(st["uinteger"])}
+
+
 def checkpoint_bytes(state, model_cfg, train_cfg, log=None):
     """The checkpoint of a pylib.train state as .npz bytes (see save_checkpoint)."""
     opt_arrays, opt_scalars = _flatten_opt(state["opt"])
-    rng = state["batch_rng"].bit_generator.state
+    streams = {k: _rng_state(v) for k, v in state.items() if isinstance(v, np.random.Generator)}
     scaler = state.get("loss_scaler")
     if scaler is None and hasattr(state.get("scaler"), "state_dict"):  # e.g. pylib.systems.mixed_precision's
         scaler = state["scaler"].state_dict()
@@ -105,9 +113,7 @@ def checkpoint_bytes(state, model_cfg, train_cfg, log=None):
         "model_cfg": dataclasses.asdict(model_cfg), "train_cfg": dataclasses.asdict(train_cfg),
         "step": int(state["step"]),
         "data_position": {"batches_drawn": int(state["step"]) * train_cfg.grad_accum},
-        "batch_rng": {"bit_generator": rng["bit_generator"],
-                      "state": {k: str(v) for k, v in rng["state"].items()},  # 128-bit ints, exact as text
-                      "has_uint32": int(rng["has_uint32"]), "uinteger": str(rng["uinteger"])},
+        "rng_streams": streams,
         "opt": opt_scalars,
         "recent_norms": [float(x) for x in state.get("recent_norms", [])],
         "diverged": bool(state["diverged"]),
@@ -306,7 +312,11 @@ def load_checkpoint(file, expect_model_cfg=None):
         if not isinstance(scaler, dict) or not all(isinstance(v, (int, float)) and math.isfinite(v)
                                                    for v in scaler.values()) or not scaler.get("scale", 0) > 0:
             raise CheckpointError("The loss scaler's state is invalid (its scale must be a finite positive number).")
-    rng = _rng_from(meta.get("batch_rng") or {})
+    streams = meta.get("rng_streams")
+    named_ok = lambda k: k == "batch_rng" or (k.endswith("rng") and k not in state)  # noqa: E731 (no clobbering)
+    if not isinstance(streams, dict) or "batch_rng" not in streams or not all(named_ok(k) for k in streams):
+        raise CheckpointError("The random-stream states are missing or invalid.")
+    rngs = {k: _rng_from(v if isinstance(v, dict) else {}) for k, v in streams.items()}
     log = None
     if "log" in members:
         log = _json_entry(members, "log")
@@ -320,7 +330,7 @@ def load_checkpoint(file, expect_model_cfg=None):
         if not isinstance(holder[k], list):
             holder[k] = int(scalars[key])
     state["step"] = step
-    state["batch_rng"] = rng
+    state.update(rngs)
     state["recent_norms"] = [float(x) for x in norms]
     state["diverged"] = bool(meta.get("diverged"))
     if scaler is not None:

@@ -71,7 +71,7 @@ def test_checkpoint_holds_what_a_resume_needs(tokens):
     meta = json.loads(np.load(io.BytesIO(data_), allow_pickle=False)["meta"].tobytes())
     assert meta["step"] == 12 and meta["opt"]["opt/t"] == 12 and meta["data_position"]["batches_drawn"] == 12
     assert meta["model_cfg"] == dataclasses.asdict(CFG) and meta["train_cfg"] == dataclasses.asdict(SHORT)
-    assert meta["batch_rng"]["bit_generator"] == "PCG64"
+    assert meta["rng_streams"]["batch_rng"]["bit_generator"] == "PCG64"
     loaded, _, _, log = checkpoint.load_checkpoint(data_)
     assert loaded["loss_scaler"] == {"scale": 1024.0, "good_steps": 7.0}
     assert log == head
@@ -88,6 +88,15 @@ def test_a_dynamic_loss_scalers_state_is_kept(tokens):
     loaded, *_ = checkpoint.load_checkpoint(checkpoint.checkpoint_bytes(state, CFG, SHORT))
     assert loaded["loss_scaler"] == {"scale": scaler.scale, "clean_steps": 1.0}
     assert loaded["loss_scaler"]["scale"] == mixed_precision.SCALER["init_scale"] / 2
+
+
+def test_every_random_stream_in_the_state_is_kept(tokens):
+    state, _, _ = saved_at(tokens, 4)
+    state["round_rng"] = np.random.default_rng([0, 9])  # e.g. mixed precision's stochastic rounding
+    state["round_rng"].random(17)
+    loaded, *_ = checkpoint.load_checkpoint(checkpoint.checkpoint_bytes(state, CFG, SHORT))
+    assert loaded["round_rng"].random(5).tolist() == state["round_rng"].random(5).tolist()
+    assert loaded["batch_rng"].random(5).tolist() == state["batch_rng"].random(5).tolist()
 
 
 def test_save_and_load_through_a_path_and_a_file_object(tokens, tmp_path):
