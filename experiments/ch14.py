@@ -30,7 +30,8 @@ width 4, 2.0 at 8, 2.4 at 12, 2.9 at 16, 4.3 at 24, 7.4 at 32, 9.8 at 48; a whol
   held-out: 9.6e10 at the predicted width (18: ~2,100 steps x ~3.4 ms + ~0.7 s) ~8 s x 3 ~ 24 s
   fits and the subset evaluations at the first and last steps: ~5 s
   total ~126 s of one core, inside the chapter's 150 s. (Under today's load the --only run took
-  356 s of wall time and 161 s of CPU before two far-from-optimum sizes were dropped.)
+  356 s of wall time and 161 s of CPU before two far-from-optimum sizes were dropped, and 624 s of
+  wall time and 147 s of CPU after, at a load average near 12.)
 """
 
 import numpy as np
