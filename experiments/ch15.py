@@ -39,7 +39,6 @@ Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split eval
 """
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -343,7 +342,7 @@ def markdown(results):
               f"- initial loss − ln V: {pm('ch15.health.initial_gap', '.4f')} ({v.get('ch15.health.initial_ok_runs', '–')} of 3 within 0.1)",
               "", "Replay (chapter 8's bad stretch, no clipping; checkpoint 10 steps before it). Same-batch "
               f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(SEEDS)}.", "",
-              f"| run | spike after the stretch (nats) |", "| --- | --- |"]
+              "| run | spike after the stretch (nats) |", "| --- | --- |"]
     for name in ("original", "same", "other"):
         lines.append(f"| {name} | {pm(f'ch15.replay.{name}.spike')} |")
     lines += ["", f"- spike, same − other: {cmp('ch15.replay.same.spike', 'ch15.replay.other.spike')}",
