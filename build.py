@@ -147,8 +147,9 @@ def copy_vendor(dest):
 # The pylib wheel: pure Python, NumPy its only dependency, byte-for-byte reproducible
 
 
-def build_wheel(dest):
-    """Write pylib as a wheel into dest; the local version is a hash of the sources."""
+def build_wheel(dest, keep_old=False):
+    """Write pylib as a wheel into dest; the local version is a hash of the sources. Older wheels are
+    removed unless keep_old (a partial build leaves pages that still name them)."""
     sources = sorted((ROOT / "pylib").rglob("*.py"))
     names = [p.relative_to(ROOT).as_posix() for p in sources]  # pylib/..., sub-packages included
     digest = hashlib.sha256(b"".join(n.encode() + p.read_bytes() for n, p in zip(names, sources))).hexdigest()
@@ -165,7 +166,7 @@ def build_wheel(dest):
     name = f"{WHEEL_NAME}-{version}-py3-none-any.whl"
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob(f"{WHEEL_NAME}-*.whl"):
-        if old.name != name:
+        if old.name != name and not keep_old:
             old.unlink()
     with zipfile.ZipFile(dest / name, "w", zipfile.ZIP_DEFLATED) as whl:
         for arcname, data in files.items():
@@ -557,7 +558,7 @@ def build_site(out=OUT, only_chapters=None):
     copy_vendor(out / "vendor")
     copy_tree(ROOT / "site" / "css", out / "static" / "css")
     copy_tree(ROOT / "site" / "js", out / "static" / "js")
-    wheel = build_wheel(out / "wheels")
+    wheel = build_wheel(out / "wheels", keep_old=bool(only_chapters))
     write_corpus(out / "data")
     chapters = find_chapters()
     if not chapters:

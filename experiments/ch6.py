@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from experiments.common import SEEDS, arm, final_val, mean_sd, paired_text, rounded, run_parts
+from pylib.studies.noise_scale import CHECKPOINTS as NOISE_CHECKPOINTS, NOISE, noise_rng  # the page repeats them
 
 # ---------------------------------------------------------------------------
 # Settings
@@ -47,8 +48,6 @@ SCHEDULE_ARMS = {  # name: changes to TrainConfig() (400 steps, peak lr 1e-2, wa
     "cosine_high_no_warmup": {"lr": 1.0, "warmup_steps": 0},
 }
 SCHEDULE_EVAL_INTERVAL = 50
-NOISE_CHECKPOINTS = (0, 100, 400)  # steps of the default cosine run
-NOISE = dict(b_small=2, b_big=32, n_batches=32)
 NOISE_FIELDS = ("b_simple", "g2", "trace")
 
 BATCH_SIZES = (2, 4, 8, 16, 32, 64)
@@ -160,7 +159,7 @@ def run_schedules(corpus, model_cfg):
             for checkpoint in (NOISE_CHECKPOINTS if name == "cosine" else (cfg.steps,)):
                 history += train.train_steps(state, model_cfg, cfg, *_corpus_args(corpus), checkpoint - state["step"])
                 if name == "cosine":
-                    rng = np.random.default_rng([seed, 6, checkpoint])
+                    rng = noise_rng(seed, checkpoint)
                     noise[checkpoint].append(noise_scale.estimate_noise_scale(
                         state["params"], model_cfg, corpus.train, rng=rng, **NOISE))
             last = history[-1]
@@ -407,6 +406,10 @@ def derived(corpus):
         "ch6.init_std": model.GPTConfig().init_std,
         "ch6.noise_mid_step": NOISE_CHECKPOINTS[1],
         "ch6.noise_end_step": NOISE_CHECKPOINTS[2],
+        "ch6.noise_checkpoints": list(NOISE_CHECKPOINTS),
+        "ch6.noise_n_batches": NOISE["n_batches"],
+        "ch6.noise_b_small": NOISE["b_small"],
+        "ch6.noise_b_big": NOISE["b_big"],
         "ch6.batch_eval_every_windows": BATCH_EVAL_EVERY_WINDOWS,
         "ch6.ladder_steps": lr_sweep.LADDER_STEPS,
         "ch6.loss_margin": LOSS_MARGIN,

@@ -157,3 +157,19 @@ def test_clipping_acts_once_on_the_accumulated_gradient(monkeypatch):
     summed = {k: sum(g[k] for g in shares) for k in shares[0]}
     train._apply_update(alt, tc, summed, record["lr"])
     assert not all(np.allclose(state["params"][k], alt["params"][k], rtol=0, atol=1e-7) for k in alt["params"])
+
+
+def test_tempered_unigram_at_temperature_one_is_the_unigram_line_and_its_limits_are_right():
+    from pylib import data
+    rng = np.random.default_rng(0)
+    freq = [0.5, 0.2, 0.1, 0.1, 0.05, 0.03, 0.02]
+    train_tokens, val_tokens = rng.choice(7, 5000, p=freq), rng.choice(7, 800, p=freq)
+    one = objective.tempered_unigram(train_tokens, val_tokens, 7, 1.0)
+    assert one["val_loss"] == pytest.approx(data.unigram_loss(train_tokens, val_tokens, 7), rel=1e-12)
+    assert one["probs"].sum() == pytest.approx(1.0, abs=1e-15)
+    flat = objective.tempered_unigram(train_tokens, val_tokens, 7, 1e6)
+    assert flat["own_ppl"] == pytest.approx(7, rel=1e-5) and flat["val_ppl"] == pytest.approx(7, rel=1e-5)
+    sharp = objective.tempered_unigram(train_tokens, val_tokens, 7, 0.05)
+    assert sharp["own_ppl"] < 1.5 < one["val_ppl"] < sharp["val_ppl"]
+    with pytest.raises(ValueError):
+        objective.tempered_unigram(train_tokens, val_tokens, 7, 0.0)

@@ -149,3 +149,28 @@ def test_lr_change_without_a_run_is_refused():
     web_schedule._RUNS.pop("lrchange", None)
     with pytest.raises(InputError):
         web_schedule.lrchange_set(None, {"new_lr": "0.01"})
+
+
+def run_noise(session, args):
+    web_schedule.noise_start(session, args)
+    while not web_schedule.noise_chunk(session, {})["done"]:
+        pass
+    return web_schedule.noise_finish(session, {})
+
+
+def test_noise_scale_in_the_page_repeats_chapter_6s_measurement(session):
+    """The page's run to step 100 and its estimate there are --measure's, seed for seed (results.json)."""
+    results = json.loads(open("results.json").read())["values"]
+    out = run_noise(session, {"seed": "1", "step": "100"})
+    assert out["complete"] and out["step"] == 100
+    for field in ("b_simple", "g2", "trace"):
+        assert out[field] == pytest.approx(results[f"ch6.noise.step100.{field}.per_seed"]["1"], rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", BAD_VALUES)
+def test_noise_scale_refuses_bad_input_field_by_field(session, bad):
+    with pytest.raises(InputError) as e:
+        web_schedule.noise_start(session, {"seed": bad, "step": bad})
+    assert set(e.value.errors) == {"seed", "step"}
+    with pytest.raises(InputError, match="between 0 and 400"):
+        web_schedule.noise_start(session, {"seed": "0", "step": "401"})

@@ -41,14 +41,14 @@ def first_steps(grads, lr=1.0, beta1=0.9, beta2=0.999, eps=1e-8):
     return rows
 
 
-def decay_split(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1, steps=100, seed=0,
+def decay_paths(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1, steps=100, seed=0,
                 beta1=0.9, beta2=0.99):
-    """How much weight decay each weight received: AdamW vs Adam + L2, after `steps` steps.
+    """Step by step, how much weight decay each weight has received: AdamW vs Adam + L2.
 
-    Two weights start at `weight`; weight i gets random-sign gradients of size grad_scales[i]
-    (the same signs under both optimisers). The decay's share is measured as the difference
-    from a run without decay. Returns {"adamw": [...], "adam_l2": [...]}: per weight, the total
-    shrinkage caused by the decay.
+    Two (or more) weights start at `weight`; weight i gets random-sign gradients of size
+    grad_scales[i] (the same signs under both optimisers), through pylib.optim.adamw_step. The
+    decay's share is measured as the difference from a run without decay. Returns {"adamw",
+    "adam_l2"}: (steps + 1, n) lists, row t the shrinkage caused by the decay after t steps.
     """
     rng = np.random.default_rng(seed)
     signs = rng.choice([-1.0, 1.0], size=(steps, len(grad_scales)))
@@ -57,15 +57,27 @@ def decay_split(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1
     def run(wd, decoupled):
         params = {"w": np.full((1, len(scales)), weight, dtype=np.float64)}  # 2-D: in the decay group
         state = optim.adamw_init(params)
+        path = [params["w"][0].copy()]
         for s in signs:
             optim.adamw_step(params, {"w": (s * scales)[None, :]}, state, lr, beta1, beta2, 1e-8,
                              weight_decay=wd, decoupled=decoupled)
-        return params["w"][0]
+            path.append(params["w"][0].copy())
+        return np.array(path)  # (steps + 1, n)
 
     free = run(0.0, True)
     return {"adamw": (free - run(weight_decay, True)).tolist(),
             "adam_l2": (free - run(weight_decay, False)).tolist(),
             "grad_scales": scales.tolist()}
+
+
+def decay_split(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1, steps=100, seed=0,
+                beta1=0.9, beta2=0.99):
+    """How much weight decay each weight received after `steps` steps: the last row of decay_paths.
+
+    Returns {"adamw": [...], "adam_l2": [...], "grad_scales": [...]}: per weight, the total
+    shrinkage caused by the decay."""
+    paths = decay_paths(grad_scales, weight, lr, weight_decay, steps, seed, beta1, beta2)
+    return {"adamw": paths["adamw"][-1], "adam_l2": paths["adam_l2"][-1], "grad_scales": paths["grad_scales"]}
 
 
 def derived_values():

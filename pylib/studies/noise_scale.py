@@ -28,6 +28,17 @@ import numpy as np
 
 from pylib import data, model
 
+# Chapter 6's estimate, here so that the page repeats it exactly: at these steps of the default
+# cosine run, |G_B|^2 averaged over N_BATCHES batches of B_SMALL and of B_BIG windows, drawn by
+# noise_rng(seed, step).
+CHECKPOINTS = (0, 100, 400)
+NOISE = dict(b_small=2, b_big=32, n_batches=32)
+
+
+def noise_rng(seed, step):
+    """The generator chapter 6's estimate at `step` of the run with `seed` draws its batches from."""
+    return np.random.default_rng([seed, 6, step])
+
 # ---------------------------------------------------------------------------
 # |G_B|^2 and the two-batch-size estimator
 

@@ -21,6 +21,31 @@ import numpy as np
 from pylib import loss as xent, model
 
 # ---------------------------------------------------------------------------
+# Perplexity: the unigram model at a temperature
+
+
+def tempered_unigram(train, val, vocab_size, tau):
+    """The letter-frequency model sharpened or flattened: q ∝ p^(1/tau), p the add-one frequencies of
+    train (pylib.data.unigram_loss's model, which tau = 1 gives back).
+
+    Returns {probs (V,), entropy (nats: the model's own uncertainty, whose e^H is the number of
+    equally likely tokens that would be as uncertain), val_loss (the mean cross-entropy of val's
+    tokens under q, nats/token), val_ppl = e^val_loss}. As tau grows q tends to uniform (perplexity V);
+    as it shrinks q puts nearly all its mass on the commonest token, and the val loss explodes."""
+    if not tau > 0:
+        raise ValueError("tau must be positive")
+    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
+    z = np.log(counts / counts.sum()) / tau  # (V,)
+    logq = z - (z.max() + np.log(np.exp(z - z.max()).sum()))  # log-softmax
+    q = np.exp(logq)
+    val_counts = np.bincount(val, minlength=vocab_size).astype(np.float64)
+    val_loss = float(-(val_counts @ logq) / val_counts.sum())
+    entropy = float(-(q * logq).sum())
+    return {"probs": q, "entropy": entropy, "own_ppl": math.exp(entropy), "val_loss": val_loss,
+            "val_ppl": math.exp(val_loss)}
+
+
+# ---------------------------------------------------------------------------
 # The gradient at the logits: p - y
 
 

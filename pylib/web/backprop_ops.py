@@ -11,7 +11,7 @@ import time
 
 
 from pylib import model
-from pylib.studies import gradcheck
+from pylib.studies import backprop_order, gradcheck
 from pylib.web import LIMITS, InputError, parse_int, parse_number
 
 BATCH = (2, 64)  # B, T of the fixed batch: every position row of wpe gets a gradient
@@ -147,7 +147,16 @@ def check_finish(session, raw):
             "weights": c["weights"]}
 
 
+def order(session, raw):
+    """{weights} -> the order the backward pass finishes each gradient (pylib.studies.backprop_order),
+    on the fixed batch at the initial or perturbed weights."""
+    s = _setup(session, validate_weights(raw))
+    return {**backprop_order.backward_order(s["params"], s["cfg"], s["x"], s["y"]),
+            "n_layer": s["cfg"].n_layer, "B": BATCH[0], "T": BATCH[1]}
+
+
 OPS = {
+    "backprop_order": lambda s, a: order(s, a),
     "backprop_params": lambda s, a: param_list(s),
     "backprop_nudge": lambda s, a: nudge(s, a),
     "backprop_check_start": lambda s, a: check_start(s, a),

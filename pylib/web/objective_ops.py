@@ -1,7 +1,7 @@
 """Chapter 3's page ops (the objective): validation of what the reader typed, and thin calls into
 pylib.studies.objective, pylib.loss and pylib.train. No numerics of its own.
 
-Ops (see pylib.web.all_ops): objective_denominators, objective_logit_grad, objective_accum_grads,
+Ops (see pylib.web.all_ops): objective_perplexity, objective_denominators, objective_logit_grad, objective_accum_grads,
 and two chunked runs, run:objective_pretrain (a short default run whose model the p - y widget can
 use) and run:objective_accum (batch x 4 against accumulation 4, step by step).
 """
@@ -28,6 +28,8 @@ LIMITS = {
     "accum_steps": 100,
     "accum_eval_interval": 50,
     "micro_counts": 4,  # microbatches in the gradient comparison
+    "tau_min": 0.05,  # temperatures of the perplexity widget's unigram model
+    "tau_max": 100.0,
 }
 
 
@@ -85,6 +87,21 @@ def denominators(args):
 
 _TRAINED = {}  # "params": the model of the last finished objective_pretrain run in this page
 _RUNS = {}  # the current chunked run of this module
+
+
+def perplexity(session, args):
+    """{tau} -> the tempered unigram model's distribution, entropy and validation perplexity
+    (pylib.studies.objective.tempered_unigram), its tokens sorted from most to least likely."""
+    session._need_corpus()
+    tau = parse_field(parse_number, "tau", "Temperature", args.get("tau"))
+    if not LIMITS["tau_min"] <= tau <= LIMITS["tau_max"]:
+        raise InputError({"tau": f"Temperature must be between {LIMITS['tau_min']:g} and {LIMITS['tau_max']:g}; got {tau:g}."})
+    r = objective.tempered_unigram(session.train_tokens, session.val_tokens, session.vocab.size, tau)
+    order = np.argsort(-r["probs"], kind="stable")
+    show = lambda i: data.EOS_DISPLAY if i == session.vocab.eos_id else session.vocab.chars[i]
+    return {"tau": tau, "tokens": [show(int(i)) for i in order], "probs": r["probs"][order].tolist(),
+            "entropy": r["entropy"], "own_ppl": r["own_ppl"], "val_loss": r["val_loss"], "val_ppl": r["val_ppl"],
+            "vocab_size": session.vocab.size}
 
 
 def logit_grad(session, args):
@@ -225,6 +242,7 @@ def accum_finish(session, args):
 # ---------------------------------------------------------------------------
 
 OPS = {
+    "objective_perplexity": perplexity,
     "objective_worked_examples": lambda s, a: {k: [{"count": n, "loss": x} for n, x in rows]
                                                for k, rows in objective.WORKED_EXAMPLES.items()},
     "objective_denominators": lambda s, a: denominators(a),

@@ -2,7 +2,8 @@
 pylib.studies.quadratic, pylib.studies.adam_trace and pylib.train. No numerics of its own.
 
 Ops (see pylib.web.all_ops): optim_valley (the narrow valley's contours and trajectories),
-optim_adam_steps (Adam's first steps with and without bias correction), and the chunked run
+optim_adam_steps (Adam's first steps with and without bias correction), optim_decay_paths (weight
+decay decoupled or inside Adam, step by step, pylib.studies.adam_trace.decay_paths), and the chunked run
 run:optim_train (one optimiser on the real model, the comparison's setting, pylib.studies.optim_state).
 """
 
@@ -19,6 +20,9 @@ LIMITS = {
     "valley_steps_max": 1000,
     "grads_max": 40,  # gradients in the Adam table
     "grad_abs_max": 1e6,
+    "decay_steps_max": 2000,
+    "decay_lr_max": 1.0,
+    "decay_wd_max": 10.0,
     "train_lr_max": WEB_LIMITS["lr_max"],
 }
 
@@ -46,6 +50,25 @@ def valley(session, args):
         "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["valley_steps_max"]),
     })
     return {**quadratic.valley(v["kappa"], v["lr"], v["steps"], v["momentum"]), "settings": v}
+
+
+# ---------------------------------------------------------------------------
+# Weight decay: decoupled (AdamW) or inside Adam's gradient (L2)
+
+
+def decay_paths(session, args):
+    """{grad_a, grad_b, lr, wd, steps} as typed -> pylib.studies.adam_trace.decay_paths for two weights."""
+    v = collect_fields({
+        "grad_a": lambda: _in_range(args.get("grad_a"), "grad_a", "Gradient size of weight A", 0.0,
+                                    LIMITS["grad_abs_max"], lo_open=True),
+        "grad_b": lambda: _in_range(args.get("grad_b"), "grad_b", "Gradient size of weight B", 0.0,
+                                    LIMITS["grad_abs_max"], lo_open=True),
+        "lr": lambda: _in_range(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["decay_lr_max"], lo_open=True),
+        "wd": lambda: _in_range(args.get("wd"), "wd", "Weight decay λ", 0.0, LIMITS["decay_wd_max"]),
+        "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["decay_steps_max"]),
+    })
+    paths = adam_trace.decay_paths((v["grad_a"], v["grad_b"]), lr=v["lr"], weight_decay=v["wd"], steps=v["steps"])
+    return {**paths, "settings": v}
 
 
 # ---------------------------------------------------------------------------
@@ -139,6 +162,7 @@ def train_finish(session, args):
 OPS = {
     "optim_valley": valley,
     "optim_adam_steps": adam_steps,
+    "optim_decay_paths": decay_paths,
     "optim_train_start": train_start,
     "optim_train_chunk": train_chunk,
     "optim_train_finish": train_finish,

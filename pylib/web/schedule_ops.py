@@ -6,15 +6,19 @@ Ops (see pylib.web.all_ops):
   run:schedule_sweep        a reduced learning-rate ladder, one rung after another (chunked, stoppable);
   run:schedule_lrchange     a training run whose peak learning rate the reader can change mid-run,
   schedule_lrchange_set     ... with this op, called between chunks: the params and the optimiser
-                            state are kept, only the TrainConfig's lr is replaced.
+                            state are kept, only the TrainConfig's lr is replaced;
+  run:schedule_noise        the default run to a step, then chapter 6's noise-scale estimate there
+                            (pylib.studies.noise_scale), the same batches as --measure's for that seed.
 """
 
 import dataclasses
 import math
 import time
 
-from pylib import model, schedules, train
-from pylib.studies import lr_sweep
+import numpy as np
+
+from pylib import data, model, schedules, train
+from pylib.studies import lr_sweep, noise_scale
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
 
 LIMITS = {
@@ -206,6 +210,58 @@ def lrchange_finish(session, args):
 
 
 # ---------------------------------------------------------------------------
+# The gradient noise scale at a step of the default run
+
+
+def noise_start(session, args):
+    """{seed, step} -> the default run, to be trained to `step` (at most its length)."""
+    session._need_corpus()
+    steps = train.TrainConfig().steps
+    v = collect_fields({
+        "seed": lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"]),
+        "step": lambda: parse_field(parse_int, "step", "Step", args.get("step"), 0, steps),
+    })
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
+    cfg = dataclasses.replace(train.TrainConfig(), seed=v["seed"], eval_interval=10**9)  # no evaluation: not needed
+    _RUNS["noise"] = {"model_cfg": mcfg, "cfg": cfg, "state": train.init_train_state(mcfg, cfg), "target": v["step"],
+                      "seed": v["seed"], "small": [], "big": [], "rng": None, "result": None}
+    return {**v, "steps": steps, **noise_scale.NOISE}
+
+
+def noise_chunk(session, args):
+    """Train towards the step, then draw the estimate's batches, a chunk's worth at a time."""
+    run = _RUNS["noise"]
+    state, mcfg, t0 = run["state"], run["model_cfg"], time.perf_counter()
+    n, b_small, b_big = (noise_scale.NOISE[k] for k in ("n_batches", "b_small", "b_big"))
+    while time.perf_counter() - t0 < WEB_LIMITS["chunk_seconds"]:
+        if state["step"] < run["target"] and not state["diverged"]:
+            train.train_steps(state, mcfg, run["cfg"], session.train_tokens, session.val_tokens, 1)
+            continue
+        if run["rng"] is None:
+            run["rng"] = noise_scale.noise_rng(run["seed"], run["target"])
+        sizes = ("small", b_small) if len(run["small"]) < n else ("big", b_big) if len(run["big"]) < n else None
+        if sizes is None:
+            break
+        x, y = data.get_batch(session.train_tokens, sizes[1], mcfg.block_size, run["rng"])
+        run[sizes[0]].append(noise_scale.grad_sq_norm(state["params"], mcfg, x, y))
+    done = len(run["big"]) == n or bool(state["diverged"])
+    return {"done": done, "step": state["step"], "target": run["target"],
+            "batches": len(run["small"]) + len(run["big"]), "batches_total": 2 * n}
+
+
+def noise_finish(session, args):
+    run = _RUNS.pop("noise")
+    n, b_small, b_big = (noise_scale.NOISE[k] for k in ("n_batches", "b_small", "b_big"))
+    out = {"seed": run["seed"], "step": run["state"]["step"], "target": run["target"], **noise_scale.NOISE,
+           "complete": len(run["big"]) == n}
+    if out["complete"]:
+        g2_small, g2_big = float(np.mean(run["small"])), float(np.mean(run["big"]))
+        g2, trace = noise_scale.unbiased_estimates(g2_small, g2_big, b_small, b_big)
+        out.update(g2_small=g2_small, g2_big=g2_big, g2=g2, trace=trace, b_simple=noise_scale.simple_noise_scale(g2, trace))
+    return out
+
+
+# ---------------------------------------------------------------------------
 
 OPS = {
     "schedule_curve": lambda s, a: schedule_curve(a),
@@ -216,4 +272,7 @@ OPS = {
     "schedule_lrchange_chunk": lrchange_chunk,
     "schedule_lrchange_set": lrchange_set,
     "schedule_lrchange_finish": lrchange_finish,
+    "schedule_noise_start": noise_start,
+    "schedule_noise_chunk": noise_chunk,
+    "schedule_noise_finish": noise_finish,
 }

@@ -239,3 +239,50 @@ def test_accum_curves_refuse_bad_seed(chapter3, seed, text):
     expect(w.locator('[data-role="message"]')).to_contain_text(text)
     expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
     no_injected_markup(chapter3)
+
+
+# ---------------------------------------------------------------------------
+# Perplexity as a number of equally likely tokens
+
+
+def set_tau(page, value):
+    w = widget(page, "perplexity")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=180_000)
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    w.locator('input[name="tau"]').fill(str(value))
+    return w, wait_settled(w, ("done", "error"))
+
+
+def test_perplexity_at_temperature_one_is_the_unigram_line_computed_in_cpython(chapter3):
+    import math
+    from pylib import data
+    from pylib.studies import objective
+    vocab, train_ids, val_ids = corpus()
+    w, status = set_tau(chapter3, "1")
+    assert status == "done"
+    assert result(w)["val_ppl"] == pytest.approx(math.exp(data.unigram_loss(train_ids, val_ids, vocab.size)), rel=1e-12)
+    w, status = set_tau(chapter3, "0.2")
+    r = objective.tempered_unigram(train_ids, val_ids, vocab.size, 0.2)
+    assert result(w)["own_ppl"] == pytest.approx(r["own_ppl"], rel=1e-12)
+    assert result(w)["val_ppl"] == pytest.approx(r["val_ppl"], rel=1e-12)
+    assert w.locator(".ppl-bar").count() == vocab.size
+
+
+def test_perplexity_slider_drives_the_temperature(chapter3):
+    w = widget(chapter3, "perplexity")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=180_000)
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    w.locator('input[name="tau_slider"]').fill("2")  # log10: temperature 100
+    assert wait_settled(w, ("done", "error")) == "done"
+    assert w.locator('input[name="tau"]').input_value() == "100"
+    assert result(w)["own_ppl"] > 60
+
+
+@pytest.mark.parametrize("bad", ["", "NaN", "-1", "0", "1e309", "1000", "🙂", "<b class=injected>x</b>"])
+def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3, bad):
+    w, status = set_tau(chapter3, bad)
+    assert status == "error"
+    assert w.locator('input[name="tau"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter3)
+    w, status = set_tau(chapter3, "1")
+    assert status == "done"

@@ -138,3 +138,32 @@ def test_gradient_check_stops_when_asked(chapter4):
     assert 1 <= rows < nudge_widget(chapter4).locator("datalist option").count()
     assert "Stopped" in w.locator('[data-role="message"]').inner_text()
     expect(w.locator('[data-action="run"]')).to_be_enabled()
+
+
+# ---------------------------------------------------------------------------
+# The order of the backward pass, stepped
+
+
+def test_backprop_order_steps_through_the_order_pylib_recorded(chapter4):
+    import numpy as np
+    from pylib import model
+    from pylib.studies import backprop_order, gradcheck
+    from pylib.web import backprop_ops
+    w = chapter4.locator('[data-widget="backprop-order"]').first
+    expect(w.locator('[data-action="step"]')).to_be_enabled(timeout=TIMEOUT)
+    vocab, train_ids, _ = corpus()
+    cfg = model.GPTConfig(vocab_size=vocab.size)
+    params = gradcheck.weights_at(cfg, backprop_ops.SEED, "init")
+    x, y = gradcheck.fixed_batch(train_ids, *backprop_ops.BATCH)
+    expected = backprop_order.backward_order(params, cfg, x, y)
+    w.locator('[data-action="step"]').click()
+    expect(w.locator('[data-role="backward"] li.bo-current')).to_have_text(
+        f"{expected['backward'][0]['name']}‖g‖ = {expected['backward'][0]['grad_norm']:.2e}".replace("e-0", "e-").replace("e+0", "e+"))
+    expect(w.locator('[data-role="forward"] li.bo-current')).to_have_text(expected["backward"][0]["name"])
+    w.locator('[data-action="run"]').click()  # Play to the end
+    assert wait_settled(w, ("done",), timeout=TIMEOUT) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    assert r["order"] == [row["name"] for row in expected["backward"]] and r["order"][-1] == "wte"
+    np.testing.assert_allclose(r["norms"], [row["grad_norm"] for row in expected["backward"]], rtol=1e-12)
+    w.locator('[data-action="reset"]').click()
+    expect(w.locator('[data-role="backward"] li.bo-pending')).to_have_count(len(expected["backward"]))

@@ -215,3 +215,41 @@ def test_optimisers_refuse_bad_seed(chapter5):
     w = start_training(chapter5, optimizer="adam", lr="0.03", seed="-2")
     assert wait_status(w, ("error", "done")) == "error"
     assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
+
+
+# ---------------------------------------------------------------------------
+# Weight decay, decoupled or inside Adam
+
+
+def show_decay(page, **fields):
+    w = widget(page, "weight-decay")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in fields.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    w.locator('[data-action="run"]').click()
+    return w, wait_status(w, ("done", "error"))
+
+
+def test_weight_decay_paths_match_pylib(chapter5):
+    from pylib.studies import adam_trace
+    w, status = show_decay(chapter5, grad_a="0.01", grad_b="50", lr="0.02", wd="0.2", steps="150")
+    assert status == "done"
+    r = result(w)
+    paths = adam_trace.decay_paths((0.01, 50.0), lr=0.02, weight_decay=0.2, steps=150)
+    np.testing.assert_allclose(r["adamw"], paths["adamw"][-1], rtol=1e-12)
+    np.testing.assert_allclose(r["adam_l2"], paths["adam_l2"][-1], rtol=1e-12)
+    assert r["adam_l2"][0] > 2 * r["adam_l2"][1]  # L2 decays the weight with small gradients more
+    assert w.locator('[data-role="chart"] polyline, [data-role="chart"] path').count() >= 4
+
+
+@pytest.mark.parametrize("field, value", [("grad_a", ""), ("grad_b", "NaN"), ("lr", "-1"), ("wd", "1e309"),
+                                          ("steps", "99999999999999999999"), ("lr", "🙂"), ("grad_a", "<b class=injected>x</b>")])
+def test_weight_decay_refuses_bad_input_and_recovers(chapter5, field, value):
+    good = dict(grad_a="0.001", grad_b="10", lr="0.01", wd="0.1", steps="100")
+    w, status = show_decay(chapter5, **{**good, field: value})
+    assert status == "error"
+    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    no_injected_markup(chapter5)
+    w, status = show_decay(chapter5, **good)
+    assert status == "done"

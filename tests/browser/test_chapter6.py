@@ -221,3 +221,41 @@ def test_lr_change_refuses_a_bad_starting_rate(chapter6):
         assert wait_status(w, ["error"]) == "error"
         expect(w.locator('input[name="lr"]')).to_have_attribute("aria-invalid", "true")
         no_injected_markup(chapter6)
+
+
+# ---------------------------------------------------------------------------
+# The gradient noise scale, measured in the page
+
+
+def start_noise(page, seed, step):
+    w = widget(page, "noise-scale")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill(str(seed))
+    w.locator('input[name="step"]').fill(str(step))
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    w.locator('[data-action="run"]').click()
+    return w
+
+
+def test_noise_scale_in_the_page_equals_the_measurement_for_that_seed(chapter6):
+    from conftest import ROOT
+    values = json.loads((ROOT / "results.json").read_text())["values"]
+    w = start_noise(chapter6, 2, 0)
+    assert wait_status(w, ("done", "error"), timeout=TIMEOUT) == "done"
+    r = result(w)
+    assert r["b_simple"] == pytest.approx(values["ch6.noise.step0.b_simple.per_seed"]["2"], rel=1e-9)
+    assert r["measured_b_simple"] == values["ch6.noise.step0.b_simple.per_seed"]["2"]
+    assert w.locator('[data-role="chart"] circle').count() == 2
+
+
+def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):
+    w = start_noise(chapter6, 0, 400)
+    chapter6.wait_for_function("el => /Training… step [1-9]/.test(el.querySelector('[data-role=message]').textContent)",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w, ("stopped", "done"), timeout=TIMEOUT) == "stopped"
+    for seed, step in [("", "100"), ("0", "401"), ("-1", "NaN"), ("🙂", "1e309"), ("<b class=injected>x</b>", "3.5")]:
+        w = start_noise(chapter6, seed, step)
+        assert wait_status(w, ("done", "error"), timeout=TIMEOUT) == "error"
+        no_injected_markup(chapter6)
+    assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
