@@ -179,7 +179,8 @@ def train_finish(session, args):
             "final_scale": h[-1].get("scale") if h else None,
             "flushed_mean": float(np.mean(flushed)) if flushed else None,
             "lost_mean": float(np.mean(lost)) if lost else None,
-            "steps_per_second": (len(h) / run["seconds"]) if run["seconds"] > 0 else None}
+            "steps_per_second": (len(h) / run["seconds"]) if run["seconds"] > 0 else None,
+            "first": [_record(r) for r in h[:5]]}  # for the in-page against CPython check
 
 
 # ---------------------------------------------------------------------------

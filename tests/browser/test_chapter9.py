@@ -168,7 +168,18 @@ def test_fp16_dynamic_recipe_runs_in_the_page_like_cpython(chapter9):
     # and CPython sum in different orders, so the counts may differ by a step or two.
     assert abs(r["skipped_steps"] - sum(1 for x in h if x.get("skipped"))) <= 2
     assert r["final_val"] == pytest.approx(h[-1]["val"], abs=0.02)
-    assert r["flushed_mean"] == pytest.approx(np.mean([x["flushed"] for x in h]), rel=0.2, abs=1e-5)
+    # The first steps, before float32 summation-order differences (the page has no BLAS) compound:
+    # the same losses and loss scale. The flushed share at s = 2^16 is ~1e-4 in CPython and 0 in
+    # the page: the attention gradient of the first query row, d(att) = dy.v_0 - dy.y_0 with
+    # y_0 = v_0, is exactly 0 in the page's plain loops and a ~1e-13 residual with BLAS, which
+    # fp16 flushes even after scaling. So only its size is compared.
+    for page_rec, ref in zip(r["first"], h[:5]):
+        assert page_rec["step"] == ref["step"] and page_rec["scale"] == ref["scale"]
+        assert page_rec["loss"] == pytest.approx(ref["loss"], rel=1e-5)
+        assert page_rec["flushed"] <= 2e-4 and ref["flushed"] <= 2e-4
+    # Over the run the share flushed is tiny in both, though not equal: it is set by the few steps
+    # after an overflow halved the scale, and those steps differ between the two.
+    assert r["flushed_mean"] < 1e-3 and np.mean([x["flushed"] for x in h]) < 1e-3
     assert int(w.locator('[data-readout="skipped"]').inner_text()) == r["skipped_steps"]
     assert r["steps_per_second"] > 0
 
@@ -201,8 +212,9 @@ def run_quant(page, **fields):
     w = widget(page, "quantise")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     wait_settled(w, ("done", "error"))  # the widget quantises its defaults when it mounts
-    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
     w.locator('select[name="tensor"]').select_option(fields.pop("tensor", "h.0.mlp.c_fc.weight"))
+    wait_settled(w, ("done", "error"))  # choosing a tensor quantises it at once
+    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
     for name, value in {"bits": "4", "ratio": "1", **fields}.items():
         w.locator(f'input[name="{name}"]').fill(str(value))
     w.locator('[data-action="run"]').click()

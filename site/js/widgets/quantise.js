@@ -37,6 +37,7 @@ export async function mount(root, client) {
     if (busy) { pending = true; return; }
     busy = true;
     markInvalid(null);
+    setStatus("running", "Quantising…");
     try {
       const args = Object.fromEntries(FIELDS.map((n) => [n, form.elements[n].value]));
       const r = await client.call("precision_quantise", args);

@@ -28,6 +28,7 @@ export async function mount(root, client) {
     if (busy) { pending = true; return; }
     busy = true;
     markInvalid(null);
+    setStatus("running", "Rounding…");
     try {
       const r = await client.call("precision_round", { value: form.elements.value.value });
       rows.replaceChildren();
