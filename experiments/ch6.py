@@ -218,7 +218,7 @@ def steps_to_target_run(corpus, model_cfg, batch_size, seed, targets=None):
     """Train at batch_size (constant lr after warmup) until the val loss on the fixed subset reaches the
     lowest target; returns {target: the first evaluated step at or below it (None if never)}."""
     from pylib import train
-    from pylib.studies import noise_scale
+    from pylib.studies import target as to_target
     targets = targets or BATCH_TARGETS
     cfg = dataclasses.replace(train.TrainConfig(), batch_size=batch_size, lr=BATCH_LR, schedule="constant",
                               steps=BATCH_MAX_STEPS, eval_interval=10**9, seed=seed)
@@ -226,10 +226,10 @@ def steps_to_target_run(corpus, model_cfg, batch_size, seed, targets=None):
     every, evals = batch_eval_interval(batch_size), []
     while state["step"] < cfg.steps and not state["diverged"]:
         train.train_steps(state, model_cfg, cfg, *_corpus_args(corpus), every)
-        evals.append((state["step"], train.estimate_loss(state["params"], model_cfg, corpus.val, cfg.eval_windows)))
-        if evals[-1][1] <= min(targets):
+        evals.append({"step": state["step"], "val": train.estimate_loss(state["params"], model_cfg, corpus.val, cfg.eval_windows)})
+        if evals[-1]["val"] <= min(targets):
             break
-    return {t: noise_scale.steps_to_target(evals, t) for t in targets}
+    return {t: to_target.steps_to_target(evals, t) for t in targets}
 
 
 def run_batch_sizes(corpus, model_cfg):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pylib import data, model
-from pylib.studies import lr_sweep, noise_scale
+from pylib.studies import lr_sweep, noise_scale, target
 
 CFG = model.GPTConfig()
 
@@ -69,10 +69,12 @@ def test_fit_critical_batch_recovers_a_known_line():
 
 
 def test_steps_to_target_is_the_first_eval_at_or_below_the_target():
-    evals = [(10, 3.0), (20, 2.7), (30, None), (40, 2.6), (50, 2.5)]
-    assert noise_scale.steps_to_target(evals, 2.65) == 40
-    assert noise_scale.steps_to_target(evals, 2.7) == 20
-    assert noise_scale.steps_to_target(evals, 1.0) is None
+    # chapter 6's batch-size study reads steps to target with chapter 13's pylib.studies.target
+    evals = [{"step": 10, "val": 3.0}, {"step": 20, "val": 2.7}, {"step": 30, "val": None},
+             {"step": 40, "val": 2.6}, {"step": 50, "val": 2.5}]
+    assert target.steps_to_target(evals, 2.65) == 40
+    assert target.steps_to_target(evals, 2.7) == 20
+    assert target.steps_to_target(evals, 1.0) is None
 
 
 def test_ladder_is_half_decades():

@@ -81,11 +81,6 @@ def estimate_noise_scale(params, cfg, tokens, b_small, b_big, n_batches, rng):
 # Steps to a target: the critical batch
 
 
-def steps_to_target(evals, target):
-    """The first step whose loss is at or below target, from [(step, loss)] in step order; None if never."""
-    return next((step for step, loss in evals if loss is not None and loss <= target), None)
-
-
 def optimal_lr_factor(batch_size, k, b_noise):
     """eps_opt(k B) / eps_opt(B) with eps_opt(B) = eps_max / (1 + B_noise / B) (McCandlish et al., section 2).
 
