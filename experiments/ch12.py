@@ -22,6 +22,7 @@ so far took 7.2 s of task time on the loaded machine, most of it the worker's st
 corpus; either way inside the chapter's 25 s budget.
 """
 
+import dataclasses
 import time
 
 import numpy as np
@@ -164,6 +165,7 @@ def derived(corpus):
     out["ch12.err.megatron_trend_first"] = meg[0]["predicted_tflops"]
     out["ch12.err.megatron_trend_last"] = meg[-1]["predicted_tflops"]
     out["ch12.llama.params_calculator_b"] = memory.param_count(planner.LLAMA3_405B) / 1e9
+    out["ch12.llama.params_mha_b"] = memory.param_count(dataclasses.replace(planner.LLAMA3_405B, n_kv_head=None)) / 1e9
     out["ch12.llama.bubble_pct"] = 100 * rows[-3]["bubble_over_ideal"]
     out["ch12.selene_nvlink_gbs"] = planner.SELENE_NVLINK_ASSUMED / 1e9
     out["ch12.h100_peak_tflops"] = planner.H100_PEAK / 1e12

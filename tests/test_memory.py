@@ -68,6 +68,35 @@ def test_llama_7b_parameter_count():
     assert parts["per_layer"] == 4 * 4096 ** 2 + 3 * 4096 * 11008 + 2 * 4096
 
 
+def test_grouped_query_attention_narrows_k_and_v_only():
+    """n_kv_head key/value heads: k and v are n_kv_head x head_dim wide; everything else is unchanged."""
+    C, L = 4096, 32
+    mha = memory.LLAMA_7B
+    assert memory.param_count(mha.__class__(**{**mha.__dict__, "n_kv_head": 32})) == memory.param_count(mha)
+    gqa = mha.__class__(**{**mha.__dict__, "n_kv_head": 8})
+    kv = 8 * 128  # 8 heads of 4096 / 32 channels
+    assert memory.param_count(mha) - memory.param_count(gqa) == L * 2 * C * (C - kv)  # k and v projections
+    for mode in ("none", "selective"):
+        for tp in (1, 8):
+            diff = (memory.korthikanti_layer_bytes(mha, 2048, 1, recompute=mode, tp=tp)
+                    - memory.korthikanti_layer_bytes(gqa, 2048, 1, recompute=mode, tp=tp))
+            assert diff == 2 * 2 * 2048 * (C - kv) / tp  # K and V at 2 bytes, split over tp
+    assert memory.korthikanti_layer_bytes(gqa, 2048, 1, recompute="full") == \
+        memory.korthikanti_layer_bytes(mha, 2048, 1, recompute="full")  # the layer's input only
+
+
+def test_llama_3_405b_parameter_count_with_grouped_query_attention():
+    # Table 3 of the Llama 3 paper: 126 layers, width 16,384, MLP 53,248, 128 heads, 8 key/value
+    # heads, vocabulary 128,000 (untied head, RMSNorm gains, no biases): about 405 billion.
+    from pylib.systems import planner
+    C, kv, F, V, L = 16384, 8 * 128, 53248, 128000, 126
+    expected = L * (2 * C * C + 2 * C * kv + 3 * C * F + 2 * C) + 2 * V * C + C
+    assert memory.param_count(planner.LLAMA3_405B) == expected
+    assert 405e9 <= expected < 406e9  # "405B"
+    without_gqa = planner.LLAMA3_405B.__class__(**{**planner.LLAMA3_405B.__dict__, "n_kv_head": None})
+    assert memory.param_count(without_gqa) > 465e9  # what the calculator counted before it knew GQA
+
+
 @pytest.mark.parametrize("cfg", [model.GPTConfig(), model.GPTConfig(n_layer=2, n_head=4, n_embd=32),
                                  model.GPTConfig(norm="rmsnorm"), model.GPTConfig(bias=False),
                                  model.GPTConfig(n_layer=4, n_head=4, n_embd=64, vocab_size=300, block_size=128)])
@@ -152,6 +181,9 @@ def test_activations_grow_with_sequence_length():
     (dict(seq_len=2.5), "seq_len must be a whole number"),
     (dict(n_head=True), "n_head must be a whole number"),
     (dict(norm="batchnorm"), "norm must be"),
+    (dict(n_embd=4096, n_head=32, n_kv_head=3), "3 key/value heads must divide the 32 query heads"),
+    (dict(n_embd=4096, n_head=32, n_kv_head=64), "64 key/value heads must divide"),
+    (dict(n_kv_head=1.5), "n_kv_head must be a whole number"),
 ])
 def test_shapes_that_cannot_exist_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):

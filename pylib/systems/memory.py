@@ -196,6 +196,8 @@ class TransformerShape:
     width F (4 n_embd in GPT-2); gated_mlp is a SwiGLU MLP (three matrices, LLaMA's); learned_pos a
     learned position table of seq_len rows (GPT-2's; LLaMA's rotary embeddings have no parameters);
     dropout decides whether the activation count includes dropout masks (Korthikanti et al. do).
+    n_kv_head is the number of key/value heads under grouped-query attention (Ainslie et al. 2023;
+    Llama 3 405B has 8 for its 128 query heads); None, the default, means one per query head.
     """
 
     n_layer: int = 1
@@ -211,6 +213,7 @@ class TransformerShape:
     learned_pos: bool = True
     dropout: bool = False
     name: str = ""
+    n_kv_head: int | None = None  # grouped-query attention's key/value heads; None: n_head
 
     def __post_init__(self):
         problems = shape_problems(self)
@@ -220,6 +223,16 @@ class TransformerShape:
     @property
     def head_dim(self):
         return self.n_embd // self.n_head
+
+    @property
+    def kv_heads(self):
+        """Key/value heads: n_kv_head under grouped-query attention, else one per query head."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+    @property
+    def kv_width(self):
+        """Width of k (and of v): kv_heads x head_dim, n_embd without grouped-query attention."""
+        return self.kv_heads * self.head_dim
 
 
 MAX_DIM = 10 ** 9  # any one size above this is refused as a typo rather than a model
@@ -237,6 +250,13 @@ def shape_problems(shape):
     if not out and shape.n_embd % shape.n_head:
         out.append(f"{shape.n_head} heads do not divide the width {shape.n_embd}: "
                    f"each head needs a whole number of the {shape.n_embd} channels")
+    kv = shape.n_kv_head
+    if kv is not None:
+        if isinstance(kv, bool) or not isinstance(kv, (int, np.integer)):
+            out.append(f"n_kv_head must be a whole number, not {kv!r}")
+        elif not out and not (1 <= kv <= shape.n_head and shape.n_head % kv == 0):
+            out.append(f"{kv:,} key/value heads must divide the {shape.n_head:,} query heads: "
+                       f"each key/value head serves a whole group of query heads")
     if shape.norm not in ("layernorm", "rmsnorm"):
         out.append(f"norm must be 'layernorm' or 'rmsnorm', not {shape.norm!r}")
     return out
@@ -256,6 +276,8 @@ def config_from_shape(shape):
     from pylib import model
     if shape.gated_mlp or not shape.tied_head or not shape.learned_pos or shape.ffn_hidden != 4 * shape.n_embd:
         raise ValueError("pylib's model has a tied head, learned positions and a 4x GELU MLP only")
+    if shape.kv_heads != shape.n_head:
+        raise ValueError("pylib's model has one key/value head per query head (no grouped-query attention)")
     return model.GPTConfig(n_layer=shape.n_layer, n_embd=shape.n_embd, n_head=shape.n_head,
                            vocab_size=shape.vocab_size, block_size=shape.seq_len, bias=shape.bias, norm=shape.norm)
 
@@ -272,10 +294,10 @@ SHAPE_PRESETS = {"course": COURSE_MODEL, "llama-7b": LLAMA_7B}
 
 def param_count_parts(shape):
     """Parameters by part: {"embeddings", "per_layer", "layers", "final_norm", "head", "total"}."""
-    C, F, V = shape.n_embd, shape.ffn_hidden, shape.vocab_size
+    C, F, V, K = shape.n_embd, shape.ffn_hidden, shape.vocab_size, shape.kv_width
     b = 1 if shape.bias else 0
     norm = C * (2 if shape.norm == "layernorm" and shape.bias else 1)  # RMSNorm has a gain only
-    attn = 3 * C * C + 3 * C * b + C * C + C * b  # qkv and the output projection
+    attn = (C + 2 * K) * (C + b) + C * C + C * b  # q, k and v (k, v of width K), the output projection
     mlp = (3 * C * F + (2 * F + C) * b) if shape.gated_mlp else (2 * C * F + (F + C) * b)
     per_layer = 2 * norm + attn + mlp
     parts = {"embeddings": V * C + (shape.seq_len * C if shape.learned_pos else 0),
@@ -302,17 +324,19 @@ def korthikanti_layer_bytes(shape, s, b, act_bytes=2, recompute="none", tp=1, se
     (SwiGLU) keeps its input, the gate's and the up projection's outputs and the down projection's
     input: 2sbh + 6sbF (our extension of their count, not theirs). Selective recomputation drops the
     s^2 terms (section 5, eq. 6); full recomputation keeps the layer's input only, 2sbh (Table 2).
+    Under grouped-query attention K and V are kv_width wide instead of h (our extension too).
     Tensor parallelism divides all but the norms, the two block inputs and the dropout masks by tp
     (eq. 2); sequence parallelism divides those too (eq. 4).
     """
     h, a, F = shape.n_embd, shape.n_head, shape.ffn_hidden
     e = act_bytes
     sbh, sbF, as2b = s * b * h, s * b * F, a * s * s * b
+    sbk = s * b * shape.kv_width  # = sbh without grouped-query attention
     mask = 1 if shape.dropout else 0
     if recompute == "full":
         return e * sbh // (tp if sequence_parallel else 1)
     replicated = 2 * e * sbh + e * sbh + e * sbh + 2 * mask * sbh  # two norm inputs, QKV and MLP inputs, masks
-    split = 2 * e * sbh + e * sbh + e * sbh  # Q and K, V, projection input
+    split = e * (sbh + sbk) + e * sbk + e * sbh  # Q and K, V, projection input
     split += (e * 2 * sbF + e * sbF) if shape.gated_mlp else (e * sbF + e * sbF)
     if recompute == "none":
         split += e * as2b + mask * (as2b + e * as2b)

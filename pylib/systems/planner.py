@@ -112,7 +112,7 @@ def layout_problems(shape, cluster, layout):
 def layer_forward_flops_per_token(shape, kv_heads=None):
     """Forward FLOPs of one layer per token: 2 x (weights that multiply) + 4 s h for attention."""
     h, F = shape.n_embd, shape.ffn_hidden
-    kv = shape.n_embd if kv_heads is None else kv_heads * shape.head_dim  # width of k and of v
+    kv = shape.kv_width if kv_heads is None else kv_heads * shape.head_dim  # width of k and of v
     weights = 2 * h * h + 2 * h * kv + (3 if shape.gated_mlp else 2) * h * F  # q, o; k, v; the MLP
     return 2 * weights + 4 * shape.seq_len * h
 
@@ -166,7 +166,7 @@ def plan(shape, cluster, layout, efficiency=1.0, kv_heads=None, grad_bytes=2, ac
     t_ar = collectives.ring_all_reduce_time(act, tp, *tp_link)
     tp_time_mb = layers_per_stage * per_layer_ar * t_ar  # per micro-batch, forward + backward
     # context parallelism: cp - 1 passes of k and v blocks per layer, forward and twice backward
-    kv_width = h if kv_heads is None else kv_heads * shape.head_dim
+    kv_width = shape.kv_width if kv_heads is None else kv_heads * shape.head_dim
     kv_block = 2 * b * (s // cp) * kv_width * act_bytes // tp
     cp_time_mb = 0.0 if cp == 1 else layers_per_stage * 3 * (cp - 1) * (cluster.inter_alpha + kv_block / cluster.inter_bytes_per_s)
     # pipeline: one (b, s/cp, h)/tp send per micro-batch, chunk and direction, between nodes
@@ -262,10 +262,11 @@ MEGATRON_TABLE1 = [
 # The H100's dense BF16 peak, 989 teraFLOP/s, is half of the 1,979 "with sparsity" of NVIDIA's
 # datasheet; checked against copies of the datasheet's table, not the datasheet itself.
 H100_PEAK = 1979e12 / 2
+LLAMA3_KV_HEADS = 8
 LLAMA3_405B = memory.TransformerShape(n_layer=126, n_embd=16384, n_head=128, vocab_size=128000, seq_len=8192,
                                       ffn_hidden=53248, norm="rmsnorm", tied_head=False, bias=False,
-                                      gated_mlp=True, learned_pos=False, name="Llama 3 405B")
-LLAMA3_KV_HEADS = 8
+                                      gated_mlp=True, learned_pos=False, n_kv_head=LLAMA3_KV_HEADS,
+                                      name="Llama 3 405B")
 # Table 4: (GPUs, TP, CP, PP, DP, seq len, batch size per DP, TFLOPs/GPU, BF16 MFU %).
 # Micro-batch size, chunks per stage and recomputation are not given: we assume b = 1, v = 1, and
 # "selective" recomputation, which in chapter 10's calculator keeps no (s, s) attention matrix, as a
