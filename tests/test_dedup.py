@@ -78,3 +78,42 @@ def test_duplicated_ngram_fraction_counts_repeated_word_ngrams():
     # "x y z w v" repeats; "q" and "r" are in no repeated 5-gram: 10 of 12 characters covered
     assert dedup.duplicated_ngram_fraction("x y z w v q x y z w v r") == 10 / 12
     assert dedup.duplicated_ngram_fraction("short text") == 0.0
+
+
+def test_compare_pair_agrees_with_the_collection_functions():
+    # compare_pair's numbers are the ones the chapter's pipeline computes: shingles, jaccard,
+    # minhash_signature, lsh_candidates and near_duplicate_pairs on the same two documents.
+    base = "Now is the winter of our discontent made glorious summer by this sun of York."
+    pairs = [(base, base.replace("glorious", "glorius")), (base, base.upper() + "  "),
+             (base, "Friends, Romans, countrymen, lend me your ears."), (base, base[:40])]
+    for a, b in pairs:
+        for n, bands, threshold in [(64, 16, 0.5), (128, 32, 0.8), (7, 3, 0.3)]:
+            r = dedup.compare_pair(a, b, k=5, n_hashes=n, bands=bands, threshold=threshold, seed=0)
+            sa, sb = dedup.shingles(a, 5), dedup.shingles(b, 5)
+            assert r["jaccard"] == dedup.jaccard(sa, sb)
+            assert (r["n_shared"], r["n_union"]) == (len(sa & sb), len(sa | sb))
+            family = dedup.hash_family(n, 0)
+            sigs = np.stack([dedup.minhash_signature(sa, family), dedup.minhash_signature(sb, family)])
+            assert r["estimate"] == dedup.estimated_jaccard(*sigs) == r["agreeing"] / n
+            assert r["candidate"] == (dedup.lsh_candidates(sigs, bands) == [(0, 1)])
+            assert r["rows"] == n // bands and r["unused_hashes"] == n - bands * (n // bands)
+            found = dedup.near_duplicate_pairs([a, b], threshold=threshold, k=5, n_hashes=n, bands=bands, seed=0)
+            assert (r["verdict"] in ("near duplicate", "exact duplicate")) == (len(found) == 1)
+            assert r["p_candidate"] == dedup.lsh_candidate_probability(r["jaccard"], bands, n // bands)
+    assert dedup.compare_pair(base, base.upper() + "  ")["verdict"] == "exact duplicate"
+
+
+def test_lsh_shared_bands_are_the_bands_agreeing_in_every_row():
+    a = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.uint64)
+    b = np.array([1, 2, 0, 4, 5, 6, 0], dtype=np.uint64)
+    assert dedup.lsh_shared_bands(a, b, 3) == [0, 2]  # 2 rows: bands (1,2) (3,4) (5,6); hash 7 unused
+    assert dedup.lsh_shared_bands(a, b, 7) == [0, 1, 3, 4, 5]
+    assert dedup.lsh_shared_bands(a, b, 1) == []
+
+
+def test_compare_pair_curve_is_the_s_curve_and_handles_emoji_and_short_texts():
+    r = dedup.compare_pair("🎭🎭 <b>x</b>", "🎭", k=5, n_hashes=64, bands=16)
+    assert r["shingles"][1] == ["🎭"] and r["jaccard"] == 0.0 and r["verdict"] == "not a candidate"
+    s, p = np.array(r["curve_s"]), np.array(r["curve_p"])
+    assert s[0] == 0 and s[-1] == 1 and p[0] == 0 and p[-1] == 1 and np.all(np.diff(p) >= 0)
+    np.testing.assert_allclose(p, 1 - (1 - s ** 4) ** 16)

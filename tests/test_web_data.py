@@ -127,3 +127,47 @@ def test_mixture_held_out_loss_is_the_whole_held_out_play(session):
     sources = mixture.genre_sources(session.train_tokens, spans)
     expected = [evaluation.full_loss(state["params"], cfg, sources[g][1]) for g in mixture.GENRES]
     assert web_data.mix_finish(session, {})["held_out"] == expected
+
+
+DEDUP_OK = {"text_a": "To be, or not to be", "text_b": "To be or not to be!", "k": "5", "n_hashes": "64",
+            "bands": "16", "threshold": "0.5"}
+
+
+def test_dedup_op_returns_compare_pair_with_shingles_capped_for_the_page(session):
+    from pylib.studies import dedup
+    r = web_data.dedup_pair(session, DEDUP_OK)
+    full = dedup.compare_pair(DEDUP_OK["text_a"], DEDUP_OK["text_b"], k=5, n_hashes=64, bands=16, threshold=0.5)
+    assert {k: v for k, v in r.items() if k != "shingles_truncated"} == full
+    json.dumps(r)  # the worker sends it as JSON
+    long = "".join(chr(0x4e00 + i) for i in range(1000))
+    r = web_data.dedup_pair(session, {**DEDUP_OK, "text_a": long, "text_b": long[::-1]})
+    shown = web_data.DATA_LIMITS["dedup_shingles_shown"]
+    assert r["shingles_truncated"] == [True, True] and len(r["shingles"][0]) == shown and r["n_shingles"] == [996, 996]
+
+
+@pytest.mark.parametrize("field,raw", [
+    ("text_a", ""), ("text_a", "  \n "), ("text_b", None), ("text_b", 42), ("text_a", "x" * 5001),
+    ("k", "0"), ("k", "21"), ("k", "2.5"), ("k", "🎭"), ("n_hashes", "1e309"), ("n_hashes", "NaN"),
+    ("n_hashes", "257"), ("n_hashes", "-1"), ("bands", "65"), ("bands", "<b>1</b>"),
+    ("threshold", "1.5"), ("threshold", "-0.1"), ("threshold", ""),
+])
+def test_dedup_op_refuses_bad_fields_by_name(session, field, raw):
+    with pytest.raises(InputError) as e:
+        web_data.dedup_pair(session, {**DEDUP_OK, field: raw})
+    assert list(e.value.errors) == [field]
+
+
+def test_dedup_op_reports_every_bad_field_at_once(session):
+    with pytest.raises(InputError) as e:
+        web_data.dedup_pair(session, {"text_a": "", "text_b": "", "k": "x", "n_hashes": "x", "bands": "x", "threshold": "x"})
+    assert set(e.value.errors) == {"text_a", "text_b", "k", "n_hashes", "bands", "threshold"}
+
+
+def test_dedup_examples_are_speeches_of_their_plays():
+    from experiments.ch2 import scenes_by_play, speeches
+    by_play = {}
+    for scene, slug, _ in scenes_by_play():
+        by_play.setdefault(slug, set()).update(speeches(scene))
+    for example in web_data.DEDUP_EXAMPLES:
+        for text, play in zip(example["texts"], example["plays"]):
+            assert text in by_play[play], (play, text)

@@ -167,3 +167,59 @@ def duplicated_ngram_fraction(text, n=5):
             covered[i:i + n] = True
     lengths = np.array([len(w) for w in words])
     return float(lengths[covered].sum() / lengths.sum())
+
+
+# ---------------------------------------------------------------------------
+# One pair, every intermediate (the chapter's dedup widget)
+
+
+def lsh_shared_bands(sig_a, sig_b, bands):
+    """Indices of the bands (rows = n // bands each; any leftover hashes are unused) on which two
+    signatures agree in every row: the pair is an LSH candidate iff this is non-empty."""
+    rows = sig_a.size // bands
+    agree = (sig_a[:bands * rows] == sig_b[:bands * rows]).reshape(bands, rows)  # (b, r)
+    return np.flatnonzero(agree.all(axis=1)).tolist()
+
+
+def compare_pair(text_a, text_b, k=5, n_hashes=64, bands=16, threshold=0.5, seed=0, curve_points=101):
+    """Everything the dedup pipeline computes for one pair, as a dict of plain Python values.
+
+    normalised texts; each text's shingle set (sorted) and the shared ones; exact Jaccard; the
+    MinHash estimate from n_hashes functions and its standard error sqrt(J (1 - J) / n); the
+    bands x rows split, the bands the signatures share, P(candidate) = 1 - (1 - J^r)^b at the exact
+    J, and that curve over s in [0, 1]; and the verdict as near_duplicate_pairs would reach it
+    (candidate from a shared band, then kept if the estimate is >= threshold). exact_duplicate:
+    the normalised texts are equal (exact_hash), which the exact pass would already have caught.
+    """
+    rows = n_hashes // bands
+    sa, sb = shingles(text_a, k), shingles(text_b, k)
+    family = hash_family(n_hashes, seed)
+    sig_a, sig_b = minhash_signature(sa, family), minhash_signature(sb, family)
+    J = jaccard(sa, sb)
+    est = estimated_jaccard(sig_a, sig_b)
+    shared_bands = lsh_shared_bands(sig_a, sig_b, bands)
+    candidate = bool(shared_bands)
+    if exact_hash(text_a) == exact_hash(text_b):
+        verdict = "exact duplicate"
+    elif candidate and est >= threshold:
+        verdict = "near duplicate"
+    elif candidate:
+        verdict = "candidate, but its estimate is below the threshold"
+    elif est >= threshold:
+        verdict = "missed: the estimate is above the threshold, but no band is shared"
+    else:
+        verdict = "not a candidate"
+    s = np.linspace(0.0, 1.0, curve_points)
+    return {
+        "normalised": [normalise_for_dedup(text_a), normalise_for_dedup(text_b)],
+        "shingles": [sorted(sa), sorted(sb)], "shared": sorted(sa & sb),
+        "n_shingles": [len(sa), len(sb)], "n_shared": len(sa & sb), "n_union": len(sa | sb),
+        "jaccard": J, "estimate": est, "agreeing": int(np.sum(sig_a == sig_b)),
+        "standard_error": float(np.sqrt(J * (1 - J) / n_hashes)),
+        "k": k, "n_hashes": n_hashes, "bands": bands, "rows": rows, "unused_hashes": n_hashes - bands * rows,
+        "shared_bands": shared_bands, "candidate": candidate,
+        "p_candidate": lsh_candidate_probability(J, bands, rows),
+        "p_candidate_at_threshold": lsh_candidate_probability(threshold, bands, rows),
+        "curve_s": s.tolist(), "curve_p": lsh_candidate_probability(s, bands, rows).tolist(),
+        "threshold": threshold, "exact_duplicate": verdict == "exact duplicate", "verdict": verdict,
+    }

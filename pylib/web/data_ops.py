@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from pylib import bpe, data, layers, model, train, web
-from pylib.studies import mixture
+from pylib.studies import dedup, mixture
 from pylib.web import InputError, parse_int, parse_number
 
 DATA_LIMITS = {
@@ -22,13 +22,18 @@ DATA_LIMITS = {
     "own_chars": 64,  # the pasted text's vocabulary: its 64 most frequent characters + EOS
     "own_steps_max": 2000,
     "mix_steps_max": 2000,
+    "dedup_text_max": 5000,  # characters per text in the dedup widget (n_hashes x shingles uint64s)
+    "dedup_hashes_max": 256,
+    "dedup_k_max": 20,
+    "dedup_shingles_shown": 200,  # shingles per text sent to the page (all are used in the numbers)
 }
 
 _RUNS = {}  # "bpe" | "mix" | "own" -> the state of that chunked run
 
 
 LABELS = {"start": "Start position", "position": "Position", "n_chars": "Characters", "vocab_size": "Vocabulary size",
-          "weight": "Weight", "split": "Split"}
+          "weight": "Weight", "split": "Split", "k": "Shingle length k", "n_hashes": "Hash functions n",
+          "bands": "Bands b", "threshold": "Threshold"}
 
 
 def _field_error(field, message):
@@ -295,6 +300,71 @@ def own_finish(session, args):
     return _RUNS.pop("own").finish_run()
 
 
+# ---------------------------------------------------------------------------
+# Deduplication of one pair
+
+
+# Real near-duplicate speeches of the corpus (found by near_duplicate_pairs among the speeches, at a
+# lower threshold than the chapter's); tests/test_web_data.py checks each is a speech of its play.
+DEDUP_EXAMPLES = [
+    {"name": "A message repeated word for word inside a longer speech",
+     "plays": ["henry-vi-part-3", "henry-vi-part-3"],
+     "texts": ["BONA:\nTell him, in hope he'll prove a widower shortly,\nI'll wear the willow garland for his sake.",
+               "Post:\nThese were her words, utter'd with mad disdain:\n'Tell him, in hope he'll prove a widower "
+               "shortly,\nI'll wear the willow garland for his sake.'"]},
+    {"name": "A refrain that differs by one comma",
+     "plays": ["macbeth", "macbeth"],
+     "texts": ["ALL:\nDouble, double toil and trouble;\nFire burn, and cauldron bubble.",
+               "ALL:\nDouble, double toil and trouble;\nFire burn and cauldron bubble."]},
+    {"name": "A line reworked from one play to the next",
+     "plays": ["henry-vi-part-2", "henry-vi-part-3"],
+     "texts": ["YORK:\nHold, Warwick, seek thee out some other chase,\nFor I myself must hunt this deer to death.",
+               "RICHARD:\nNay Warwick, single out some other chase;\nFor I myself will hunt this wolf to death."]},
+]
+
+
+def dedup_examples(session, args):
+    """The example pairs the dedup widget offers (real speeches, with their plays)."""
+    return {"examples": DEDUP_EXAMPLES}
+
+
+def dedup_pair(session, args):
+    """Two reader texts -> pylib.studies.dedup.compare_pair, with every field validated first.
+
+    Each text is checked for its type, its length (before any work) and for having a character
+    left after normalisation; all bad fields are reported together."""
+    errors, texts = {}, []
+    for field, label in (("text_a", "Text A"), ("text_b", "Text B")):
+        try:
+            texts.append(_text(args.get(field), field, DATA_LIMITS["dedup_text_max"], label))
+        except InputError as e:
+            errors.update(e.errors)
+    values = {}
+    for field, lo, hi in (("k", 1, DATA_LIMITS["dedup_k_max"]), ("n_hashes", 1, DATA_LIMITS["dedup_hashes_max"])):
+        try:
+            values[field] = _labelled(parse_int, args.get(field), field, lo, hi)
+        except InputError as e:
+            errors.update(e.errors)
+    try:
+        values["bands"] = _labelled(parse_int, args.get("bands"), "bands", 1, values.get("n_hashes", DATA_LIMITS["dedup_hashes_max"]))
+    except InputError as e:  # at most one band per hash function
+        errors.update(e.errors)
+    try:
+        values["threshold"] = _labelled(parse_number, args.get("threshold"), "threshold")
+        if not 0 <= values["threshold"] <= 1:
+            raise _field_error("threshold", f"Threshold must be between 0 and 1; got {values['threshold']:g}.")
+    except InputError as e:
+        errors.update(e.errors)
+    if errors:
+        raise InputError(errors)
+    r = dedup.compare_pair(texts[0], texts[1], **values)
+    shown = DATA_LIMITS["dedup_shingles_shown"]
+    r["shingles_truncated"] = [len(s) > shown for s in r["shingles"]]
+    r["shingles"] = [s[:shown] for s in r["shingles"]]
+    r["shared"] = r["shared"][:shown]
+    return r
+
+
 OPS = {
     "data_window": window,
     "data_excerpt": excerpt,
@@ -309,4 +379,6 @@ OPS = {
     "data_own_start": own_start,
     "data_own_chunk": own_chunk,
     "data_own_finish": own_finish,
+    "data_dedup_examples": dedup_examples,
+    "data_dedup_pair": dedup_pair,
 }
