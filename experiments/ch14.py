@@ -12,10 +12,12 @@
    parametric form L = E + A/N^α + B/D^β over every point. The exponents are fitted per seed too,
    so their seed spread is stored (arms ch14.fit.a and ch14.fit.b).
 3. The held-out run, at HELD_OUT_BUDGET (4x the largest budget). The prediction is written to the
-   results first (the ch14.predict.* keys, from the fits alone: the width nearest the predicted
-   N_opt, and its loss from the parametric form and from the optima's power law); only then is the
-   run trained (three seeds) and its error measured (ch14.heldout.*). The code below makes that
-   order explicit: `predict` returns before `held_out_run` is called, and its keys go into the
+   task's values first (the ch14.predict.* keys, from the fits alone: the width nearest the predicted
+   N_opt, and its loss from the parametric form and from the optima's power law) and printed to the
+   measurement's log (stderr) before the held-out run starts; only then is the run trained (three
+   seeds) and its error measured (ch14.heldout.*). results.json receives the task's values when the
+   task ends, so the log line is the record that the prediction existed first. The code below makes
+   that order explicit: `predict` returns before `held_out_run` is called, and its keys go into the
    values first.
 
 One task (PARTS = ["part_sweep"]): the prediction needs the whole sweep, and the held-out run
@@ -33,6 +35,8 @@ width 4, 2.0 at 8, 2.4 at 12, 2.9 at 16, 4.3 at 24, 7.4 at 32, 9.8 at 48; a whol
   356 s of wall time and 161 s of CPU before two far-from-optimum sizes were dropped, and 624 s of
   wall time and 147 s of CPU after, at a load average near 12.)
 """
+
+import sys
 
 import numpy as np
 
@@ -146,6 +150,8 @@ def part_sweep(corpus):
     # The prediction first: written from the fits alone, before the held-out run exists.
     prediction = predict(fit, corpus.vocab.size)
     values.update(prediction)
+    print("ch14 prediction, written before the held-out run is trained: "
+          + ", ".join(f"{k} = {v:.6g}" for k, v in prediction.items()), file=sys.stderr, flush=True)
     # Only now the held-out run is trained, and its error measured against what was written above.
     values.update(held_out_run(corpus, prediction))
 
