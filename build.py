@@ -7,7 +7,7 @@
     python build.py --serve      build, then serve _site/ at http://127.0.0.1:8000
 
 Chapters are Jinja templates before they are Markdown. They can call:
-    measured(key)        a number from results.json (unknown key: the build fails)
+    measured(key)        a number from results.json's values, or its timings (unknown key: the build fails)
     derived(name)        a number pylib computes now, at build time (unknown name: fails)
     measured_seeds(key)  every seed's value of an arm stored as key.per_seed
     compare(a, b, expect=...)  arm a against arm b, paired by seed (pylib.compare): the mean
@@ -283,6 +283,11 @@ class ChapterContext:
 
     def measured(self, key, fmt=None, unit=""):
         values = self.results.get("values", {})
+        timing = self.results.get("timings", {}).get(key)
+        if key not in values and isinstance(timing, (int, float)) and not isinstance(timing, bool):
+            # a timing or a rate derived from one: kept out of the deterministic sections
+            return figure("measured", format_number(timing, fmt) + unit,
+                          f"measured, a timing (differs from run to run): results.json timings key {key}")
         if key not in values:
             raise BuildError(f"{self.chapter_name}: unknown results key {key!r} "
                              f"(run `python build.py --measure`, or fix the key)")

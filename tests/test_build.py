@@ -24,6 +24,15 @@ def test_measured_number_is_labelled(ctx):
     assert "1.25" in html and 'class="fig measured"' in html and "ch1.x.mean" in html
 
 
+def test_measured_timing_comes_from_the_timings_section_and_says_so():
+    results = {"values": {"ch1.n": 3}, "timings": {"ch1.peak_gflops": 12.345, "ch1.flag": True}}
+    c = build.ChapterContext(build.make_env(), results, "chapters/test.md")
+    html = str(c.measured("ch1.peak_gflops", ".1f"))
+    assert "12.3" in html and 'class="fig measured"' in html and "timings key ch1.peak_gflops" in html
+    with pytest.raises(build.BuildError):
+        c.measured("ch1.flag")  # only numbers are quoted from the timings
+
+
 def test_measured_pm_renders_mean_and_sd(ctx):
     assert "1.250 ± 0.500" in str(ctx.measured_pm("ch1.x"))
 
