@@ -171,3 +171,16 @@ def test_dedup_examples_are_speeches_of_their_plays():
     for example in web_data.DEDUP_EXAMPLES:
         for text, play in zip(example["texts"], example["plays"]):
             assert text in by_play[play], (play, text)
+
+
+def test_dedup_examples_behave_as_the_chapter_says(session):
+    # Chapter 2: at the chapter's settings the first two examples are kept and the reworked line
+    # shares no band; with twice the bands it becomes a candidate and is dropped on its estimate.
+    from experiments.ch2 import NEAR_DUP
+    base = {"k": NEAR_DUP["k"], "n_hashes": NEAR_DUP["n_hashes"], "threshold": NEAR_DUP["threshold"]}
+    verdict = lambda ex, bands: web_data.dedup_pair(session, {**base, "bands": bands, "text_a": ex["texts"][0],
+                                                              "text_b": ex["texts"][1]})["verdict"]
+    first, refrain, reworked = web_data.DEDUP_EXAMPLES
+    assert verdict(first, NEAR_DUP["bands"]) == verdict(refrain, NEAR_DUP["bands"]) == "near duplicate"
+    assert verdict(reworked, NEAR_DUP["bands"]) == "not a candidate"
+    assert verdict(reworked, 2 * NEAR_DUP["bands"]) == "candidate, but its estimate is below the threshold"

@@ -277,3 +277,88 @@ def test_own_text_stops(chapter2):
     w.locator('[data-action="stop"]').click()
     assert wait_status(w) == "stopped"
     expect(w.locator('[data-role="sample"]')).not_to_be_empty()
+
+
+# ---------------------------------------------------------------------------
+# Deduplication of one pair
+
+
+DEDUP_KEYS = ["jaccard", "estimate", "standard_error", "p_candidate", "n_shingles", "n_shared", "n_union", "bands",
+              "rows", "shared_bands", "candidate", "verdict", "normalised"]
+
+
+def dedup_cpython(text_a, text_b, k, n_hashes, bands):
+    from experiments.ch2 import NEAR_DUP
+    from pylib.studies import dedup
+    r = dedup.compare_pair(text_a, text_b, k=k, n_hashes=n_hashes, bands=bands, threshold=NEAR_DUP["threshold"])
+    return {key: r[key] for key in DEDUP_KEYS}
+
+
+def dedup_page(w):
+    r = json.loads(w.get_attribute("data-result"))
+    return {key: r[key] for key in DEDUP_KEYS}
+
+
+def test_dedup_widget_matches_cpython_for_every_example_and_slider_setting(chapter2):
+    from pylib.web import data_ops
+    w = widget(chapter2, "dedup")
+    assert wait_status(w) in ("done", "error")
+    n_examples = w.locator('select[name="example"] option').count()
+    assert n_examples == len(data_ops.DEDUP_EXAMPLES)
+    for i, example in enumerate(data_ops.DEDUP_EXAMPLES):
+        w.evaluate("el => { el.dataset.status = 'pending'; }")
+        w.locator('select[name="example"]').select_option(str(i))
+        assert wait_status(w) == "done"
+        assert w.locator('textarea[name="text_a"]').input_value() == example["texts"][0]
+        assert dedup_page(w) == dedup_cpython(*example["texts"], 5, 64, 16)
+    # the sliders recompute at once: more bands of fewer rows, then fewer hash functions than bands
+    for slider, value, (n, b) in [("b_slider", 32, (64, 32)), ("n_slider", 20, (20, 20)), ("n_slider", 256, (256, 20))]:
+        w.evaluate("el => { el.dataset.status = 'pending'; }")
+        w.locator(f'input[name="{slider}"]').evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }", value)
+        assert wait_status(w) == "done"
+        assert w.locator('input[name="n_hashes"]').input_value() == str(n)
+        assert w.locator('input[name="bands"]').input_value() == str(b)
+        assert dedup_page(w) == dedup_cpython(*data_ops.DEDUP_EXAMPLES[-1]["texts"], 5, n, b)
+    assert w.locator(".dd-band").count() == 20
+    assert w.locator(".dd-band.shared").count() == len(dedup_page(w)["shared_bands"])
+
+
+def test_dedup_widget_shows_emoji_and_markup_as_text(chapter2):
+    w = widget(chapter2, "dedup")
+    text_a, text_b = MARKUP + " 🎭🎭 to be", "🎭 <b>to be</b>, or not"
+    submit(w, text_a=text_a, text_b=text_b, k="3", n_hashes="100", bands="25")
+    assert wait_status(w) == "done"
+    assert dedup_page(w) == dedup_cpython(text_a, text_b, 3, 100, 25)
+    assert w.locator('[data-role="norm-a"]').text_content() == dedup_page(w)["normalised"][0]
+    nothing_injected(chapter2)
+
+
+@pytest.mark.parametrize("field, raw, needle", [
+    ("text_a", "", "Text A is empty"), ("text_b", "   ", "Text B is empty"), ("k", "0", "between 1 and 20"),
+    ("k", "🎭", "must be a number"), ("n_hashes", "1e309", "finite"), ("n_hashes", "NaN", "finite"),
+    ("n_hashes", "-3", "between 1"), ("n_hashes", "99999999999999999999", "between 1"), ("bands", MARKUP, "must be a number"),
+    ("bands", "65", "between 1 and 64"),
+])
+def test_dedup_widget_refuses_bad_input_and_keeps_working(chapter2, field, raw, needle):
+    from pylib.web import data_ops
+    w = widget(chapter2, "dedup")
+    good = dict(zip(["text_a", "text_b"], data_ops.DEDUP_EXAMPLES[0]["texts"]), k="5", n_hashes="64", bands="16")
+    submit(w, **{**good, field: raw})
+    assert wait_status(w) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text(needle)
+    expect(w.locator(f'[name="{field}"]')).to_have_attribute("aria-invalid", "true")
+    assert w.get_attribute("data-result") is None
+    nothing_injected(chapter2)
+    submit(w, **good)
+    assert wait_status(w) == "done"
+    assert dedup_page(w) == dedup_cpython(good["text_a"], good["text_b"], 5, 64, 16)
+
+
+def test_dedup_widget_refuses_a_10_mb_paste_with_a_message(chapter2):
+    w = widget(chapter2, "dedup")
+    w.locator('textarea[name="text_b"]').evaluate("el => { el.value = 'abcdefghij'.repeat(1000000); }")
+    submit(w, text_a="to be or not to be")
+    assert wait_status(w, timeout=30_000) == "error"
+    expect(w.locator('[data-role="message"]')).to_contain_text("10,000,000 characters")
+    submit(w, text_b="to be, or not to be")
+    assert wait_status(w) == "done"
