@@ -237,15 +237,25 @@ def start_noise(page, seed, step):
     return w
 
 
-def test_noise_scale_in_the_page_equals_the_measurement_for_that_seed(chapter6):
+# The page draws the measurement's very batches, but its NumPy (no OpenBLAS) sums float32 products in
+# another order than CPython's OpenBLAS, so the two agree to float32 rounding, not bit for bit.
+# Measured at step 0, seed 2 (Chromium vs CPython 3.11 + OpenBLAS, one thread): relative difference
+# 1.1e-7 in B_simple, a ratio of two differences of squared norms. The tolerance is about 100x that.
+PAGE_VS_CPYTHON_NOISE_REL_TOL = 1e-5
+
+
+def test_noise_scale_in_the_page_equals_the_measurement_for_that_seed_to_float32_rounding(chapter6):
     from conftest import ROOT
     values = json.loads((ROOT / "results.json").read_text())["values"]
     w = start_noise(chapter6, 2, 0)
     assert wait_status(w, ("done", "error"), timeout=TIMEOUT) == "done"
     r = result(w)
-    assert r["b_simple"] == pytest.approx(values["ch6.noise.step0.b_simple.per_seed"]["2"], rel=1e-9)
+    cpython = values["ch6.noise.step0.b_simple.per_seed"]["2"]
+    print(f"noise scale, step 0, seed 2: page {r['b_simple']!r}, CPython {cpython!r}, "
+          f"relative difference {abs(r['b_simple'] - cpython) / cpython:.1e}")
+    assert r["b_simple"] == pytest.approx(cpython, rel=PAGE_VS_CPYTHON_NOISE_REL_TOL)
     assert r["measured_b_simple"] == values["ch6.noise.step0.b_simple.per_seed"]["2"]
-    assert w.locator('[data-role="chart"] circle').count() == 2
+    assert w.locator('[data-role="chart"] circle').count() == 2  # the two averages; the line has no markers
 
 
 def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):

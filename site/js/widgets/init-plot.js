@@ -40,7 +40,8 @@ function ticks(lo, hi, log) {
 }
 
 /**
- * series: [{xs, ys, color, dash?, dots?, width?, name?}]; opts: {xlog, ylog, xlabel, ylabel,
+ * series: [{xs, ys, color, dash?, dots?, points?, width?, name?}] (points: false draws the line alone);
+ * opts: {xlog, ylog, xlabel, ylabel,
  * xticks: [{value, text}] (categorical labels), ymin, ymax, hline: {value, text}}.
  * Points that are null, non-finite or (on a log axis) not positive are left out, never drawn.
  */
@@ -96,7 +97,7 @@ export function drawChart(svg, series, opts = {}) {
         fill: "none", stroke: s.color, "stroke-width": s.width ?? 2, "stroke-dasharray": s.dash || "none",
       }, g);
     }
-    for (const [x, y] of p) {
+    for (const [x, y] of s.points === false ? [] : p) {
       el("circle", { cx: px(x).toFixed(1), cy: py(y).toFixed(1), r: s.dots ? 4 : 2.5, fill: s.hollow ? "#fff" : s.color, stroke: s.color, "stroke-width": 1.5 }, g);
     }
   });

@@ -24,9 +24,9 @@ export async function mount(root, client) {
     for (let b = 1; b <= 256; b *= 1.25) bs.push(b);
     const curve = bs.map((b) => r.g2 + r.trace / b);
     drawChart(chart, [
-      { xs: bs, ys: curve, color: "#2a5db0", name: "curve" },
+      { xs: bs, ys: curve, color: "#2a5db0", points: false, name: "curve" },
       { xs: [r.b_small, r.b_big], ys: [r.g2_small, r.g2_big], color: "#2a5db0", dots: true, width: 0, name: "points" },
-      { xs: [r.b_simple, r.b_simple], ys: [r.g2, 2 * r.g2], color: "#d9480f", dash: "2 3", name: "b_simple" },
+      { xs: [r.b_simple, r.b_simple], ys: [r.g2, 2 * r.g2], color: "#d9480f", dash: "2 3", points: false, name: "b_simple" },
     ], { xlog: true, ylog: true, xlabel: "batch size B (windows)", ylabel: "E|G_B|²", hline: { value: r.g2, text: "|G|²" } });
   }
   draw(null);

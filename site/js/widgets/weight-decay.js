@@ -23,10 +23,10 @@ export async function mount(root, client) {
       const steps = r.adamw.map((_, t) => t);
       const col = (rows, i) => rows.map((row) => row[i]);
       drawChart(chart, [
-        { xs: steps, ys: col(r.adamw, 0), color: "#2a5db0", name: "adamw-a" },
-        { xs: steps, ys: col(r.adamw, 1), color: "#2a5db0", dash: "6 4", name: "adamw-b" },
-        { xs: steps, ys: col(r.adam_l2, 0), color: "#d9480f", name: "l2-a" },
-        { xs: steps, ys: col(r.adam_l2, 1), color: "#d9480f", dash: "6 4", name: "l2-b" },
+        { xs: steps, ys: col(r.adamw, 0), color: "#2a5db0", points: false, name: "adamw-a" },
+        { xs: steps, ys: col(r.adamw, 1), color: "#2a5db0", dash: "6 4", points: false, name: "adamw-b" },
+        { xs: steps, ys: col(r.adam_l2, 0), color: "#d9480f", points: false, name: "l2-a" },
+        { xs: steps, ys: col(r.adam_l2, 1), color: "#d9480f", dash: "6 4", points: false, name: "l2-b" },
       ], { xlabel: "step", ylabel: "shrinkage from the decay" });
       const [wa, wb] = r.adamw[r.adamw.length - 1];
       const [la, lb] = r.adam_l2[r.adam_l2.length - 1];
