@@ -8,7 +8,7 @@ const fmt = (v) => {
   if (typeof v === "string") return v;
   if (v === 0) return Object.is(v, -0) ? "-0" : "0";
   const a = Math.abs(v);
-  return a >= 1e5 || a < 1e-3 ? v.toExponential(6) : v.toPrecision(9).replace(/\.?0+$/, "");
+  return a >= 1e5 || a < 1e-3 ? v.toExponential(5) : v.toPrecision(8).replace(/\.?0+$/, "");
 };
 const pct = (v) => (v == null ? "–" : v === 0 ? "0" : v.toExponential(2));
 const REGIME = { normal: "normal", subnormal: "subnormal (fewer bits)", zero: "zero", underflow: "underflow → 0", overflow: "overflow", inf: "inf", nan: "nan" };
@@ -46,7 +46,7 @@ export async function mount(root, client) {
         cell("below").textContent = fmt(f.below);
         cell("above").textContent = fmt(f.above);
         cell("regime").textContent = REGIME[f.regime] || f.regime;
-        cell("regime").className = `regime-${f.regime}`;
+        cell("regime").className = `prec-line regime-${f.regime}`;
         cell("max").textContent = fmt(f.max);
         cell("smallest_subnormal").textContent = fmt(f.smallest_subnormal / 2);
         rows.append(tr);
