@@ -34,6 +34,7 @@ import numpy as np
 from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
 
 MARGIN = 0.02  # nats: the loss difference below which two recipes count as the same (chosen before measuring)
+LAST_STEPS = 100  # the "late in the run" window of the flushed and lost shares
 CLIP_RMS = 4.0  # the clipping full scale of the quantised-gradient study: 4 x the tensor's RMS
 GROUPS = {"part_bf16": ("fp32", "bf16_master", "bf16_pure", "bf16_pure_sr"),
           "part_fp16": ("fp16_noscale", "fp16_dynamic", "fp8")}
@@ -63,8 +64,8 @@ def recipe_arm(corpus, name):
     for field in ("flushed", "lost"):
         if any(field in r for h in hist.values() for r in h):
             values.update(arm(f"{base}.{field}", {s: float(np.mean(per_step(field, h))) for s, h in hist.items()}))
-            values.update(arm(f"{base}.{field}_last100", {s: float(np.mean(per_step(field, h)[-100:])) for s, h in hist.items()}))
-            values.update(arm(f"{base}.{field}_first100", {s: float(np.mean(per_step(field, h)[:100])) for s, h in hist.items()}))
+            values.update(arm(f"{base}.{field}_last100", {s: float(np.mean(per_step(field, h)[-LAST_STEPS:])) for s, h in hist.items()}))
+            values.update(arm(f"{base}.{field}_first100", {s: float(np.mean(per_step(field, h)[:LAST_STEPS])) for s, h in hist.items()}))
     curve = {}
     if any("scale" in r for r in hist[SEEDS[0]]):
         values.update(arm(f"{base}.skipped", {s: sum(1 for r in h if r.get("skipped")) for s, h in hist.items()}))
@@ -81,9 +82,10 @@ def recipe_arm(corpus, name):
     for field in ("flushed", "lost"):
         if field in hist[SEEDS[0]][1]:
             curve[f"{field}_mean"] = rounded(np.mean([per_step(field, h) for h in hist.values()], axis=0), 6)
-    steps_per_s = sum(len(h) for h in hist.values()) / max(sum(
-        sum(1.0 / r["tokens_per_s"] for r in h if r.get("tokens_per_s")) for h in hist.values()), 1e-9) / 1024
-    return values, {base: curve}, {f"{base}.seconds": seconds, f"{base}.steps_per_second": steps_per_s * 1024 / 1024}
+    step_seconds = sum(cfg.block_size * tcfg.batch_size / r["tokens_per_s"]  # each step's own time, evaluations excluded
+                       for h in hist.values() for r in h if r.get("tokens_per_s"))
+    steps = sum(1 for h in hist.values() for r in h if r.get("tokens_per_s"))
+    return values, {base: curve}, {f"{base}.seconds": seconds, f"{base}.steps_per_second": steps / max(step_seconds, 1e-9)}
 
 
 def _recipes_part(corpus, part):
@@ -202,6 +204,15 @@ def derived(corpus):
                 "ch9.int8.bytes": quantise.bytes_per_element(8), "ch9.int4.bytes": quantise.bytes_per_element(4),
                 "ch9.bf16_unit_roundoff": precision.spacing_at_one("bf16") / 2,
                 "ch9.fp16_min_normal_log2": math.log2(precision.smallest_normal("fp16")),
+                "ch9.tokens_per_batch": train.TrainConfig().batch_size * model.GPTConfig().block_size,
+                "ch9.last_steps": LAST_STEPS,
+                "ch9.bits16_after_sign": precision.facts("fp16")["bits"] - 1,
+                "ch9.bf16_dropped_bits": precision.facts("fp32")["mantissa_bits"] - precision.facts("bf16")["mantissa_bits"],
+                "ch9.fp16_extra_bits": precision.facts("fp16")["mantissa_bits"] - precision.facts("bf16")["mantissa_bits"],
+                "ch9.fp16_over_bf16_precision": precision.spacing_at_one("bf16") / precision.spacing_at_one("fp16"),
+                "ch9.e4m3_if_ieee_max": (2 - 2.0 ** -precision.FORMATS["fp8_e4m3"][1])
+                * 2.0 ** (2 ** precision.FORMATS["fp8_e4m3"][0] - 2 - precision.bias("fp8_e4m3")),
+                "ch9.e4m3_max_exponent": precision.max_exponent("fp8_e4m3"),
                 "ch9.fp16_min_sub_log2": math.log2(precision.smallest_subnormal("fp16"))})
     return out
 
