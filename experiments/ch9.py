@@ -24,7 +24,8 @@ step with uint32 tricks), so a 400-step run is ~1.2-3 s, plus its evaluation.
   part_bf16:  fp32, bf16_master, bf16_pure, bf16_pure_sr: 12 runs ~ 12 x 2.5 s + 12 x 0.9 s ~ 40 s
   part_fp16:  fp16_noscale, fp16_dynamic, fp8: 9 runs ~ 9 x 3 s + 9 x 0.9 s ~ 35 s
   part_checks: one-step comparisons and quantised gradients (3 fp32 runs without evaluation) ~ 8 s
-Total ~ 85 s of task time, inside the chapter's 150 s.
+Total ~ 85 s of task time, inside the chapter's 150 s. Measured once under heavy contention (load
+average 6-12 on the 2 cores, fp32 at 85 steps/s against ~330 idle): 380 s, i.e. ~95 s idle.
 """
 
 import time
