@@ -96,7 +96,7 @@ def recipe(name):
 
 
 class DynamicLossScaler:
-    """Dynamic loss scaling with skip-on-inf (Micikevicius et al. 2018, "Loss scaling"; torch.amp.GradScaler).
+    """Dynamic loss scaling with skip-on-inf (Micikevicius et al. 2018, abstract; torch.amp.GradScaler).
 
     scale() multiplies the loss's gradient by s; unscale_(grads) divides the gradients by s and
     says whether they are all finite; update(found_inf) halves s after an overflow (the step is
