@@ -8,7 +8,10 @@ checkpoint; the job then pays a restart of R hours (reload the checkpoint, rebui
 tries the segment again. Goodput is the share of wall-clock time spent on useful compute:
 work / wall time. (The Llama 3 report calls the same ratio "effective training time".)
 
-Two closed forms, checked against the simulation in tests/test_goodput.py:
+Two closed forms, checked against the simulation in tests/test_goodput.py. Neither paper could be
+read when this was written: both formulas are as LLNL's Scalable Checkpoint/Restart library
+implements them (scripts/common/scr_ckpt_interval.py), and Daly's is checked against the optima his
+figure captions state (tests/test_goodput.py), not against his text.
   - Young (1974): the interval that minimises the time lost is about sqrt(2 delta M), a first-order
     approximation for delta << M. Its derivation in one line: per unit of work the overhead is
     delta/tau (checkpoints) + tau/(2M) (on average half a segment is lost per failure), smallest at
