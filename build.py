@@ -600,8 +600,7 @@ def build_site(out=OUT, only_chapters=None):
     by_number = {c["number"]: c for c in links}
     items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor], "deck": e.deck,
               "chapter": by_number[e.chapter], "section": e.section,
-              "section_id": e.section_id, "widget_id": targets.get(e.anchor, (None, None, ""))[1],
-              "widget_title": targets.get(e.anchor, (None, None, ""))[2]}
+              "section_id": e.section_id, "widgets": targets.get(e.anchor, (None, []))[1]}
              for e in entries]
     (out / "glossary.html").write_text(env.get_template("glossary.html").render(
         site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")

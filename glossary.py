@@ -36,7 +36,7 @@ class Entry:
     deck: str
     chapter: int
     section: str
-    widget: str
+    widgets: tuple  # the names of the widgets that animate it (the YAML's widget: one name or a list)
     match: tuple
 
     @property
@@ -63,7 +63,10 @@ def load(path):
         extra = set(item) - set(FIELDS)
         if extra:
             raise GlossaryError(f"{path.name}: entry {item['term']!r} has unknown fields {sorted(extra)}")
-        entry = Entry(**dict(item, chapter=int(item["chapter"]), match=tuple(str(m) for m in item["match"])))
+        fields = {k: v for k, v in item.items() if k != "widget"}
+        widgets = item["widget"] if isinstance(item["widget"], list) else [item["widget"]]
+        entry = Entry(**dict(fields, chapter=int(item["chapter"]), match=tuple(str(m) for m in item["match"]),
+                             widgets=tuple(str(w) for w in widgets)))
         if entry.anchor in seen:
             raise GlossaryError(f"{path.name}: {entry.term!r} appears twice")
         seen.add(entry.anchor)
@@ -174,7 +177,7 @@ def widget_title(page_html, widget_id):
 
 
 def check_targets(entries, pages):
-    """{anchor: (section id, widget id, widget title)}; GlossaryError naming every missing target.
+    """{anchor: (section id, [(widget id, widget title)])}; GlossaryError naming every missing target.
 
     pages: {chapter number: rendered chapter HTML} for every chapter that exists."""
     problems, targets = [], {}
@@ -185,10 +188,14 @@ def check_targets(entries, pages):
             continue
         if not re.search(rf'<h[23][^>]*\bid="{re.escape(e.section_id)}"', page):
             problems.append(f"{e.term!r}: chapter {e.chapter} has no section headed {e.section!r} (id {e.section_id!r})")
-        ids = widget_ids(page, e.widget)
-        if not ids:
-            problems.append(f"{e.term!r}: chapter {e.chapter} has no widget {e.widget!r}")
-        targets[e.anchor] = (e.section_id, ids[0] if ids else None, widget_title(page, ids[0]) if ids else "")
+        found = []
+        for name in e.widgets:
+            ids = widget_ids(page, name)
+            if not ids:
+                problems.append(f"{e.term!r}: chapter {e.chapter} has no widget {name!r}")
+            else:
+                found.append((ids[0], widget_title(page, ids[0])))
+        targets[e.anchor] = (e.section_id, found)
     if problems:
         raise GlossaryError("glossary targets missing:\n  " + "\n  ".join(problems))
     return targets

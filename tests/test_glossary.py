@@ -15,7 +15,8 @@ def page_terms(*entries):
 
 def entry(term, match, chapter=1, section="Seeds and spread", widget="train"):
     return glossary.Entry(term=term, sentence="One sentence.", deck="deck 01", chapter=chapter,
-                          section=section, widget=widget, match=tuple(match))
+                          section=section, widgets=(widget,) if isinstance(widget, str) else tuple(widget),
+                          match=tuple(match))
 
 
 def test_first_use_links_once_and_skips_headings_code_links_and_labels():
@@ -56,7 +57,10 @@ def test_definition_is_plain_text_and_cannot_inject_markup():
 def test_missing_targets_fail_with_every_problem_named():
     page = '<h2 id="seeds-and-spread">Seeds and spread</h2><section class="widget" id="w1-train">'
     ok = entry("Seeds and spread", ["seed"])
-    assert glossary.check_targets([ok], {1: page}) == {ok.anchor: ("seeds-and-spread", "w1-train", "")}
+    assert glossary.check_targets([ok], {1: page}) == {ok.anchor: ("seeds-and-spread", [("w1-train", "")])}
+    two = entry("Seeds and spread", ["seed"], widget=["train", "bpe"])
+    with pytest.raises(glossary.GlossaryError, match="no widget 'bpe'"):
+        glossary.check_targets([two], {1: page})
     bad = [entry("A", ["a"], section="No such section"), entry("B", ["b"], widget="nope"), entry("C", ["c"], chapter=99)]
     with pytest.raises(glossary.GlossaryError) as e:
         glossary.check_targets(bad, {1: page})
