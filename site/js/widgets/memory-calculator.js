@@ -7,6 +7,7 @@ import { drawChart } from "./init-plot.js";
 const FIELDS = ["arch", "seq_len", "micro_batch", "n_layer", "n_embd", "n_head", "vocab_size", "ffn_hidden",
   "precision", "recompute", "optimizer"];
 const PARTS = [["weights", "#2a5db0"], ["gradients", "#1b7a43"], ["optimizer", "#d9480f"], ["activations", "#7b3fa0"]];
+const NAMES = { weights: "weights", gradients: "gradients", optimizer: "optimiser state", activations: "activations" };
 
 // Bytes as the page shows them: binary units (GiB = 2^30 bytes), three significant figures.
 export function fmtBytes(b) {
@@ -38,11 +39,19 @@ export async function mount(root, client) {
       seg.className = `mem-seg mem-${key}`;
       seg.style.flexGrow = String(share);
       seg.style.background = color;
-      seg.title = `${key}: ${fmtBytes(mem[key])} (${(100 * share).toFixed(1)}%)`;
+      seg.title = `${NAMES[key]}: ${fmtBytes(mem[key])} (${(100 * share).toFixed(1)}%)`;
       const text = document.createElement("span");
-      text.textContent = share >= 0.08 ? `${key} ${fmtBytes(mem[key])}` : "";
+      text.textContent = share >= 0.08 ? `${NAMES[key]} ${fmtBytes(mem[key])}` : "";
       seg.appendChild(text);
       stack.appendChild(seg);
+    }
+    // On a narrow page a label that does not fit its segment is shortened to the size, then dropped
+    // (the legend and each segment's tooltip still name it), rather than shown cut off.
+    for (const seg of stack.children) {
+      const text = seg.firstChild;
+      const key = seg.className.replace("mem-seg mem-", "");
+      if (text.textContent && text.scrollWidth > seg.clientWidth) text.textContent = fmtBytes(mem[key]);
+      if (text.textContent && text.scrollWidth > seg.clientWidth) text.textContent = "";
     }
   }
 
@@ -78,7 +87,7 @@ export async function mount(root, client) {
       drawGrowth(r);
       root.dataset.result = JSON.stringify({ params: r.params, memory: m, seq_len: r.seq_len, growth: r.growth });
       const biggest = PARTS.map(([k]) => k).reduce((a, k) => (m[k] > m[a] ? k : a), "weights");
-      setStatus("done", `${fmtCount(r.params)} parameters; ${fmtBytes(m.total)} per device, the largest part ${biggest} ` +
+      setStatus("done", `${fmtCount(r.params)} parameters; ${fmtBytes(m.total)} per device, the largest part ${NAMES[biggest]} ` +
         `(${fmtBytes(m[biggest])}). Activations are for one micro-batch of ${r.micro_batch} × ${r.seq_len} tokens.`);
     } catch (err) {
       clear();  // the figures above were for other input
