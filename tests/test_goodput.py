@@ -68,3 +68,14 @@ def test_daly_matters_when_delta_is_not_small():
 def test_refuses_a_segment_that_almost_never_finishes():
     with pytest.raises(ValueError, match="almost every segment"):
         goodput.simulate_job(100.0, 1.0, 1.0, 0.1, 10, np.random.default_rng(0))
+
+
+def test_goodput_op_takes_a_free_restart_and_refuses_a_negative_one():
+    from pylib.web import InputError
+    from pylib.web.job_ops import goodput_op
+    v = goodput_op(None, {"delta": "1", "M": "100", "R": "0", "tau": "14"})
+    assert v["chosen"]["expected"] == goodput.expected_goodput(14.0, 1.0, 100.0, 0.0) == 14.0 / (100.0 * math.expm1(0.15))
+    assert abs(v["chosen"]["simulated"] / v["chosen"]["expected"] - 1) < 0.05
+    with pytest.raises(InputError) as e:
+        goodput_op(None, {"delta": "1", "M": "100", "R": "-1", "tau": "14"})
+    assert set(e.value.errors) == {"R"} and "at least 0" in e.value.errors["R"]

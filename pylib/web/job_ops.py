@@ -41,9 +41,11 @@ SLOTS = {"ckpt": "checkpoint", "dash": "dashboard"}
 _RUNS = {}  # by slot: the widget's current run; "replay": the replay widget's run and checkpoint
 
 
-def _positive(raw, key, label, hi):
+def _positive(raw, key, label, hi, zero_ok=False):
     value = parse_field(parse_number, key, label, raw)
-    if not 0 < value <= hi:
+    if zero_ok and not 0 <= value <= hi:
+        raise InputError({key: f"{label} must be at least 0 and at most {hi:g}; got {value:g}."})
+    if not zero_ok and not 0 < value <= hi:
         raise InputError({key: f"{label} must be greater than 0 and at most {hi:g}; got {value:g}."})
     return value
 
@@ -271,7 +273,7 @@ def goodput_op(session, args):
     v = collect_fields([
         ("delta", lambda: _positive(args.get("delta"), "delta", "The checkpoint cost δ", hi)),
         ("M", lambda: _positive(args.get("M"), "M", "The mean time between failures M", hi)),
-        ("R", lambda: _positive(args.get("R"), "R", "The restart cost", hi)),
+        ("R", lambda: _positive(args.get("R"), "R", "The restart cost R", hi, zero_ok=True)),  # a free restart is allowed
         ("tau", lambda: _positive(args.get("tau"), "tau", "The interval τ", hi)),
     ])
     d, M, R, tau = v["delta"], v["M"], v["R"], v["tau"]
@@ -280,7 +282,7 @@ def goodput_op(session, args):
         raise InputError({"tau": f"τ + δ is {(tau + d) / M:.3g} times M; above {cap:g} times M nearly every segment "
                                  "fails and the job never finishes. Shorten τ or δ, or raise M."})
     if R / M > cap:
-        raise InputError({"R": f"The restart cost is {R / M:.3g} times M; above {cap:g} times M restarts almost never finish."})
+        raise InputError({"R": f"The restart cost R is {R / M:.3g} times M; above {cap:g} times M restarts almost never finish."})
     young, daly, opt = goodput.young_interval(d, M), goodput.daly_interval(d, M), goodput.optimal_interval(d, M)
     grid = sorted({opt * 2 ** (k / 4) for k in range(-12, 13)} | {tau})
     grid = [t for t in grid if (t + d) / M <= cap]

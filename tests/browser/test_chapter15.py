@@ -294,8 +294,23 @@ def test_goodput_refuses_bad_values_and_recovers(chapter15, raw):
 
 
 def test_goodput_refuses_an_interval_that_never_finishes(chapter15):
+    w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    assert status == "done" and "At τ = 45 min:" in message(w)
     w, status = goodput_run(chapter15, delta=1, M=1, R=1, tau=100)
     assert status == "error" and "never finishes" in message(w)
+    # the last good result is kept, greyed, and the message says whose it is
+    assert "job-stale" in w.get_attribute("class") and "last valid settings (τ = 45 min)" in message(w)
+    w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    assert status == "done" and "job-stale" not in w.get_attribute("class")
+
+
+def test_goodput_takes_a_free_restart(chapter15):
+    from pylib.systems import goodput
+    w, status = goodput_run(chapter15, delta=1, M=100, R=0, tau=14)
+    assert status == "done"
+    assert result(w)["chosen"]["expected"] == pytest.approx(goodput.expected_goodput(14, 1, 100, 0), rel=1e-12)
+    w, status = goodput_run(chapter15, R=-1)
+    assert status == "error" and "restart cost R must be at least 0" in message(w)
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done"
 

@@ -18,6 +18,8 @@ export async function mount(root, client) {
   let busy = false;
   let pending = false;
   let last = null;
+  // minutes as typed: up to 4 significant digits, no trailing zeros ("45 min", "3,160 min", "0.125 min")
+  const minutes = (t) => `${Number(t.toPrecision(4)).toLocaleString("en", { maximumFractionDigits: 6 })} min`;
 
   const ranges = [...root.querySelectorAll("[data-range]")];
   const toValue = (r) => {
@@ -76,10 +78,15 @@ export async function mount(root, client) {
       readouts.optimum.textContent = num(v.optimum, 3);
       readouts.best.textContent = num(v.expected_at.optimum, 4);
       root.dataset.result = JSON.stringify({ chosen: v.chosen, young: v.young, daly: v.daly, optimum: v.optimum });
-      setStatus("done", `At τ = ${num(v.chosen.tau, 3)}: ${(100 * v.chosen.simulated).toFixed(1)}% of the time is useful work `
+      root.classList.remove("job-stale");
+      setStatus("done", `At τ = ${minutes(v.chosen.tau)}: ${(100 * v.chosen.simulated).toFixed(1)}% of the time is useful work `
         + `(expected ${(100 * v.chosen.expected).toFixed(1)}%). The best interval gives ${(100 * v.expected_at.optimum).toFixed(1)}%.`);
     } catch (err) {
       showRunError(err, setStatus, markInvalid);
+      if (last) {  // the last good result stays, greyed, and says so
+        root.classList.add("job-stale");
+        message.textContent += `\nThe readouts and the chart still show the last valid settings (τ = ${minutes(last.chosen.tau)}).`;
+      }
     } finally {
       busy = false;
       if (pending) { pending = false; simulate(); }
