@@ -94,3 +94,12 @@ def test_built_glossary_links_to_sections_and_widgets_that_exist():
     for href in set(re.findall(r'href="(chapters/[^"#]+)#([^"]+)"', page)):
         chapter_html = (out / href[0]).read_text()
         assert f'id="{href[1]}"' in chapter_html, href
+
+
+def test_glossary_has_the_seeds_51_terms_in_deck_order_each_animated_by_a_widget():
+    entries = glossary.load(build.GLOSSARY)
+    assert len(entries) == 51
+    decks = [int(e.deck.split()[-1]) for e in entries]
+    assert decks == sorted(decks)
+    assert all(e.widgets for e in entries)
+    assert {e.chapter for e in entries} == set(range(1, 17))  # every chapter animates a term
