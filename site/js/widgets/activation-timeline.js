@@ -41,7 +41,10 @@ export async function mount(root, client) {
     const svg = $('[data-role="chart"]');
     svg.replaceChildren();
     if (!data) return;
-    const W = 640, rowH = 120, top = 16, L = 8, R = 8;
+    // The drawing is as wide as the chart on the page (between 320 and 640 units), so that its
+    // labels keep their size on a narrow page instead of shrinking with a fixed-width picture.
+    const W = Math.round(Math.max(320, Math.min(640, svg.getBoundingClientRect().width || 640)));
+    const rowH = 120, top = 16, L = 8, R = 8;
     const n = maxEvents();
     const ymax = Math.max(...MODES.map(([m]) => data.modes[m].peak)) || 1;
     svg.setAttribute("viewBox", `0 0 ${W} ${MODES.length * (rowH + top) + 8}`);
@@ -50,7 +53,8 @@ export async function mount(root, client) {
       const d = data.modes[mode];
       const y0 = row * (rowH + top) + top;
       el("rect", { x: L, y: y0, width: W - L - R, height: rowH, class: "at-frame" }, svg);
-      text(svg, L + 4, y0 - 4, `${label}: peak ${fmtBytes(d.peak)}`, "at-title");
+      const title = text(svg, L + 4, y0 - 4, `${label}: peak ${fmtBytes(d.peak)}`, "at-title");
+      if (title.getComputedTextLength() > W - L - R - 4) title.textContent = `${mode}: peak ${fmtBytes(d.peak)}`;
       d.events.forEach((e, i) => {
         const h = (rowH - 4) * (e.held / ymax);
         el("rect", { x: L + i * bw, y: y0 + rowH - h, width: Math.max(bw - 1, 1), height: h,
@@ -61,8 +65,16 @@ export async function mount(root, client) {
       if (p <= index) {
         el("circle", { cx: px, cy: Math.max(py, y0 + 6), r: 6, class: "at-peak" }, svg);
         const who = d.set_by ? `${d.set_by[0]} (${fmtBytes(d.set_by[1])})` : "";
-        text(svg, Math.min(px + 9, W - R - 4), Math.max(py, y0 + 6) + 14, `peak, set by ${who}`, "at-peak-label",
+        const ly = Math.max(py, y0 + 6) + 14;
+        const label = text(svg, Math.min(px + 9, W - R - 4), ly, `peak, set by ${who}`, "at-peak-label",
           px > W * 0.55 ? "end" : "start");
+        // Keep the label inside the frame: the other side of the ring if it sticks out, on its own
+        // line below the frame's top if it sticks out on both sides (a narrow page).
+        const fits = () => { const b = label.getBBox(); return b.x >= L && b.x + b.width <= W - R; };
+        if (!fits()) { label.setAttribute("text-anchor", px > W * 0.55 ? "start" : "end");
+          label.setAttribute("x", px > W * 0.55 ? Math.max(px + 9, L + 4) : Math.max(px - 9, L + 4)); }
+        if (!fits()) { label.setAttribute("text-anchor", "start"); label.setAttribute("x", L + 4);
+          label.setAttribute("y", y0 + 14); label.textContent = `peak: ${who}`; }
       }
       const cx = L + (Math.min(index, d.events.length - 1) + 0.5) * bw;
       el("line", { x1: cx, x2: cx, y1: y0, y2: y0 + rowH, class: "at-cursor" }, svg);
