@@ -75,10 +75,11 @@ def dashboard_record(record, params, model_cfg, counts):
 
 
 def initial_loss_check(loss0, vocab_size, tolerance=0.1):
-    """Is the first loss within tolerance nats of ln V? {"expected", "loss", "gap", "ok"}."""
+    """Is the first loss within tolerance nats of ln V? {"expected", "loss", "gap", "tolerance", "ok"}."""
     expected = math.log(vocab_size)
     gap = None if loss0 is None else loss0 - expected
-    return {"expected": expected, "loss": loss0, "gap": gap, "ok": gap is not None and abs(gap) <= tolerance}
+    return {"expected": expected, "loss": loss0, "gap": gap, "tolerance": tolerance,
+            "ok": gap is not None and abs(gap) <= tolerance}
 
 
 def overfit_one_batch(model_cfg, train_cfg, tokens, steps, seed=0):

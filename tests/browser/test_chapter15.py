@@ -332,6 +332,13 @@ def test_dashboard_says_when_a_run_diverges_and_stop_keeps_the_log(chapter15, tm
     assert wait_settled(w) == "stopped"
     rows = result(w)["rows"]
     assert 5 <= rows < 2000
+    # a stopped run that has not reached its target is not a failed health check
+    w.locator('[data-role="checks"]').filter(has_text="not reached").wait_for()
+    checks = w.locator('[data-role="checks"]').inner_text()
+    assert "(stopped)" in checks and "fail" not in checks
+    # each multi-line chart has its own legend: the layer groups under the weight norms
+    assert w.locator('[data-role="legend-weight_norm"] li').count() >= 2
+    assert w.locator('[data-role="legend-loss"] li').count() == 3
     expect(w.locator('[data-format="csv"]')).to_be_enabled()
     with chapter15.expect_download() as info:
         w.locator('[data-format="jsonl"]').click()

@@ -42,8 +42,9 @@ export async function mount(root, client) {
       clipped_fraction: lineChart(els.clipped_fraction, [{ label: "clipped", stroke: C.loss }], data.clipped_fraction, { ylabel: "fraction", yrange: [0, 1] }),
       tokens_per_s: lineChart(els.tokens_per_s, [{ label: "tokens/s", stroke: C.loss }], data.tokens_per_s, { ylabel: "tokens/s" }),
     };
-    fillLegend($('[data-role="legend"]'), [["batch loss", C.loss], ["validation loss (subset)", C.val], ["target", C.target, true],
-      ...layers.map((name, i) => [`weight norm: ${name}`, LAYER_COLORS[i % LAYER_COLORS.length]])]);
+    // one legend under each chart with more than one line (the same colours mean different things in different charts)
+    fillLegend($('[data-role="legend-loss"]'), [["batch loss", C.loss], ["validation loss (subset)", C.val], ["target", C.target, true]]);
+    fillLegend($('[data-role="legend-weight_norm"]'), layers.map((name, i) => [name, LAYER_COLORS[i % LAYER_COLORS.length]]));
   }
 
   function add(rows) {
@@ -69,11 +70,12 @@ export async function mount(root, client) {
     for (const k of keys) plots[k].setData(data[k]);
   }
 
-  function check(text, ok) {
+  // ok: true (pass), false (fail), or null for a plain outcome that is not a health check (the target)
+  function check(text, ok, label = null) {
     const li = document.createElement("li");
     const tag = document.createElement("span");
-    tag.className = ok ? "ok" : "bad";
-    tag.textContent = ok ? "pass" : "fail";
+    tag.className = ok === null ? "info" : ok ? "ok" : "bad";
+    tag.textContent = label ?? (ok ? "pass" : "fail");
     li.append(tag, document.createTextNode(" " + text));
     checks.append(li);
   }
@@ -115,9 +117,9 @@ export async function mount(root, client) {
     try {
       const value = await client.call("run:job_dash", args, { onEvent });
       const r = value.result;
-      if (r.initial) check(`initial loss ${num(r.initial.loss)} against ln V = ${num(r.initial.expected)} (within 0.1 nats)`, r.initial.ok);
-      if (target != null) check(reach.step == null ? `the target ${target} was not reached in ${r.step} steps`
-        : `reached the target ${target} at step ${reach.step}, after ${num(reach.seconds, 2)} s of training`, reach.step != null);
+      if (r.initial) check(`initial loss ${num(r.initial.loss)} against ln V = ${num(r.initial.expected)} (within ${r.initial.tolerance} nats)`, r.initial.ok);
+      if (target != null) check(reach.step == null ? `${target} not reached in ${r.step} steps${value.stopped ? " (stopped)" : ""}`
+        : `${target} reached at step ${reach.step}, after ${num(reach.seconds, 2)} s of training`, null, "target");
       root.dataset.result = JSON.stringify({ step: r.step, target_step: reach.step, initial: r.initial, rows: logged,
         clipped_fraction: r.clipped_fraction });
       if (value.stopped) setStatus("stopped", `Stopped at step ${r.step}. Export what was logged, or press Start again.`);
