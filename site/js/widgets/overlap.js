@@ -26,7 +26,10 @@ export async function mount(root, client) {
 
   const drawTimeline = (r) => {
     svg.replaceChildren();
-    const W = 640, L = 70, end = Math.max(r.step, r.no_overlap > r.step ? r.step : r.step) || 1;
+    // As wide as the chart on the page (360-640 units), so that its labels stay legible on a narrow page.
+    const W = Math.round(Math.max(360, Math.min(640, svg.getBoundingClientRect().width || 640)));
+    svg.setAttribute("viewBox", `0 0 ${W} 120`);
+    const L = 70, end = Math.max(r.step, r.no_overlap > r.step ? r.step : r.step) || 1;
     const x = (t) => L + (t / end) * (W - L - 10);
     el("text", { x: 4, y: 34, class: "muted" }, svg, "compute");
     el("text", { x: 4, y: 74, class: "muted" }, svg, "link");
@@ -37,7 +40,8 @@ export async function mount(root, client) {
     }
     for (const [k, , a, b] of r.comm) el("rect", { x: x(a), y: 60, width: Math.max(0.5, x(b) - x(a) - 0.5), height: 22, class: "comm", "data-bucket": k }, svg);
     if (r.exposed > 0) el("rect", { x: x(r.backward_end), y: 14, width: Math.max(0.5, x(r.step) - x(r.backward_end)), height: 74, class: "exposed" }, svg);
-    el("text", { x: L, y: 108, class: "muted" }, svg, `0 … ${secs(end)}: forward (pale), backward per layer, then what is exposed (red)`);
+    el("text", { x: L, y: 108, class: "muted" }, svg, W < 560 ? `0 … ${secs(end)}; exposed in red`
+      : `0 … ${secs(end)}: forward (pale), backward per layer, then what is exposed (red)`);
   };
 
   if (!(await startPython(client, setStatus, [runButton, mfuButton]))) return;

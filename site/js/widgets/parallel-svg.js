@@ -20,7 +20,11 @@ const tick = (v) => {
 
 // series: [{xs, ys, cls, points?: bool, label}]; opts: {logX, logY, xLabel, yLabel, width, height}
 export function chart(svg, series, opts = {}) {
-  const W = opts.width || 640, H = opts.height || 280, L = 60, R = 12, T = 24, B = 36;
+  // Unless a width is given, the drawing is as wide as the chart on the page (400-640 units): on a
+  // narrow page the labels then keep a legible size instead of shrinking with the picture.
+  const shown = svg.getBoundingClientRect().width;
+  const W = opts.width || Math.round(Math.max(400, Math.min(640, shown || 640)));
+  const H = opts.height || 280, L = 60, R = 12, T = 24, B = 36;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const fx = opts.logX ? Math.log10 : (v) => v, fy = opts.logY ? Math.log10 : (v) => v;
