@@ -9,7 +9,7 @@ const TIME = [["compute", "#1b7a43"], ["bubble", "#bbb"], ["tensor_parallel", "#
   ["pipeline_p2p", "#7f8c8d"], ["data_parallel", "#2c3e50"]];
 const LABEL = { compute: "compute", bubble: "bubble", tensor_parallel: "TP all-reduces", context_parallel: "CP passes",
   pipeline_p2p: "PP sends", data_parallel: "DP all-reduce", weights: "weights", gradients: "gradients",
-  optimizer: "optimizer state", activations: "activations" };
+  optimizer: "optimiser state", activations: "activations" };
 
 function bar(node, parts, total) {
   node.replaceChildren();
