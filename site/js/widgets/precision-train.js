@@ -5,6 +5,8 @@ import { invalidMarker, readConfig, readoutMap, showRunError, startPython, statu
 
 const C = { loss: "#2a5db0", val: "#d9480f", band: "rgba(27, 122, 67, 0.16)", bandEdge: "rgba(27, 122, 67, 0.55)", mean: "#868e96",
   flushed: "#c2255c", lost: "#b08a00", scale: "#2a5db0", skip: "#868e96" };
+// a share as a percentage that does not round a small non-zero share to "0.00%"
+const pct = (v) => (v === 0 ? "0%" : 100 * v >= 0.1 ? `${(100 * v).toFixed(1)}%` : `${(100 * v).toPrecision(2)}%`);
 const num = (v, d = 3) => (v == null ? "–" : Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(2) : v.toFixed(d));
 
 export async function mount(root, client) {
@@ -53,6 +55,9 @@ export async function mount(root, client) {
     makePlot("under", [{ label: "flushed", ...dots(C.flushed, 3) }, { label: "lost", ...dots(C.lost, 3) }], true, "share");
     data.scale = [x, nulls(), nulls()];
     makePlot("scale", [{ label: "loss scale", stroke: C.scale, width: 1.5, points: hidden }, { label: "skipped", ...dots(C.skip, 7) }], true, "s");
+    $('[data-role="scale-title"]').textContent = recipe === "fp16_dynamic"
+      ? "Loss scale s (log scale); grey points: skipped steps"
+      : "Loss scale s: none in this recipe (only fp16 with dynamic loss scaling scales the loss), so this chart stays empty";
     const legend = $('[data-role="legend"]');
     legend.replaceChildren();
     const item = $('template[data-role="legend-item"]');
@@ -128,8 +133,8 @@ export async function mount(root, client) {
       const r = value.result;
       readouts.rate.textContent = r.steps_per_second == null ? "–" : r.steps_per_second.toFixed(1);
       const summary = `${r.steps} steps` + (r.final_val != null ? `, validation loss ${num(r.final_val)} on the subset` : "")
-        + (r.flushed_mean != null ? `; on average ${(100 * r.flushed_mean).toFixed(2)}% of non-zero gradient elements flushed to zero` : "")
-        + (r.lost_mean != null ? `; ${(100 * r.lost_mean).toFixed(1)}% of moved weights put back by rounding` : "")
+        + (r.flushed_mean != null ? `; on average ${pct(r.flushed_mean)} of non-zero gradient elements flushed to zero per step` : "")
+        + (r.lost_mean != null ? `; on average ${pct(r.lost_mean)} of moved weights put back by rounding per step` : "")
         + (r.final_scale != null ? `; ${r.skipped_steps} skipped steps, final loss scale ${r.final_scale}` : "");
       if (value.stopped) setStatus("stopped", `Stopped after ${summary}. Press Start to run again from step 0.`);
       else {
