@@ -3,7 +3,7 @@
 
 import { readConfig, readoutMap, showRunError, startPython, statusSetter, widgetParts, invalidMarker } from "../widget-kit.js";
 
-const W = 640, H = 300, PAD = { l: 56, r: 16, t: 14, b: 40 };
+const W_MAX = 640, W_MIN = 320, H = 300, PAD = { l: 56, r: 16, t: 14, b: 40 };
 const fmtInt = (v) => (v >= 1e6 ? v.toExponential(2) : Math.round(v).toLocaleString("en"));
 const NS = "http://www.w3.org/2000/svg";
 
@@ -15,8 +15,11 @@ function el(name, attrs, text) {
 }
 
 // Points in data space -> the SVG: x on a log scale of N, y linear in loss.
+// The drawing takes the plot's width on the page (W_MIN to W_MAX units), so its 11px labels stay legible on a phone.
 function draw(svg, v, seeds) {
   svg.replaceChildren();
+  const W = Math.round(Math.min(W_MAX, Math.max(W_MIN, svg.getBoundingClientRect().width || W_MAX)));
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const xs = [...v.n, ...(v.curve ? v.curve.n : [])];
   const ys = [...v.loss, ...seeds.flat(), ...(v.curve ? v.curve.loss : [])];
   const [x0, x1] = [Math.log(Math.min(...xs)) - 0.15, Math.log(Math.max(...xs)) + 0.15];
@@ -25,7 +28,12 @@ function draw(svg, v, seeds) {
   const py = (y) => H - PAD.b - ((y - y0) / (y1 - y0)) * (H - PAD.t - PAD.b);
   svg.append(el("line", { class: "axis", x1: PAD.l, y1: H - PAD.b, x2: W - PAD.r, y2: H - PAD.b }));
   svg.append(el("line", { class: "axis", x1: PAD.l, y1: PAD.t, x2: PAD.l, y2: H - PAD.b }));
-  for (const n of v.n) svg.append(el("text", { class: "tick", x: px(n), y: H - PAD.b + 14, "text-anchor": "middle" }, fmtInt(n)));
+  let lastLabel = -Infinity; // a size's label is left out when it would touch the previous one (narrow screens)
+  for (const n of [...v.n].sort((p, q) => p - q)) {
+    if (px(n) - lastLabel < 44) continue;
+    svg.append(el("text", { class: "tick", x: px(n), y: H - PAD.b + 14, "text-anchor": "middle" }, fmtInt(n)));
+    lastLabel = px(n);
+  }
   svg.append(el("text", { class: "tick", x: (W + PAD.l) / 2, y: H - 6, "text-anchor": "middle" }, "parameters N (log scale)"));
   for (let i = 0; i <= 4; i++) {
     const y = y0 + ((y1 - y0) * i) / 4;
