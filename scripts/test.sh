@@ -10,4 +10,10 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 scripts/setup.sh --test
+# One pytest process per core (pytest-xdist); each test module stays on one process, so a chapter's
+# browser tests share one loaded page. TEST_WORKERS=0 runs everything in this process.
+workers="${TEST_WORKERS:-$(nproc)}"
+if [ "$workers" -gt 0 ]; then
+  exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+fi
 exec .venv/bin/python -m pytest "$@"
