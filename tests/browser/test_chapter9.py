@@ -4,6 +4,7 @@ same pylib calls in CPython. One shared page (conftest.chapter_fixture); a conso
 off 127.0.0.1 fails a test."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -75,6 +76,21 @@ def test_rounding_slider_rounds_its_value(chapter9):
                                arg=w.element_handle(), timeout=TIMEOUT)
     fp16 = [f for f in result(w)["formats"] if f["format"] == "fp16"][0]
     assert fp16["regime"] == "subnormal"
+
+
+def test_rounding_table_keeps_every_column_in_view_on_a_phone(chapter9):
+    """At 360 px the table stacks, one block per format, so the stored value, its neighbours and the
+    limits are on screen instead of scrolled away behind float32's 32 bits."""
+    old = chapter9.viewport_size
+    chapter9.set_viewport_size({"width": 360, "height": 800})
+    try:
+        w, status = round_value(chapter9, "70000")
+        assert status == "done"
+        for cell in ("stored", "above", "max"):
+            box = w.locator(f'tr[data-format="fp32"] [data-cell="{cell}"]').bounding_box()
+            assert box is not None and box["width"] > 0 and box["x"] + box["width"] <= 360, (cell, box)
+    finally:
+        chapter9.set_viewport_size(old)
 
 
 @pytest.mark.parametrize("raw", NASTY + ["1e301", "-1e305"])
@@ -192,7 +208,20 @@ def test_pure_bf16_recipe_reports_lost_updates(chapter9):
     assert wait_settled(w) == "stopped"
     lost = w.locator('[data-readout="lost"]').inner_text()
     assert lost != "–" and float(lost) > 0
+    # the summary gives the run's average share as a percentage, never a non-zero share shown as 0
+    m = re.search(r"on average ([0-9.e+-]+)% of moved weights put back by rounding per step", message(w))
+    assert m and float(m.group(1)) > 0
     assert w.locator('[data-readout="scale"]').inner_text() == "–"
+
+
+def test_precision_train_says_when_a_recipe_has_no_loss_scale(chapter9):
+    w = widget(chapter9, "precision-train")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    title = w.locator('[data-role="scale-title"]')
+    w.locator('select[name="recipe"]').select_option("bf16_pure")
+    expect(title).to_contain_text("none in this recipe")
+    w.locator('select[name="recipe"]').select_option("fp16_dynamic")
+    expect(title).to_have_text("Loss scale s (log scale); grey points: skipped steps")
 
 
 @pytest.mark.parametrize("raw", NASTY + ["-1", "1.5", "1e30"])
