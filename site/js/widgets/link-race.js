@@ -85,7 +85,7 @@ export async function mount(root, client) {
       draw(v);
       root.dataset.result = JSON.stringify({ settings: v.settings, winner: v.winner, rows: v.rows });
       const w = v.winner ? `${NAMES[v.winner]} reaches the target first, after ${seconds(v.rows[v.winner].time_to_target)}` : "no method reached the target";
-      setStatus("done", `At ${v.settings.bandwidth} Mb/s, ${v.settings.latency} ms a message, ${v.settings.workers} workers: ${w}.`);
+      setStatus("done", `At ${Number(v.settings.bandwidth).toLocaleString("en", { maximumSignificantDigits: 6 })} Mb/s, ${v.settings.latency} ms a message, ${v.settings.workers} workers: ${w}.`);
     } catch (err) {
       if (mine !== seq) return;
       delete root.dataset.result;
