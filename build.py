@@ -573,7 +573,7 @@ def build_site(out=OUT, only_chapters=None):
     except glossary.GlossaryError as e:
         raise BuildError(str(e)) from e
     sentences, definitions = render_glossary(env, results, entries)
-    terms = glossary.terms_for_page(entries, definitions, "../glossary.html")
+    terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
     site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}"}
     links = [c.as_dict() for c in chapters]
     pages = {}  # chapter number -> rendered page, for the glossary's targets
@@ -585,7 +585,7 @@ def build_site(out=OUT, only_chapters=None):
                 pages[chapter.number] = target.read_text(encoding="utf-8")
             continue
         page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
-                "body": render_chapter(env, chapter, results, chapters, terms),
+                "body": render_chapter(env, chapter, results, chapters, terms[chapter.number]),
                 "prev": links[i - 1] if i > 0 else None,
                 "next": links[i + 1] if i + 1 < len(chapters) else None}
         html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page)

@@ -23,6 +23,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.anchors.index import slugify
 
 FIELDS = ("term", "sentence", "deck", "chapter", "section", "widget", "match")
+OPTIONAL = ("skip",)  # chapters where the term's phrases mean something else, so they are not linked
 
 
 class GlossaryError(Exception):
@@ -38,6 +39,7 @@ class Entry:
     section: str
     widgets: tuple  # the names of the widgets that animate it (the YAML's widget: one name or a list)
     match: tuple
+    skip: tuple = ()
 
     @property
     def anchor(self):
@@ -60,13 +62,13 @@ def load(path):
         if missing:
             raise GlossaryError(f"{path.name}: entry {i + 1} ({item.get('term', '?') if isinstance(item, dict) else item!r}) "
                                 f"lacks {', '.join(missing)}")
-        extra = set(item) - set(FIELDS)
+        extra = set(item) - set(FIELDS) - set(OPTIONAL)
         if extra:
             raise GlossaryError(f"{path.name}: entry {item['term']!r} has unknown fields {sorted(extra)}")
         fields = {k: v for k, v in item.items() if k != "widget"}
         widgets = item["widget"] if isinstance(item["widget"], list) else [item["widget"]]
         entry = Entry(**dict(fields, chapter=int(item["chapter"]), match=tuple(str(m) for m in item["match"]),
-                             widgets=tuple(str(w) for w in widgets)))
+                             widgets=tuple(str(w) for w in widgets), skip=tuple(int(c) for c in item.get("skip", ()))))
         if entry.anchor in seen:
             raise GlossaryError(f"{path.name}: {entry.term!r} appears twice")
         seen.add(entry.anchor)
@@ -102,10 +104,11 @@ class Term:
     patterns: list
 
 
-def terms_for_page(entries, definitions, glossary_href):
-    """[Term] for a chapter page; definitions: {anchor: plain-text sentence}."""
+def terms_for_page(entries, definitions, glossary_href, chapter=None):
+    """[Term] for a chapter page (its number: terms that skip it are left out); definitions: {anchor:
+    plain-text sentence}."""
     return [Term(e.anchor, f"{glossary_href}#{e.anchor}", definitions[e.anchor], [phrase_pattern(m) for m in e.match])
-            for e in entries]
+            for e in entries if chapter not in e.skip]
 
 
 def _first_match(text, terms, linked):

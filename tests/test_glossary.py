@@ -103,3 +103,11 @@ def test_glossary_has_the_seeds_51_terms_in_deck_order_each_animated_by_a_widget
     assert decks == sorted(decks)
     assert all(e.widgets for e in entries)
     assert {e.chapter for e in entries} == set(range(1, 17))  # every chapter animates a term
+
+
+def test_a_term_is_not_linked_in_the_chapters_it_skips():
+    e = glossary.Entry(term="Checkpoint", sentence="s", deck="deck 13", chapter=15, section="Checkpoints",
+                       widgets=("checkpoint",), match=("checkpoint",), skip=(10,))
+    definitions = {e.anchor: "d"}
+    assert glossary.terms_for_page([e], definitions, "g.html", 10) == []
+    assert len(glossary.terms_for_page([e], definitions, "g.html", 8)) == 1
