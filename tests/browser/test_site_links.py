@@ -104,3 +104,21 @@ def test_every_link_and_asset_resolves_when_served_under_a_subpath(page, subpath
             missing.append(f"{source} -> {target}: no element with that id")
     assert not missing, "\n".join(missing)
     assert len(checked) > len(pages)
+
+
+def test_no_page_scrolls_sideways_on_a_360_px_phone(browser, site_url):
+    """Every page at 360 px, once Python is ready and the widgets have drawn: nothing wider than the
+    screen (tables and code scroll inside their own box, which is allowed)."""
+    page = browser.new_page(viewport={"width": 360, "height": 780})
+    pages = ["index.html", "glossary.html"] + [f"chapters/{c.slug}.html" for c in build.find_chapters()]
+    wide = {}
+    for path in pages:
+        page.goto(site_url + path)
+        if path.startswith("chapters/"):
+            page.wait_for_function("document.documentElement.dataset.pyodide === 'ready'", timeout=180_000)
+            page.wait_for_timeout(1000)  # the widgets' first draw
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > 360:
+            wide[path] = width
+    page.close()
+    assert not wide, f"pages wider than the 360 px screen: {wide}"
