@@ -10,6 +10,12 @@ function widgetFailed(root, message) {
 }
 
 const roots = [...document.querySelectorAll("[data-widget]")];
+
+// A widget's form never submits: before its module has mounted (or if Python never starts), Enter in
+// a field would otherwise reload the page and lose what the reader typed.
+for (const form of document.querySelectorAll("[data-widget] form")) {
+  form.addEventListener("submit", (event) => event.preventDefault());
+}
 if (roots.length) client.start().catch(() => {}); // failures are shown by the client
 
 for (const root of roots) {
