@@ -9,6 +9,16 @@ function widgetFailed(root, message) {
   box.textContent = message;
 }
 
+// The chapter list is open on wide screens and collapsed on phones, where it would fill half the first
+// screen (without JavaScript it stays open).
+const narrow = window.matchMedia("(max-width: 699px)");
+const chapterList = document.querySelector(".chapter-nav-list");
+if (chapterList) {
+  const fit = () => { chapterList.open = !narrow.matches; };
+  fit();
+  narrow.addEventListener("change", fit);
+}
+
 const roots = [...document.querySelectorAll("[data-widget]")];
 
 // A widget's form never submits: before its module has mounted (or if Python never starts), Enter in

@@ -120,6 +120,8 @@ def test_no_page_scrolls_sideways_on_a_360_px_phone(browser, site_url):
         width = page.evaluate("document.documentElement.scrollWidth")
         if width > 360:
             wide[path] = width
+        if path.startswith("chapters/"):  # the chapter list is collapsed to one line on a phone
+            assert page.evaluate("document.querySelector('.chapter-nav-list').open") is False, path
     page.close()
     assert not wide, f"pages wider than the 360 px screen: {wide}"
 
@@ -147,3 +149,11 @@ def test_without_javascript_the_page_says_why_nothing_runs(browser, site_url):
     expect(page.locator("noscript").first).to_be_attached()
     assert "JavaScript is off" in page.content()
     context.close()
+
+
+def test_the_chapter_list_is_open_on_a_wide_screen(page, site_url):
+    page.set_viewport_size({"width": 1100, "height": 800})
+    page.goto(site_url + "chapters/03-the-objective.html", wait_until="domcontentloaded")
+    expect(page.locator(".chapter-nav-list li")).to_have_count(len(build.find_chapters()))
+    expect(page.locator(".chapter-nav-list li").first).to_be_visible()
+    expect(page.locator(".chapter-nav-list summary")).to_be_hidden()

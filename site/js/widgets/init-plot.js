@@ -46,7 +46,9 @@ function ticks(lo, hi, log) {
  * Points that are null, non-finite or (on a log axis) not positive are left out, never drawn.
  */
 export function drawChart(svg, series, opts = {}) {
-  const W = 520, H = 250, L = 56, R = 14, T = 12, B = 40;
+  // Drawn at the width it is shown at (never scaled down), so its text stays 11 px on a phone.
+  const shown = Math.round(svg.getBoundingClientRect().width);
+  const W = shown >= 200 ? shown : 520, H = 250, L = 56, R = 14, T = 12, B = 40;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
   const pts = series.map((s) => s.xs.map((x, i) => [x, s.ys[i]]).filter(([x, y]) => usable(x, opts.xlog) && usable(y, opts.ylog)));
