@@ -41,6 +41,8 @@ def derived(corpus):
                 "micro_counts"]:
         out[f"ch3.{key}"] = LIMITS[key]
     out["ch3.accum_big_batch"] = LIMITS["accum"] * LIMITS["accum_batch"]
+    out["ch3.tau_log10_min"] = round(math.log10(LIMITS["tau_min"]), 4)  # the perplexity widget's slider
+    out["ch3.tau_log10_max"] = round(math.log10(LIMITS["tau_max"]), 4)
     out["ch3.grad_example_counts"] = ", ".join(map(str, GRAD_EXAMPLE_COUNTS))
     return out
 

@@ -86,6 +86,9 @@ def derived_values():
     split = decay_split()
     defaults = decay_split.__defaults__  # grad_scales, weight, lr, weight_decay, steps, ...
     return {
+        "ch5.decay_split.weight": defaults[1],
+        "ch5.decay_split.beta1": defaults[6],
+        "ch5.decay_split.beta2": defaults[7],
         "ch5.decay_split.lr": defaults[2],
         "ch5.decay_split.weight_decay": defaults[3],
         "ch5.decay_split.steps": defaults[4],

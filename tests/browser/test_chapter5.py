@@ -29,15 +29,20 @@ BAD = [("", "empty"), ("NaN", "finite"), ("-1", "must be in"), ("1e400", "finite
 # The valley
 
 
-def draw_valley(page, **fields):
-    w = widget(page, "valley")
+def submit(page, name, **fields):
+    """Fill widget name's fields, press its Run button and wait for the answer: (widget, status)."""
+    w = widget(page, name)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    for name, value in fields.items():
-        w.locator(f'input[name="{name}"]').fill(str(value))
-    # Draw is idempotent: the status goes to done or error after the latest request
+    for field, value in fields.items():
+        w.locator(f'input[name="{field}"]').fill(str(value))
+    # The widget's status goes to done or error after the latest request
     w.evaluate("el => { el.dataset.status = 'waiting'; }")
     w.locator('[data-action="run"]').click()
     return w, wait_status(w, ("done", "error"))
+
+
+def draw_valley(page, **fields):
+    return submit(page, "valley", **fields)
 
 
 def test_valley_draws_pylib_trajectories(chapter5):
@@ -94,13 +99,7 @@ def test_valley_slider_redraws(chapter5):
 
 
 def show_adam(page, **fields):
-    w = widget(page, "adam-steps")
-    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    for name, value in fields.items():
-        w.locator(f'input[name="{name}"]').fill(str(value))
-    w.evaluate("el => { el.dataset.status = 'waiting'; }")
-    w.locator('[data-action="run"]').click()
-    return w, wait_status(w, ("done", "error"))
+    return submit(page, "adam-steps", **fields)
 
 
 def test_adam_steps_match_pylib(chapter5):
@@ -222,13 +221,7 @@ def test_optimisers_refuse_bad_seed(chapter5):
 
 
 def show_decay(page, **fields):
-    w = widget(page, "weight-decay")
-    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    for name, value in fields.items():
-        w.locator(f'input[name="{name}"]').fill(str(value))
-    w.evaluate("el => { el.dataset.status = 'waiting'; }")
-    w.locator('[data-action="run"]').click()
-    return w, wait_status(w, ("done", "error"))
+    return submit(page, "weight-decay", **fields)
 
 
 def test_weight_decay_paths_match_pylib(chapter5):
