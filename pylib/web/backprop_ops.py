@@ -12,7 +12,8 @@ import time
 
 from pylib import model
 from pylib.studies import backprop_order, gradcheck
-from pylib.web import LIMITS, InputError, parse_int, parse_number
+from pylib.web import InputError, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 BATCH = (2, 64)  # B, T of the fixed batch: every position row of wpe gets a gradient
 SEED = 0
@@ -121,17 +122,16 @@ def check_chunk(session, raw):
         raise RuntimeError("no check running: start one first")
     s = _state[c["weights"]]
     new, t0 = [], time.perf_counter()
-    while c["next"] < len(c["names"]):
+    done = lambda: c["next"] >= len(c["names"])
+    for _ in chunk_steps(done):
         i = c["next"]
         row = gradcheck.check_tensor(s["params"], s["cfg"], s["x"], s["y"], c["names"][i], s["grads"],
                                      subset=gradcheck.SUBSET, seed=SEED + i)
         c["next"] += 1
         c["rows"].append(row)
         new.append(row)
-        if time.perf_counter() - t0 >= LIMITS["chunk_seconds"]:
-            break
     c["seconds"] += time.perf_counter() - t0
-    return {"rows": new, "done": c["next"] >= len(c["names"]), "checked": c["next"], "tensors": len(c["names"])}
+    return {"rows": new, "done": done(), "checked": c["next"], "tensors": len(c["names"])}
 
 
 def check_finish(session, raw):

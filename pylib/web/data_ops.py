@@ -5,13 +5,13 @@ speaks JSON. Chunked runs keep their state in _RUNS between the worker's chunk c
 """
 
 import dataclasses
-import time
 
 import numpy as np
 
 from pylib import bpe, data, layers, model, train, web
 from pylib.studies import dedup, mixture
 from pylib.web import InputError, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 DATA_LIMITS = {
     "bpe_text_max": 20000,  # characters the live BPE accepts (a merge is a few passes over the text)
@@ -124,10 +124,9 @@ def bpe_start(session, args):
 def bpe_chunk(session, args):
     """A few merges (at most one chunk's time); each with its token, count and the new chars per token."""
     run = _RUNS["bpe"]
-    t0, new = time.perf_counter(), []
+    new = []
     K = run["target"]
-    while (not run["done"] and len(new) < DATA_LIMITS["bpe_merges_per_chunk"]
-           and time.perf_counter() - t0 < web.LIMITS["chunk_seconds"]):
+    for _ in chunk_steps(lambda: run["done"] or len(new) >= DATA_LIMITS["bpe_merges_per_chunk"]):
         found = bpe.best_pair(run["ids"], K, starts=run["starts"])
         if len(run["strings"]) >= K or found is None or found[2] < 2:
             run["done"] = True
@@ -237,12 +236,11 @@ def mix_start(session, args):
 
 def mix_chunk(session, args):
     run = _RUNS["mix"]
-    state, t0, losses = run["state"], time.perf_counter(), []
-    while state["step"] < run["tc"].steps and not state["diverged"]:
+    state, losses = run["state"], []
+    done = lambda: state["step"] >= run["tc"].steps or state["diverged"]
+    for _ in chunk_steps(done):
         losses += mixture.mixture_steps(state, run["cfg"], run["tc"], 1)
-        if time.perf_counter() - t0 >= web.LIMITS["chunk_seconds"]:
-            break
-    return {"done": state["step"] >= run["tc"].steps or state["diverged"], "step": state["step"],
+    return {"done": done(), "step": state["step"],
             "steps": run["tc"].steps, "losses": losses, "fractions": mixture.token_fractions(state)}
 
 

@@ -14,12 +14,12 @@ same the measurements use, so a live run can be compared with the measured band.
 
 import dataclasses
 import math
-import time
 
 
 from pylib import data, model, train
 from pylib.studies import init_study
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "init_std_max": 10.0,  # above this float32 overflows in the deeper models: refused with a message
@@ -121,9 +121,10 @@ def depth_start(session, args):
 def depth_chunk(session, args):
     run = _RUNS["depth"]
     state, tcfg = run["state"], run["train_cfg"]
-    out, t0 = [], time.perf_counter()
+    out = []
     s = WEB_LIMITS["smoothing"]
-    while state["step"] < tcfg.steps and not state["diverged"]:
+    done = lambda: state["step"] >= tcfg.steps or state["diverged"]
+    for _ in chunk_steps(done):
         for rec in train.train_steps(state, run["model_cfg"], tcfg, session.train_tokens, session.val_tokens, 1):
             r = {"step": rec["step"], "loss": rec.get("loss"), "val": rec.get("val")}
             if rec.get("diverged"):
@@ -138,10 +139,7 @@ def depth_chunk(session, args):
             if r["val"] is not None:
                 run["last_val"] = r["val"]
             out.append(r)
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = state["step"] >= tcfg.steps or state["diverged"]
-    return {"done": done, "records": out, "step": state["step"], "steps": tcfg.steps, "diverged_at": run["diverged_at"]}
+    return {"done": done(), "records": out, "step": state["step"], "steps": tcfg.steps, "diverged_at": run["diverged_at"]}
 
 
 def depth_finish(session, args):

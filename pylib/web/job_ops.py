@@ -28,6 +28,7 @@ from pylib import checkpoint, model, train
 from pylib.studies import monitoring, resume, stability, target as to_target
 from pylib.systems import goodput
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "steps_max": 2000,
@@ -105,8 +106,9 @@ def _run_chunk(slot):
     def chunk(session, args):
         run = _RUNS[slot]
         state, cfg, mcfg = run["state"], run["cfg"], run["model_cfg"]
-        out, t0 = [], time.perf_counter()
-        while state["step"] < cfg.steps and not state["diverged"]:
+        out = []
+        done = lambda: state["step"] >= cfg.steps or state["diverged"]
+        for _ in chunk_steps(done):
             t_step = time.perf_counter()
             for rec in train.train_steps(state, mcfg, cfg, session.train_tokens, session.val_tokens, 1):
                 row = monitoring.dashboard_record(rec, state["params"], mcfg, run["counts"])
@@ -114,10 +116,7 @@ def _run_chunk(slot):
                 row["seconds"] = run["seconds"]  # cumulative training time: each step's own, evals included
                 run["log"].append(row)
                 out.append(row)
-            if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-                break
-        done = state["step"] >= cfg.steps or state["diverged"]
-        reply = {"done": done, "records": out, "step": state["step"], "steps": cfg.steps,
+        reply = {"done": done(), "records": out, "step": state["step"], "steps": cfg.steps,
                  "diverged": bool(state["diverged"])}
         if run.get("target") is not None:  # the course's comparison: steps and time to a loss fixed in advance
             reply["target_step"] = to_target.steps_to_target(run["log"], run["target"])
@@ -238,8 +237,9 @@ def replay_chunk(session, args):
     run = _RUNS["replay"]
     state, cfg, mcfg = run["state"], run["cfg"], run["model_cfg"]
     ckpt_step = stability.BAD["inject_step"] - resume.REPLAY["before"]
-    out, t0 = [], time.perf_counter()
-    while state["step"] < run["end"] and not state["diverged"]:
+    out = []
+    done = lambda: state["step"] >= run["end"] or state["diverged"]
+    for _ in chunk_steps(done):
         if run["mode"] == "original" and state["step"] == ckpt_step and run["ckpt"] is None:
             run["ckpt"] = checkpoint.checkpoint_bytes(state, mcfg, cfg)
         for rec in train.train_steps(state, mcfg, cfg, session.train_tokens, session.val_tokens, 1):
@@ -247,10 +247,7 @@ def replay_chunk(session, args):
                  "bad": run["mode"] != "other" and rec["step"] in run["bad_steps"]}
             run["log"].append(rec)
             out.append(r)
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = state["step"] >= run["end"] or state["diverged"]
-    return {"done": done, "records": out, "step": state["step"], "end": run["end"]}
+    return {"done": done(), "records": out, "step": state["step"], "end": run["end"]}
 
 
 def replay_finish(session, args):

@@ -8,13 +8,13 @@ use) and run:objective_accum (batch x 4 against accumulation 4, step by step).
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 
 from pylib import data, model, train
 from pylib.studies import objective
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "rows_max": 50,  # sequences in the denominator table
@@ -155,13 +155,12 @@ def pretrain_start(session, args):
 def pretrain_chunk(session, args):
     run = _RUNS["pretrain"]
     state, cfg = run["state"], run["cfg"]
-    t0, last = time.perf_counter(), None
-    while state["step"] < cfg.steps:
+    last = None
+    done = lambda: state["step"] >= cfg.steps
+    for _ in chunk_steps(done):
         rec = train.train_steps(state, run["model_cfg"], cfg, session.train_tokens, session.val_tokens, 1)
         last = rec[-1] if rec else last
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    return {"done": state["step"] >= cfg.steps, "step": state["step"], "steps": cfg.steps,
+    return {"done": done(), "step": state["step"], "steps": cfg.steps,
             "loss": None if last is None else last.get("loss")}
 
 
@@ -220,18 +219,16 @@ def accum_start(session, args):
 def accum_chunk(session, args):
     run = _RUNS["accum"]
     (big, acc), (sb, sa) = run["cfgs"], run["states"]
-    out, t0 = [], time.perf_counter()
-    while sb["step"] < big.steps and not (sb["diverged"] or sa["diverged"]):
+    out = []
+    done = lambda: sb["step"] >= big.steps or sb["diverged"] or sa["diverged"]
+    for _ in chunk_steps(done):
         rb = train.train_steps(sb, run["model_cfg"], big, session.train_tokens, session.val_tokens, 1)[-1]
         ra = train.train_steps(sa, run["model_cfg"], acc, session.train_tokens, session.val_tokens, 1)[-1]
         diff = abs(rb["loss"] - ra["loss"]) if rb["loss"] is not None and ra["loss"] is not None else None
         if diff is not None:
             run["max_diff"] = max(run["max_diff"], diff)
         out.append({"step": rb["step"], "loss_big": rb["loss"], "loss_accum": ra["loss"], "diff": diff})
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = sb["step"] >= big.steps or sb["diverged"] or sa["diverged"]
-    return {"done": done, "records": out, "step": sb["step"], "steps": big.steps, "max_diff": run["max_diff"]}
+    return {"done": done(), "records": out, "step": sb["step"], "steps": big.steps, "max_diff": run["max_diff"]}
 
 
 def accum_finish(session, args):

@@ -8,11 +8,11 @@ run:optim_train (one optimiser on the real model, the comparison's setting, pyli
 """
 
 import dataclasses
-import time
 
 from pylib import model, train
 from pylib.studies import adam_trace, optim_state, quadratic
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field, collect_fields
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "valley_lr_max": 10.0,
@@ -134,8 +134,9 @@ def train_start(session, args):
 def train_chunk(session, args):
     run = _RUNS["train"]
     state, cfg = run["state"], run["cfg"]
-    out, t0 = [], time.perf_counter()
-    while state["step"] < cfg.steps and not state["diverged"]:
+    out = []
+    done = lambda: state["step"] >= cfg.steps or state["diverged"]
+    for _ in chunk_steps(done):
         for r in train.train_steps(state, run["model_cfg"], cfg, session.train_tokens, session.val_tokens, 1):
             rec = {"step": r["step"], "loss": r.get("loss"), "val": r.get("val"), "train_eval": r.get("train_eval")}
             if r.get("diverged"):
@@ -144,10 +145,7 @@ def train_chunk(session, args):
             if r.get("val") is not None:
                 run["last_val"], run["last_val_step"] = r["val"], r["step"]
             out.append(rec)
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    return {"records": out, "step": state["step"], "steps": cfg.steps,
-            "done": state["step"] >= cfg.steps or state["diverged"], "diverged_at": run["diverged_at"]}
+    return {"records": out, "step": state["step"], "steps": cfg.steps, "done": done(), "diverged_at": run["diverged_at"]}
 
 
 def train_finish(session, args):

@@ -23,7 +23,8 @@ from pylib import data, model, train
 from pylib.systems import collectives as col
 from pylib.systems import data_parallel as dp
 from pylib.systems import overlap
-from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web import InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "ring_workers_min": 2,
@@ -161,17 +162,15 @@ def dp_start(session, args):
 def dp_chunk(session, args):
     run = _RUNS["dp"]
     cfg, tc, runs = run["cfg"], run["tc"], run["runs"]
-    out, t0 = [], time.perf_counter()
-    while runs[0]["state"]["step"] < tc.steps:
+    out = []
+    done = lambda: runs[0]["state"]["step"] >= tc.steps
+    for _ in chunk_steps(done):
         for r in runs:
             for rec in train.train_steps(r["state"], cfg, tc, session.train_tokens, session.val_tokens, 1):
                 r["losses"].append(rec["loss"])
                 out.append({"workers": r["workers"], "step": rec["step"], "loss": rec["loss"], "val": rec.get("val"),
                             "bytes": rec.get("allreduce_bytes", 0)})
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = runs[0]["state"]["step"] >= tc.steps
-    return {"done": done, "records": out, "step": runs[0]["state"]["step"], "steps": tc.steps}
+    return {"done": done(), "records": out, "step": runs[0]["state"]["step"], "steps": tc.steps}
 
 
 def dp_finish(session, args):

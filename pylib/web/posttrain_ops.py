@@ -16,13 +16,13 @@ The pretrained and the fine-tuned models live in this module (one page, one work
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 
 from pylib import train
 from pylib.studies import preferences as pf, sft
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 PAGE = {
     "pretrain_steps": 400,  # chapter 1's default run, the measured recipe
@@ -85,14 +85,13 @@ def pretrain_start(session, args):
 def pretrain_chunk(session, args):
     run = _STATE["run"]
     state, cfg = run["state"], run["cfg"]
-    t0, losses = time.perf_counter(), []
-    while state["step"] < cfg.steps and not state["diverged"]:
+    losses = []
+    done = lambda: state["step"] >= cfg.steps or state["diverged"]
+    for _ in chunk_steps(done):
         for rec in train.train_steps(state, run["mcfg"], cfg, session.train_tokens, session.val_tokens, 1):
             losses.append({"step": rec["step"], "loss": rec.get("loss")})
             run["last"] = rec
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    return {"done": state["step"] >= cfg.steps or state["diverged"], "step": state["step"], "steps": cfg.steps,
+    return {"done": done(), "step": state["step"], "steps": cfg.steps,
             "losses": losses, "diverged": bool(state["diverged"])}
 
 
@@ -142,12 +141,11 @@ def sft_start(session, args):
 def sft_chunk(session, args):
     run, pre = _STATE["run"], _STATE["pretrained"]
     state, (x, y, mask) = run["state"], run["data"]
-    t0, records = time.perf_counter(), []
-    while state["step"] < run["steps"]:
+    records = []
+    done = lambda: state["step"] >= run["steps"]
+    for _ in chunk_steps(done):
         records += sft.sft_steps(state, pre["mcfg"], x, y, mask, 1)
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    return {"done": state["step"] >= run["steps"], "step": state["step"], "steps": run["steps"],
+    return {"done": done(), "step": state["step"], "steps": run["steps"],
             "records": [{"step": r["step"], "loss": _clean(r["loss"])} for r in records]}
 
 
@@ -249,12 +247,11 @@ def dpo_start(session, args):
 def dpo_chunk(session, args):
     run, pre = _STATE["run"], _STATE["pretrained"]
     state = run["state"]
-    t0, records = time.perf_counter(), []
-    while state["step"] < run["steps"]:
+    records = []
+    done = lambda: state["step"] >= run["steps"]
+    for _ in chunk_steps(done):
         records += pf.dpo_steps(state, pre["mcfg"], run["pairs"], *run["ref"], 1, run["dpo"])
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    return {"done": state["step"] >= run["steps"], "step": state["step"], "steps": run["steps"],
+    return {"done": done(), "step": state["step"], "steps": run["steps"],
             "records": [{"step": r["step"], "loss": _clean(r["loss"]), "margin": _clean(r["margin"])} for r in records]}
 
 

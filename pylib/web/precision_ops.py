@@ -21,6 +21,7 @@ import numpy as np
 from pylib import data, model, train
 from pylib.systems import mixed_precision as mp, precision
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "value_max": 1e300,  # |value| the calculator accepts (any float64 below; beyond, a typed 1e309 is inf)
@@ -150,8 +151,9 @@ def _record(r):
 def train_chunk(session, args):
     run = _RUNS["train"]
     state, cfg, tcfg = run["state"], run["cfg"], run["tcfg"]
-    out, t0 = [], time.perf_counter()
-    while state["step"] < tcfg.steps and not state["diverged"]:
+    out = []
+    done = lambda: state["step"] >= tcfg.steps or state["diverged"]
+    for _ in chunk_steps(done):
         t1 = time.perf_counter()
         recs = mp.recipe_steps(state, cfg, tcfg, session.train_tokens, session.val_tokens, 1)
         run["seconds"] += time.perf_counter() - t1
@@ -160,10 +162,7 @@ def train_chunk(session, args):
             if r.get("diverged") and run["diverged_at"] is None:
                 run["diverged_at"] = r["step"]
             out.append(_record(r))
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = state["step"] >= tcfg.steps or state["diverged"]
-    return {"done": done, "records": out, "step": state["step"], "steps": tcfg.steps,
+    return {"done": done(), "records": out, "step": state["step"], "steps": tcfg.steps,
             "diverged_at": run["diverged_at"]}
 
 

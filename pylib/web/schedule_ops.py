@@ -13,13 +13,13 @@ Ops (see pylib.web.all_ops):
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 
 from pylib import data, model, schedules, train
 from pylib.studies import lr_sweep, noise_scale
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "plot_steps_max": 20000,  # total steps the plotter accepts
@@ -125,8 +125,9 @@ def sweep_start(session, args):
 def sweep_chunk(session, args):
     """About LIMITS chunk_seconds of steps of the current rung; a finished rung is appended to "rungs"."""
     run = _RUNS["sweep"]
-    t0, finished = time.perf_counter(), []
-    while run["index"] < len(run["rates"]) and time.perf_counter() - t0 < WEB_LIMITS["chunk_seconds"]:
+    finished = []
+    done = lambda: run["index"] >= len(run["rates"])
+    for _ in chunk_steps(done):
         lr = run["rates"][run["index"]]
         cfg = lr_sweep.rung_config(lr, run["seed"])
         if run["state"] is None:
@@ -141,7 +142,7 @@ def sweep_chunk(session, args):
             run["state"] = None
     current = run["state"]
     last = run["history"][-1] if run.get("history") else None
-    return {"done": run["index"] >= len(run["rates"]), "finished": finished, "index": run["index"],
+    return {"done": done(), "finished": finished, "index": run["index"],
             "n_rates": len(run["rates"]), "step": current["step"] if current else None,
             "loss": last.get("loss") if (current and last) else None}
 
@@ -185,17 +186,16 @@ def lrchange_set(session, args):
 
 def lrchange_chunk(session, args):
     run = _RUNS["lrchange"]
-    state, t0, out = run["state"], time.perf_counter(), []
-    while state["step"] < run["cfg"].steps and not state["diverged"]:
+    state, out = run["state"], []
+    done = lambda: state["step"] >= run["cfg"].steps or state["diverged"]
+    for _ in chunk_steps(done):
         for rec in train.train_steps(state, run["model_cfg"], run["cfg"], session.train_tokens, session.val_tokens, 1):
             rec = {k: rec.get(k) for k in ("step", "loss", "lr", "val", "diverged")}
             if rec["diverged"] and run["diverged_at"] is None:
                 run["diverged_at"] = rec["step"]
             out.append(rec)
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
     run["last"] = out[-1] if out else run["last"]
-    return {"done": state["step"] >= run["cfg"].steps or state["diverged"], "records": out, "step": state["step"],
+    return {"done": done(), "records": out, "step": state["step"],
             "steps": run["cfg"].steps, "lr": run["cfg"].lr, "changes": list(run["changes"]),
             "diverged_at": run["diverged_at"]}
 
@@ -231,17 +231,15 @@ def noise_start(session, args):
 def noise_chunk(session, args):
     """Train towards the step, then draw the estimate's batches, a chunk's worth at a time."""
     run = _RUNS["noise"]
-    state, mcfg, t0 = run["state"], run["model_cfg"], time.perf_counter()
+    state, mcfg = run["state"], run["model_cfg"]
     n, b_small, b_big = (noise_scale.NOISE[k] for k in ("n_batches", "b_small", "b_big"))
-    while time.perf_counter() - t0 < WEB_LIMITS["chunk_seconds"]:
+    for _ in chunk_steps(lambda: len(run["big"]) >= n):  # the small batches are drawn first
         if state["step"] < run["target"] and not state["diverged"]:
             train.train_steps(state, mcfg, run["cfg"], session.train_tokens, session.val_tokens, 1)
             continue
         if run["rng"] is None:
             run["rng"] = noise_scale.noise_rng(run["seed"], run["target"])
-        sizes = ("small", b_small) if len(run["small"]) < n else ("big", b_big) if len(run["big"]) < n else None
-        if sizes is None:
-            break
+        sizes = ("small", b_small) if len(run["small"]) < n else ("big", b_big)
         x, y = data.get_batch(session.train_tokens, sizes[1], mcfg.block_size, run["rng"])
         run[sizes[0]].append(noise_scale.grad_sq_norm(state["params"], mcfg, x, y))
     done = len(run["big"]) == n or bool(state["diverged"])

@@ -13,7 +13,6 @@ Ops (see pylib.web.all_ops):
 """
 
 import math
-import time
 
 import numpy as np
 
@@ -21,6 +20,7 @@ from pylib import model
 from pylib.studies import target as tgt
 from pylib.systems import queueing, slow_links as sl
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "bandwidth_mbit_max": 1e9,  # Mb/s: 1 Pb/s, far above any link
@@ -79,16 +79,14 @@ def train_start(session, args):
 def train_chunk(session, args):
     run = _RUNS["train"]
     state = run["state"]
-    cfg, out, t0 = state["cfg"], [], time.perf_counter()
-    while state["step"] < cfg.steps and not state["diverged"]:
+    cfg, out = state["cfg"], []
+    done = lambda: state["step"] >= cfg.steps or state["diverged"]
+    for _ in chunk_steps(done):
         recs = sl.run_steps(state, 1)
         run["history"] += recs
         out += recs
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = state["step"] >= cfg.steps or state["diverged"]
     reached = tgt.first_reaching(run["history"], run["target"]) if run["target"] is not None else None
-    return {"done": done, "records": out, "step": state["step"], "steps": cfg.steps, "bytes": state["bytes"],
+    return {"done": done(), "records": out, "step": state["step"], "steps": cfg.steps, "bytes": state["bytes"],
             "reached": reached}
 
 

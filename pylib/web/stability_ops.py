@@ -14,13 +14,13 @@ Numbers that JSON cannot carry (NaN, inf) are sent as the strings "nan", "inf" a
 """
 
 import math
-import time
 
 import numpy as np
 
 from pylib import data, train
 from pylib.studies import stability
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
+from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "logit_max": 1e6,  # |logit| the NaN demos accept; float32 itself overflows near 3.4e38
@@ -167,17 +167,15 @@ def _bad_record(run, rec):
 def bad_chunk(session, args):
     run = _RUNS["bad"]
     state, cfg = run["state"], run["cfg"]
-    out, t0 = [], time.perf_counter()
-    while state["step"] < cfg.steps and not state["diverged"]:
+    out = []
+    done = lambda: state["step"] >= cfg.steps or state["diverged"]
+    for _ in chunk_steps(done):
         for rec in train.train_steps(state, run["model_cfg"], cfg, session.train_tokens, session.val_tokens, 1):
             with np.errstate(all="ignore"):  # the weights after this step's update (or skip)
                 rec["layer_weight_norms"] = stability.layer_weight_norms(state["params"], run["model_cfg"])
             run["history"].append(rec)
             out.append(_bad_record(run, rec))
-        if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-            break
-    done = state["step"] >= cfg.steps or state["diverged"]
-    return {"done": done, "records": out, "step": state["step"], "steps": cfg.steps,
+    return {"done": done(), "records": out, "step": state["step"], "steps": cfg.steps,
             "diverged_at": run["diverged_at"], "dead_units": _dead(run)}
 
 
@@ -230,23 +228,21 @@ def _attn_point(run):
 def attn_chunk(session, args):
     run = _RUNS["attn"]
     state, cfg = run["state"], run["cfg"]
-    points, losses, t0 = [], [], time.perf_counter()
+    points, losses = [], []
+    done = lambda: state["step"] >= cfg.steps or state["diverged"]
     with np.errstate(all="ignore"):
-        while state["step"] < cfg.steps and not state["diverged"]:
+        for _ in chunk_steps(done):
             if state["step"] % stability.ATTN["stats_interval"] == 0:
                 points.append(_attn_point(run))
             for rec in train.train_steps(state, run["model_cfg"], cfg, session.train_tokens, session.val_tokens, 1):
                 losses.append({"step": rec["step"], "loss": rec.get("loss")})
                 if rec.get("diverged") and run["diverged_at"] is None:
                     run["diverged_at"] = rec["step"]
-            if time.perf_counter() - t0 >= WEB_LIMITS["chunk_seconds"]:
-                break
-        done = state["step"] >= cfg.steps or state["diverged"]
-        if done and not state["diverged"]:
+        if done() and not state["diverged"]:
             points.append(_attn_point(run))
     if points:
         run["last"] = points[-1]
-    return {"done": done, "points": points, "losses": losses, "step": state["step"], "steps": cfg.steps,
+    return {"done": done(), "points": points, "losses": losses, "step": state["step"], "steps": cfg.steps,
             "diverged_at": run["diverged_at"]}
 
 
