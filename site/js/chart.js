@@ -1,45 +1,35 @@
-// A small wrapper around uPlot (vendored, loaded as the global `uPlot`) for the loss-vs-step chart.
-// It only draws: every number it shows comes from pylib.web (records, band series, reference lines).
+// The loss-vs-step chart of the training widgets (train, depth-train, optimisers, slow-train), on
+// plot.js (uPlot, theme colours, text alternative). It only draws: every number it shows comes from
+// pylib.web (records, band series, reference lines).
+//
+// Colours (legend swatches in the templates use the same kit-swatch classes, site/css/widgets/kit.css):
+//   train loss per batch  --series-6, thin     (kit-swatch line thin s6)
+//   its moving average    --series-1           (kit-swatch line s1)
+//   train, fixed windows  --series-4, dots     (kit-swatch dot s4)
+//   val loss              --series-2, dots     (kit-swatch dot s2)
+//   measured band         --band, edges and dotted flag limits --chart-axis (kit-swatch band)
+//   reference lines       --chart-axis, dashed (kit-swatch line dash axis)
 
-const COLORS = {
-  train: "rgba(42, 93, 176, 0.35)",
-  smooth: "#2a5db0",
-  val: "#d9480f",
-  band: "rgba(27, 122, 67, 0.16)",
-  bandEdge: "rgba(27, 122, 67, 0.55)",
-  ref: "#6b6b6b",
-};
-
-function fmt(v, digits = 3) {
-  return v == null ? "–" : v.toFixed(digits);
-}
+import { Plot, ends, fmtCell } from "./plot.js";
 
 export class LossChart {
-  /** el: the container; refs: [{value, label}] horizontal reference lines. */
+  /** el: the container (a chart_frame's [data-role=chart]); refs: [{value, label}] horizontal reference lines. */
   constructor(el, { refs = [] } = {}) {
     this.el = el;
     this.refs = refs;
     this.plot = null;
-    this.reset(1, null);
-    if (typeof ResizeObserver !== "undefined") {
-      this.resize = new ResizeObserver(() => this.plot && this.plot.setSize(this.size()));
-      this.resize.observe(el);
-    }
-  }
-
-  size() {
-    const width = Math.max(280, this.el.clientWidth || 600);
-    return { width, height: width < 500 ? 240 : 300 };
+    this.drawn = false;
+    this.reset(1, null, false);
   }
 
   /** Start over with x = 0..n-1 and an optional band of length n from pylib.web.band_series: {mean, lo, hi}
-   *  is shaded between lo and hi; lo_k and hi_k, where given, are drawn as dotted flag limits. */
-  reset(n, band) {
+   *  is shaded between lo and hi; lo_k and hi_k, where given, are drawn as dotted flag limits. A band is
+   *  drawn at once; otherwise the chart (or its placeholder) waits for redraw(). */
+  reset(n, band, draw = true) {
     const nulls = () => new Array(n).fill(null);
-    const x = Array.from({ length: n }, (_, i) => i);
     const b = band || {};
     this.data = [
-      x,
+      Array.from({ length: n }, (_, i) => i),
       nulls(), // 1 train loss per step
       nulls(), // 2 its moving average
       nulls(), // 3 train loss on fixed training windows, at eval steps
@@ -48,59 +38,27 @@ export class LossChart {
       b.lo || nulls(), // 6 band: lower edge
       b.hi_k || nulls(), // 7 flag limit above
       b.lo_k || nulls(), // 8 flag limit below
-      ...this.refs.map((r) => new Array(n).fill(r.value)), // 9.. reference lines
     ];
-    this.hasBand = Boolean(band);
+    const hasBand = Boolean(band), hasFlag = Boolean(b.hi_k);
     this.el.drawnBand = band; // what is drawn, for the browser tests (a DOM property, not markup)
     if (this.plot) this.plot.destroy();
-    this.plot = new uPlot(this.options(), this.data, this.el);
-  }
-
-  options() {
-    const refs = this.refs;
-    const points = (size, color) => ({ show: true, size, fill: color, stroke: color });
-    const hidden = { show: false };
-    return {
-      ...this.size(),
-      scales: { x: { time: false } },
-      axes: [
-        { label: "step", stroke: "#444", grid: { stroke: "#eee" } },
-        { label: "loss (nats/token)", stroke: "#444", grid: { stroke: "#eee" }, size: 56 },
-      ],
-      legend: { show: false }, // the legend is HTML, in the widget template
-      cursor: { drag: { x: false, y: false } },
+    this.plot = new Plot(this.el, {
+      x: { label: "step" },
+      y: { label: "loss (nats/token)" },
+      refs: this.refs,
       series: [
-        { label: "step" },
-        { label: "train loss", stroke: COLORS.train, width: 1, points: hidden, value: (u, v) => fmt(v) },
-        { label: "train (moving avg)", stroke: COLORS.smooth, width: 2, points: hidden, value: (u, v) => fmt(v) },
-        { label: "train (eval windows)", stroke: COLORS.smooth, width: 0, paths: () => null, points: points(6, COLORS.smooth), value: (u, v) => fmt(v) },
-        { label: "val loss", stroke: COLORS.val, width: 0, paths: () => null, points: points(7, COLORS.val), value: (u, v) => fmt(v) },
-        { label: "measured band, upper edge", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
-        { label: "measured band, lower edge", stroke: COLORS.bandEdge, width: 0.5, points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
-        { label: "flag limit", stroke: COLORS.bandEdge, width: 1, dash: [2, 3], points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
-        { label: "flag limit (low)", stroke: COLORS.bandEdge, width: 1, dash: [2, 3], points: hidden, show: this.hasBand, value: (u, v) => fmt(v) },
-        ...refs.map((r) => ({ label: r.label, stroke: COLORS.ref, width: 1, dash: [6, 4], points: hidden, value: (u, v) => fmt(v) })),
+        { label: "train loss", color: 6, width: 1 },
+        { label: "train (moving avg)", color: 1, width: 2 },
+        { label: "train (fixed windows)", color: 4, points: true },
+        { label: "val loss", color: 2, points: true, size: 7 },
+        { label: "band upper edge", color: "axis", width: 0.5, hidden: !hasBand },
+        { label: "band lower edge", color: "axis", width: 0.5, hidden: !hasBand },
+        { label: "flag limit", color: "axis", width: 1, dash: [2, 3], hidden: !hasFlag },
+        { label: "flag limit (low)", color: "axis", width: 1, dash: [2, 3], hidden: !hasFlag },
       ],
-      bands: [{ series: [5, 6], fill: COLORS.band }],
-      hooks: {
-        draw: [
-          (u) => {
-            const ctx = u.ctx;
-            const dpr = window.devicePixelRatio || 1;
-            ctx.save();
-            ctx.font = `${11 * dpr}px system-ui, sans-serif`;
-            ctx.fillStyle = COLORS.ref;
-            ctx.textAlign = "right";
-            for (const r of refs) {
-              const y = u.valToPos(r.value, "y", true);
-              if (y < u.bbox.top || y > u.bbox.top + u.bbox.height) continue;
-              ctx.fillText(`${r.label} ${r.value.toFixed(3)}`, u.bbox.left + u.bbox.width - 6 * dpr, y - 4 * dpr);
-            }
-            ctx.restore();
-          },
-        ],
-      },
-    };
+      bands: hasBand ? [[5, 6]] : [],
+    });
+    if (draw && (hasBand || this.drawn)) this.redraw();
   }
 
   /** Add records from pylib.train (via pylib.web): {step, loss, loss_smooth, train_eval?, val?}. */
@@ -116,6 +74,21 @@ export class LossChart {
   }
 
   redraw() {
+    this.drawn = true;
     this.plot.setData(this.data);
+    this.plot.describe(this.summary());
+  }
+
+  /** One sentence for the text alternative, from the data drawn. */
+  summary() {
+    const [x, , smooth, , val, hi, lo] = this.data;
+    const v = ends(x, val), s = ends(x, smooth);
+    const parts = [];
+    if (v) parts.push(`Validation loss went from ${fmtCell(v.y0)} at step ${v.x0} to ${fmtCell(v.y1)} at step ${v.x1}`);
+    if (s) parts.push(`the training loss (moving average) from ${fmtCell(s.y0)} to ${fmtCell(s.y1)} over ${s.x1 + 1} steps`);
+    const b = ends(x, hi), l = ends(x, lo);
+    const band = b && l ? ` The measured band ends at ${fmtCell(l.y1)} to ${fmtCell(b.y1)} at step ${b.x1}.` : "";
+    if (!parts.length) return `No run yet.${band}`;
+    return `${parts.join("; ")}.${band}`;
   }
 }

@@ -1,5 +1,21 @@
-// Set-up shared by the widgets in site/js/widgets/: element lookups, the status line, invalid
-// fields, starting Python and the Stop button. Each widget keeps its own logic.
+// The JS half of a widget (the HTML half is site/templates/macros.html). How to write a widget:
+//
+//   export async function mount(root, client) {
+//     const fields = bindFields(root);                 // sliders <-> inputs, error slots, aria-invalid
+//     const run = runStreamed(root, client, {           // a streamed run (training): Start/Stop, states,
+//       op: "train", fields, args: () => fields.values(),  // focus, data-status/-result, announcer
+//       onStart() { …reset readouts and chart… },
+//       onEvent(ev) { …update readouts/chart…; return "Training… step 40 of 400."; },
+//       onResult(value) { return { status: "done", text: "Done: …", result: {…} }; },
+//     });
+//     await run.ready(async () => { …set-up calls once Python is ready… });
+//   }
+// A calculator (one call per change, no Stop) uses calculator(root, client, {op, fields, onResult}).
+// Status without a run: makeStatus(root). Charts: site/js/plot.js. Read nothing into innerHTML.
+// Examples: widgets/train.js (runStreamed + LossChart), widgets/lr-sweep.js (log slider over the
+// measured U-curve, release to run, SVG chart), widgets/memory-calculator.js (calculator + sliders).
+//
+// Below the new API: the older helpers (widgetParts … wireStop), kept until every widget has moved.
 
 // The usual parts of a widget: a scoped querySelector ($), its form, message, Run and Stop (null when absent).
 export function widgetParts(root) {
@@ -68,4 +84,359 @@ export function wireStop(stopButton, client, message, isRunning = () => true, te
     stopButton.disabled = true;
     message.textContent = text;
   });
+}
+
+
+// ---------------------------------------------------------------------------
+// The announcer: a polite live region (the status macro's [data-role=announcer])
+
+const PROGRESS_EVERY_MS = 5000;
+
+/** announcer(root): {say(text) now; progress(text) at most once every 5 s; reset()}. The visible
+ *  message is not a live region: only what goes through here is announced. */
+export function announcer(root, every = PROGRESS_EVERY_MS) {
+  let region = root.querySelector('[data-role="announcer"]');
+  if (!region) { // a template not yet on the macros: add the region, so the kit works there too
+    region = document.createElement("p");
+    region.className = "kit-announcer";
+    region.dataset.role = "announcer";
+    region.setAttribute("role", "status");
+    region.setAttribute("aria-live", "polite");
+    region.setAttribute("aria-atomic", "true");
+    root.appendChild(region);
+  }
+  let last = 0;
+  const say = (text) => {
+    // the same text twice would not be announced again: clear, then set on the next frame
+    region.textContent = "";
+    last = performance.now();
+    requestAnimationFrame(() => { region.textContent = text; });
+  };
+  return {
+    region,
+    say,
+    progress(text) { if (performance.now() - last >= every) say(text); },
+    reset() { last = 0; },
+  };
+}
+
+/** makeStatus(root): setStatus(status, text, announce) sets data-status and the message; announce is
+ *  "now", "throttled" or false (default: "now" for done, error and stopped, else false). Has .announcer. */
+export function makeStatus(root) {
+  const message = root.querySelector('[data-role="message"]');
+  if (message && message.getAttribute("aria-live")) { // an older template: the message was the live region
+    message.removeAttribute("aria-live");
+    message.removeAttribute("role");
+  }
+  const ann = announcer(root);
+  const setStatus = (status, text, announce) => {
+    root.dataset.status = status;
+    if (text !== undefined && message) message.textContent = text;
+    const how = announce === undefined ? (["done", "error", "stopped"].includes(status) ? "now" : false) : announce;
+    if (text && how === "now") ann.say(text);
+    else if (text && how === "throttled") ann.progress(text);
+  };
+  setStatus.announcer = ann;
+  setStatus.message = message;
+  return setStatus;
+}
+
+// ---------------------------------------------------------------------------
+// Fields: the field macro's input, slider, hint and error slot
+
+/** The value a slider position stands for, and back. data-scale log|linear, data-min/-max in field units. */
+function sliderScale(slider) {
+  const lo = Number(slider.dataset.min), hi = Number(slider.dataset.max);
+  const n = Number(slider.max) || 200;
+  const log = slider.dataset.scale === "log";
+  const a = log ? Math.log10(lo) : lo, b = log ? Math.log10(hi) : hi;
+  const digits = Number(slider.dataset.digits) || 3;
+  const integer = "integer" in slider.dataset;
+  return {
+    toValue(pos) {
+      const t = a + ((b - a) * Math.min(n, Math.max(0, pos))) / n;
+      const v = log ? 10 ** t : t;
+      return integer ? Math.round(v) : Number(v.toPrecision(digits));
+    },
+    toPos(v) {
+      if (!Number.isFinite(v) || (log && v <= 0)) return null;
+      const t = log ? Math.log10(v) : v;
+      return Math.min(n, Math.max(0, Math.round(((t - a) / (b - a)) * n)));
+    },
+  };
+}
+
+/** A number as the reader would type it (no float noise): 0.003, 1e-7, 2048. */
+export const fieldText = (v) => String(v);
+
+/**
+ * bindFields(root, {onSlide, onCommit, commitDelay}): wires every field macro in root's form.
+ *  - dragging (or arrow keys on) a slider writes its value into the field and calls onSlide(name, value);
+ *    letting go of it calls onCommit(name, value) (with the keyboard: once the keys have been quiet for
+ *    commitDelay ms, 800 by default). Typing moves the slider to the nearest position
+ *    and leaves the typed text exactly as typed; text that is not a finite number leaves the slider
+ *    where it is (a slider never produces NaN).
+ * Returns {form, input(name), values() → {name: raw text}, set(name, value), setErrors({name: msg}) →
+ *   names shown in a slot (others are returned in .unplaced), clearErrors(), focusFirstInvalid(),
+ *   label(name)}.
+ */
+export function bindFields(root, { onSlide = null, onCommit = null, commitDelay = 800 } = {}) {
+  const form = root.querySelector('[data-role="form"]');
+  const input = (name) => form.elements.namedItem(name);
+  const slotOf = (name) => root.querySelector(`[data-error-for="${CSS.escape(name)}"]`);
+  const sliders = [...root.querySelectorAll("[data-slider-for]")];
+  const sync = (slider) => {
+    const pos = sliderScale(slider).toPos(Number(input(slider.dataset.sliderFor).value.trim() || NaN));
+    if (pos != null) slider.value = String(pos);
+    slider.setAttribute("aria-valuetext", input(slider.dataset.sliderFor).value.trim());
+  };
+  for (const slider of sliders) {
+    const name = slider.dataset.sliderFor;
+    const field = input(name);
+    const scale = sliderScale(slider);
+    sync(slider);
+    slider.addEventListener("input", () => {
+      const v = scale.toValue(Number(slider.value));
+      field.value = fieldText(v);
+      slider.setAttribute("aria-valuetext", field.value);
+      if (onSlide) onSlide(name, v);
+    });
+    // let go of the pointer: commit at once; keys: once they have been quiet for commitDelay ms
+    let pointer = false, timer = null;
+    slider.addEventListener("pointerdown", () => { pointer = true; });
+    slider.addEventListener("change", () => {
+      if (!onCommit) return;
+      clearTimeout(timer);
+      const commit = () => onCommit(name, scale.toValue(Number(slider.value)));
+      if (pointer) { pointer = false; commit(); } else timer = setTimeout(commit, commitDelay);
+    });
+    field.addEventListener("input", () => sync(slider));
+  }
+  const names = () => [...form.elements].filter((e) => e.name && !e.dataset.sliderFor && e.type !== "submit" && e.type !== "button").map((e) => e.name);
+  const api = {
+    form,
+    input,
+    label(name) {
+      const el = input(name);
+      const label = el && el.id ? root.querySelector(`label[for="${CSS.escape(el.id)}"]`) : el && el.closest("label");
+      return label ? label.firstChild.textContent.trim() : name;
+    },
+    values() { return Object.fromEntries(names().map((n) => [n, input(n).value])); },
+    set(name, value) {
+      input(name).value = String(value);
+      for (const s of sliders) if (s.dataset.sliderFor === name) sync(s);
+    },
+    /** Shows each message in its field's slot (or, in an older template, only marks the input). */
+    setErrors(errors) {
+      api.clearErrors();
+      const unplaced = {};
+      for (const [name, msg] of Object.entries(errors || {})) {
+        const el = input(name);
+        const slot = slotOf(name);
+        if (el && el.setAttribute) el.setAttribute("aria-invalid", "true");
+        if (slot) slot.textContent = msg;
+        else unplaced[name] = msg;
+      }
+      return unplaced;
+    },
+    clearErrors() {
+      for (const n of names()) input(n)?.removeAttribute?.("aria-invalid");
+      for (const slot of root.querySelectorAll("[data-error-for]")) slot.textContent = "";
+    },
+    focusFirstInvalid() { root.querySelector('[aria-invalid="true"]')?.focus(); },
+  };
+  return api;
+}
+
+/** A failed call, shown: the reader's input errors go to their fields' slots (the message names the
+ *  fields; the announcer reads the messages); any other error is the message. */
+export function reportError(err, { fields, setStatus }) {
+  if (err && err.kind === "input" && err.errors) {
+    const unplaced = fields ? fields.setErrors(err.errors) : err.errors;
+    const placed = Object.keys(err.errors).filter((k) => !(k in unplaced));
+    const labels = placed.map((k) => fields.label(k));
+    const lines = [];
+    if (placed.length) lines.push(`Not run: check ${labels.join(", ")} (the message is under the field).`);
+    lines.push(...Object.values(unplaced));
+    setStatus("error", lines.join("\n"), false);
+    setStatus.announcer.say(Object.values(err.errors).join(" "));
+    if (fields && placed.length) return true; // the caller may focus the first invalid field
+  } else {
+    setStatus("error", (err && err.message) || String(err));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Runs
+
+/**
+ * runStreamed(root, client, opts): the one implementation of a streamed run with Start and Stop.
+ *   opts.op           the worker op ("train", "run:schedule_sweep", …)
+ *   opts.args()       the call's args, read at each Start (e.g. fields.values())
+ *   opts.fields       bindFields(root) result: its errors are cleared at Start and shown on input errors
+ *   opts.onStart()    reset readouts and charts (before the call)
+ *   opts.onEvent(ev)  every streamed event ({kind: "start", info} | {kind: "chunk", chunk}); may return a
+ *                     progress text: shown in the message at once, announced at most every 5 s
+ *   opts.onResult(value) → {status: "done"|"stopped"|"error", text, result?}: result becomes data-result
+ *                     (only when given); value.stopped tells a stopped run
+ *   opts.onError(err) extra clean-up after a failed call (the error is shown for you)
+ *   opts.startText ("Starting…"), opts.announceStart ("Run started."), opts.stoppingText
+ * Handles: data-status (running → done|stopped|error), data-result cleared at Start, Start/Stop enabled
+ * and disabled, focus (Start → Stop while running → Start after; an input error → the first bad
+ * field), the announcer. Returns {start(), stop(), ready(setUp?, text?), running, setStatus, announcer}.
+ */
+export function runStreamed(root, client, opts) {
+  const form = root.querySelector('[data-role="form"]');
+  const runButton = root.querySelector('[data-action="run"]');
+  const stopButton = root.querySelector('[data-action="stop"]');
+  const setStatus = makeStatus(root);
+  const ann = setStatus.announcer;
+  let running = false;
+
+  const focusLost = (el) => document.activeElement === el || document.activeElement === document.body || !document.activeElement;
+
+  async function start() {
+    if (running) return;
+    running = true;
+    const args = opts.args ? opts.args() : {};
+    runButton.disabled = true;
+    if (stopButton) {
+      stopButton.disabled = false;
+      if (focusLost(runButton)) stopButton.focus();
+    }
+    if (opts.fields) opts.fields.clearErrors();
+    delete root.dataset.result;
+    if (opts.onStart) opts.onStart();
+    setStatus("running", opts.startText || "Starting…", false);
+    ann.say(opts.announceStart || "Run started.");
+    const onEvent = (ev) => {
+      const text = opts.onEvent ? opts.onEvent(ev) : null;
+      if (text) setStatus("running", text, "throttled");
+    };
+    let focusField = false;
+    try {
+      const value = await client.call(opts.op, args, { onEvent });
+      const out = (opts.onResult && opts.onResult(value)) || { status: value && value.stopped ? "stopped" : "done", text: "Done." };
+      if (out.result !== undefined) root.dataset.result = JSON.stringify(out.result);
+      setStatus(out.status, out.text);
+    } catch (err) {
+      focusField = reportError(err, { fields: opts.fields, setStatus });
+      if (opts.onError) opts.onError(err);
+    } finally {
+      running = false;
+      runButton.disabled = false;
+      const hadFocus = stopButton && focusLost(stopButton);
+      if (stopButton) {
+        stopButton.disabled = true;
+        stopButton.removeAttribute("aria-disabled");
+      }
+      if (focusField) opts.fields.focusFirstInvalid();
+      else if (hadFocus) runButton.focus();
+    }
+  }
+
+  function stop() {
+    if (!running || stopButton.getAttribute("aria-disabled") === "true") return;
+    client.stop();
+    // aria-disabled, not disabled: a disabled button would drop focus to <body>; the run's end
+    // disables it and moves focus to Start
+    stopButton.setAttribute("aria-disabled", "true");
+    setStatus("running", opts.stoppingText || "Stopping after this chunk…", "now");
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    start();
+  });
+  if (stopButton) stopButton.addEventListener("click", stop);
+
+  return {
+    start,
+    stop,
+    get running() { return running; },
+    setStatus,
+    announcer: ann,
+    /** Starts Python (Start disabled, "Loading Python…"), runs setUp(), then enables Start and shows
+     *  text. false (the error shown) when Python or setUp failed. */
+    async ready(setUp = null, text = "Ready. Press Start.") {
+      if (!(await startPython(client, setStatus, [runButton], setUp))) return false;
+      runButton.disabled = false;
+      setStatus("ready", text, false);
+      return true;
+    },
+  };
+}
+
+/**
+ * calculator(root, client, opts): one call per Compute (and, with live: true, per edit or slider move,
+ * latest wins). opts: op, fields, args() (default fields.values()), onResult(value) → {text, result?},
+ * onError(err) (clear what showed the last result), busy: extra buttons disabled while a call runs.
+ * Returns {run() (buttons disabled while it runs), schedule() (live updates: one call at a time, the
+ * latest wins, announced at most every few seconds), compute({announce}), ready(setUp?)}.
+ */
+export function calculator(root, client, opts) {
+  const form = root.querySelector('[data-role="form"]');
+  const runButton = root.querySelector('[data-action="run"]');
+  const setStatus = makeStatus(root);
+  const buttons = () => [runButton, ...(opts.busy || [])].filter(Boolean);
+  let seq = 0;
+
+  async function compute({ announce = "now" } = {}) {
+    const mine = ++seq;
+    const args = opts.args ? opts.args() : opts.fields.values();
+    setStatus("running", opts.runningText || "Computing…", false);
+    try {
+      const value = await client.call(opts.op, args);
+      if (mine !== seq) return; // a newer call is on its way
+      if (opts.fields) opts.fields.clearErrors();
+      const out = opts.onResult(value) || {};
+      if (out.result !== undefined) root.dataset.result = JSON.stringify(out.result);
+      setStatus("done", out.text || "Done.", announce);
+    } catch (err) {
+      if (mine !== seq) return;
+      delete root.dataset.result;
+      if (opts.onError) opts.onError(err);
+      reportError(err, { fields: opts.fields, setStatus });
+    }
+  }
+
+  /** Compute with the buttons disabled (Compute, a preset). */
+  async function run() {
+    for (const b of buttons()) b.disabled = true;
+    try { await compute(); } finally { for (const b of buttons()) b.disabled = false; }
+  }
+
+  // schedule(): for live updates (a slider moving, a select changed): one call at a time, the last
+  // request wins, the result announced at most every few seconds
+  let inFlight = null, again = false;
+  function schedule() {
+    if (inFlight) { again = true; return inFlight; }
+    inFlight = (async () => {
+      do {
+        again = false;
+        await compute({ announce: "throttled" });
+      } while (again);
+      inFlight = null;
+    })();
+    return inFlight;
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    run();
+  });
+
+  return {
+    compute,
+    run,
+    schedule,
+    setStatus,
+    /** Starts Python (buttons disabled), runs setUp(); false (the error shown) on failure. */
+    async ready(setUp = null) {
+      if (!(await startPython(client, setStatus, buttons(), setUp))) return false;
+      for (const b of buttons()) b.disabled = false;
+      return true;
+    },
+  };
 }

@@ -20,6 +20,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import ROOT, corpus
+from kit_checks import assert_error_in_slot, assert_fields_labelled
 
 RUN_TIMEOUT = 120_000  # ms; a 60-step run takes ~3 s, the default 400-step run ~20-40 s
 
@@ -98,21 +99,26 @@ def test_index_lists_the_chapters(browser, site_url):
     page.close()
 
 
-@pytest.mark.parametrize("blocked", ["pyodide/numpy-*.whl", "data/train.bin"])
-def test_page_shows_an_error_when_python_cannot_load(browser, site_url, blocked):
-    """A missing NumPy wheel (loadPackage's errorCallback) or corpus file is a visible page error."""
+@pytest.mark.parametrize("blocked, says", [("pyodide/numpy-*.whl", "NumPy could not be loaded into Python")])
+def test_page_shows_an_error_when_python_cannot_load(browser, site_url, blocked, says):
+    """A missing NumPy wheel is a visible page error that names NumPy. (A missing corpus file is
+    not a Python failure: test_load.py checks its own wording.)"""
     from conftest import chapter_url
 
-    page = browser.new_page()
+    context = browser.new_context(service_workers="block")  # page.route does not see what a service worker serves
+    page = context.new_page()
     page.route(f"**/{blocked}", lambda route: route.abort())
     page.goto(chapter_url(site_url))
     page.wait_for_selector("html[data-pyodide=error]", timeout=60_000)
     error = page.locator('[data-role="page-error"]')
     expect(error).to_be_visible()
-    expect(error).to_contain_text("Python could not be loaded")
+    expect(error).to_contain_text(says)
     expect(train_widget(page)).to_have_attribute("data-status", "error")
     expect(train_widget(page).locator('[data-action="run"]')).to_be_disabled()
-    page.close()
+    # no chart without Python: the frame shows its placeholder text, not empty axes
+    expect(train_widget(page).locator(".kit-chart-placeholder")).to_be_visible()
+    assert train_widget(page).locator("canvas").count() == 0
+    context.close()
 
 
 # ---------------------------------------------------------------------------
@@ -179,9 +185,30 @@ def test_tokenizer_refuses_a_huge_paste_with_a_message_then_recovers(chapter1):
     limit = widget_config(chapter1)["limits"]["text_max"]
     w, r = tokenize(chapter1, "a" * (limit + 1))
     assert w.get_attribute("data-status") == "error" and r is None
-    expect(w.locator('[data-role="message"]')).to_contain_text(f"{limit:,}")
+    # the message sits under the text box (its error slot, named by its aria-describedby)
+    assert f"{limit:,}" in assert_error_in_slot(w, "text")
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
     w, r = tokenize(chapter1, "ab")
     assert w.get_attribute("data-status") == "done" and r["n_tokens"] == 2
+    expect(w.locator('[data-error-for="text"]')).to_be_empty()
+    assert w.locator('textarea[name="text"]').get_attribute("aria-invalid") is None
+
+
+def test_tokenizer_fields_are_labelled_and_described(chapter1):
+    w = tokenizer_widget(chapter1)
+    assert assert_fields_labelled(w) == ["text"]
+    assert w.locator("[aria-live]").count() == 1  # the announcer; the message and the tokens are not live regions
+
+
+def test_tokenizer_keeps_the_focus_on_its_button(chapter1):
+    """Tokenize disables itself while Python works: the focus comes back to it, not to <body>."""
+    w = tokenizer_widget(chapter1)
+    button = w.locator('[data-action="run"]')
+    expect(button).to_be_enabled(timeout=RUN_TIMEOUT)
+    button.focus()
+    chapter1.keyboard.press("Enter")
+    chapter1.wait_for_function("el => el.dataset.status === 'done'", arg=w.element_handle(), timeout=10_000)
+    expect(button).to_be_focused()
 
 
 # ---------------------------------------------------------------------------
@@ -245,9 +272,16 @@ def test_bad_input_gives_a_visible_message(chapter1, field, value, message):
     images = chapter1.locator("img").count()
     w, status, r = run(chapter1, **{field: value})
     assert status == "error" and r is None
-    expect(w.locator('[data-role="message"]')).to_contain_text(message)
-    expect(w.locator('[data-role="message"]')).to_be_visible()
-    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    # the message sits under its field, tied to the input by aria-describedby; the status line names the field
+    slot = w.locator(f'[data-error-for="{field}"]')
+    expect(slot).to_contain_text(message)
+    expect(slot).to_be_visible()
+    field_input = w.locator(f'input[name="{field}"]')
+    assert field_input.get_attribute("aria-invalid") == "true"
+    assert slot.get_attribute("id") in field_input.get_attribute("aria-describedby").split()
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
+    expect(field_input).to_be_focused()  # focus goes to the field to fix, not to <body>
+    assert w.locator('[data-role="announcer"]').text_content().strip()  # the error was announced
     assert chapter1.locator("img").count() == images  # nothing was injected as HTML
 
 
@@ -255,6 +289,82 @@ def test_widget_works_after_bad_input(chapter1):
     run(chapter1, lr="abc")
     w, status, r = run(chapter1, steps=3)
     assert status == "done" and r["steps"] == 3
+    expect(w.locator('[data-error-for="lr"]')).to_be_empty()
+    assert w.locator('input[name="lr"]').get_attribute("aria-invalid") is None
+
+
+def test_sliders_drive_the_fields_and_typing_moves_the_slider(chapter1):
+    """The log slider writes a clean number into its field; a typed value stays exactly as typed and
+    moves the slider; text that is not a number leaves the slider where it was (never NaN)."""
+    w = train_widget(chapter1)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
+    w.locator('[data-action="defaults"]').click()
+    lr, slider = w.locator('input[name="lr"]'), w.locator('input[data-slider-for="lr"]')
+    slider.focus()
+    chapter1.keyboard.press("End")  # keyboard-operable: the top of the log scale
+    assert float(lr.input_value()) == pytest.approx(10)
+    chapter1.keyboard.press("Home")
+    assert float(lr.input_value()) == pytest.approx(1e-4)
+    for _ in range(50):
+        chapter1.keyboard.press("ArrowRight")  # 50 of 200 positions over 5 decades: 10^(-4 + 1.25)
+    assert float(lr.input_value()) == pytest.approx(10 ** -2.75, rel=1e-2)
+    assert slider.get_attribute("aria-valuetext") == lr.input_value()
+    lr.fill("0.0123456789")
+    assert lr.input_value() == "0.0123456789"  # exact, as typed
+    pos = int(slider.input_value())
+    assert pos == round((math.log10(0.0123456789) + 4) / 5 * 200)
+    lr.fill("abc")
+    assert int(slider.input_value()) == pos
+    w.locator('[data-action="defaults"]').click()
+    assert int(slider.input_value()) == round((math.log10(float(lr.input_value())) + 4) / 5 * 200)
+
+
+def test_focus_moves_to_stop_and_back_and_progress_is_announced_rarely(chapter1):
+    """After Start focus is on Stop (not <body>); after the run it is back on Start. The polite live
+    region hears the start, the end and at most one progress line every 5 s; readouts are not live."""
+    w = train_widget(chapter1)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
+    w.locator('[data-action="defaults"]').click()
+    w.locator('input[name="steps"]').fill("120")
+    w.evaluate("""el => {
+        const region = el.querySelector('[data-role=announcer]');
+        el.announced = [];
+        new MutationObserver(() => { if (region.textContent) el.announced.push(region.textContent); })
+            .observe(region, { childList: true, characterData: true, subtree: true });
+    }""")
+    w.locator('[data-action="run"]').focus()
+    chapter1.keyboard.press("Enter")
+    expect(w.locator('[data-action="stop"]')).to_be_focused()
+    t0 = time.perf_counter()
+    assert wait_finished(w) == "done"
+    seconds = time.perf_counter() - t0
+    expect(w.locator('[data-action="run"]')).to_be_focused()
+    announced = w.evaluate("el => el.announced")
+    print(f"{len(announced)} announcements over a {seconds:.1f} s run: {announced}")
+    assert announced[0] == "Training started." and announced[-1].startswith("Done:")
+    assert len(announced) <= 2 + seconds / 5 + 1
+    assert w.locator("[data-readout][aria-live], [data-role=message][aria-live]").count() == 0
+    assert w.locator("[aria-live]").count() == 1
+
+
+def test_chart_has_a_text_alternative(chapter1):
+    """The canvas chart has a summary sentence and a data table filled from the drawn data."""
+    w, status, r = run(chapter1, steps=40)
+    assert status == "done"
+    summary = w.locator('[data-role="chart-summary"]').text_content()
+    assert re.search(r"Validation loss went from [\d.]+ at step \d+ to [\d.]+ at step \d+", summary), summary
+    chart = w.locator('[data-role="chart"]')
+    assert chart.get_attribute("aria-describedby") == w.locator('[data-role="chart-summary"]').get_attribute("id")
+    w.locator(".kit-chart-data summary").click()
+    table = w.locator(".kit-chart-data table")
+    expect(table.locator("thead th").first).to_have_text("step")
+    rows = table.locator("tbody tr")
+    assert 5 <= rows.count() <= 80
+    last_step = table.locator("tbody tr", has=chapter1.locator("th", has_text=re.compile(r"^39$")))
+    expect(last_step).to_have_count(1)  # the last step of the run is a row
+    cells = last_step.locator("th, td").all_text_contents()
+    assert float(cells[1]) == pytest.approx(r["final_train_loss"], rel=1e-3)  # its train loss, as drawn
+    w.locator(".kit-chart-data summary").click()
 
 
 def test_stop_mid_run_then_start_again(chapter1):

@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter10 = chapter_fixture("10-")
 
@@ -94,10 +95,32 @@ def test_timeline_refuses_bad_input_and_recovers(chapter10, field, raw):
     assert submit(w, **{**good, field: raw}) == "error"
     assert w.locator(f'[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
+    assert_error_in_slot(w, field)
     assert w.locator('[data-readout="peak_none"]').inner_text() == "–"
     no_injected_markup(chapter10)
     assert submit(w, **good) == "done"  # and it works afterwards
     assert w.locator(f'[name="{field}"]').get_attribute("aria-invalid") is None
+
+
+def test_timeline_form_is_labelled_and_its_layer_slider_reruns_when_let_go(chapter10):
+    """Every field labelled and tied to its hint and error slot; the layers slider works with the keyboard
+    and, once the keys are quiet, runs the step again; the chart's text alternative is the data."""
+    w = widget(chapter10, "activation-timeline")
+    assert {"n_layer", "batch_size", "seq_len"} <= set(assert_fields_labelled(w))
+    assert submit(w, n_layer="1", batch_size="2", seq_len="16") == "done"
+    w.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }")
+    drive_slider(w, "n_layer", end="4", typed="2")
+    assert w.locator('[data-slider-for="n_layer"]').input_value() == "1"  # layers 1 to 4: positions 0 to 3
+    assert wait_settled(w, ("done", "error"), timeout=TIMEOUT) == "done"  # the slider's commit ran the step
+    want = cpython_timelines(2, 2, 16)
+    assert result(w)["full"]["held"] == [e["held"] for e in want["full"]["events"]]
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("One step of 2 layers, 2 × 16 tokens")
+    w.locator('[data-role="chart-data"] summary').click()
+    rows = w.locator('[data-role="chart-data"] tbody tr')
+    assert rows.count() == max(len(tl["events"]) for tl in want.values())
+    last_full = rows.nth(len(want["full"]["events"]) - 1).locator("td").all_text_contents()
+    assert last_full[-1] == "0"  # full recomputation: nothing held at its last event
+    w.locator('[data-role="chart-data"] summary').click()
 
 
 # ---------------------------------------------------------------------------
@@ -135,6 +158,38 @@ def test_calculator_settings_match_cpython(chapter10):
     assert len(set(r["growth"]["weights"])) == 1  # the weights do not grow with the sequence
 
 
+def test_calculator_slider_recomputes_as_it_moves_and_keeps_typed_values_exact(chapter10):
+    """The sequence-length slider (log scale, keyboard-operable) writes a whole number into its field and
+    recomputes at once; a typed value stays as typed; the chart's data table holds what pylib returned."""
+    from pylib.systems import memory
+    w = widget(chapter10, "memory-calculator")
+    expect(w.locator('[data-preset="llama-7b"]')).to_be_enabled(timeout=TIMEOUT)
+    for name, value in (("precision", "mixed"), ("optimizer", "adamw"), ("recompute", "none")):
+        w.locator(f'select[name="{name}"]').select_option(value)  # each change recomputes too
+    w.locator('[data-preset="llama-7b"]').click()
+    chapter10.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).seq_len === 2048",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    seq, slider = w.locator('[name="seq_len"]'), w.locator('[data-slider-for="seq_len"]')
+    slider.focus()
+    chapter10.keyboard.press("End")
+    assert seq.input_value() == "131072"
+    chapter10.wait_for_function("el => JSON.parse(el.dataset.result).seq_len === 131072", arg=w.element_handle(), timeout=TIMEOUT)
+    want = memory.training_memory(memory.LLAMA_7B, 1, 131072, precision="mixed", optimizer="adamw", recompute="none")
+    assert result(w)["memory"]["total"] == pytest.approx(want["total"], rel=1e-12)
+    chapter10.keyboard.press("ArrowLeft")
+    assert seq.input_value().isdigit() and int(seq.input_value()) < 131072
+    seq.fill("3000")
+    assert seq.input_value() == "3000"
+    w.locator('[data-action="run"]').click()
+    chapter10.wait_for_function("el => JSON.parse(el.dataset.result).seq_len === 3000", arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-role="chart-growth-data"] summary').click()
+    header = w.locator('[data-role="chart-growth-data"] thead th').all_text_contents()
+    assert header[0] == "sequence length (tokens)" and "activations (bytes)" in header
+    rows = w.locator('[data-role="chart-growth-data"] tbody tr')
+    assert rows.count() >= 2
+    expect(w.locator('[data-role="chart-growth-summary"]')).to_contain_text("At your 3,000 tokens")
+
+
 def test_calculator_course_preset_is_the_course_model(chapter10):
     w = widget(chapter10, "memory-calculator")
     expect(w.locator('[data-preset="course"]')).to_be_enabled(timeout=TIMEOUT)
@@ -148,8 +203,12 @@ def test_calculator_refuses_heads_that_do_not_divide_the_width(chapter10):
     w = widget(chapter10, "memory-calculator")
     assert submit(w, arch="llama", n_embd="4096", n_head="30", seq_len="2048", micro_batch="1", n_layer="32",
                   vocab_size="32000", ffn_hidden="11008") == "error"
-    assert "30 heads do not divide the width 4,096" in message(w)
+    # the message sits under the field, tied to it by aria-describedby; the status line names the field
+    slot = w.locator('[data-error-for="n_head"]')
+    assert "30 heads do not divide the width 4,096" in slot.inner_text()
+    assert "Heads" in message(w)
     assert w.locator('[name="n_head"]').get_attribute("aria-invalid") == "true"
+    assert slot.get_attribute("id") in w.locator('[name="n_head"]').get_attribute("aria-describedby").split()
     assert w.locator('[data-readout="total"]').inner_text() == "–"
     assert submit(w, n_head="32") == "done"
 

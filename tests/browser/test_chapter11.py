@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter11 = chapter_fixture("11-")
 
@@ -83,6 +84,8 @@ def test_ring_refuses_bad_worker_counts_then_recovers(chapter11, value):
     assert wait_settled(w, ("error",)) == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Workers")
     assert w.locator('input[name="workers"]').get_attribute("aria-invalid") == "true"
+    assert "Workers" in assert_error_in_slot(w, "workers")
+    expect(w.locator('input[name="workers"]')).to_be_focused()  # focus goes to the field to fix, not to <body>
     assert result(w) is None
     no_injected_markup(chapter11)
     submit(w, workers="2")
@@ -107,6 +110,7 @@ def test_alpha_beta_matches_pylib_and_refuses_bad_input(chapter11):
         submit(w, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad})
         assert wait_settled(w, ("error",)) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+        assert_error_in_slot(w, field)
         no_injected_markup(chapter11)
     submit(w, workers="4", alpha_us="10", bandwidth_gbs="10")
     assert wait_settled(w) == "done"
@@ -145,6 +149,7 @@ def test_dp_train_stop_and_bad_input(chapter11):
         submit(w, workers=bad, steps="5")
         assert wait_settled(w, ("error",)) == "error"
         expect(w.locator('[data-role="message"]')).to_contain_text("orker")
+        assert_error_in_slot(w, "workers")
         no_injected_markup(chapter11)
     submit(w, workers="2", steps="2")
     assert wait_settled(w, timeout=TIMEOUT) == "done"
@@ -171,6 +176,7 @@ def test_zero_stage3_bit_identical_and_matches_calculator(chapter11):
         submit(w, **{"workers": "4", "steps": "2", field: bad})
         assert wait_settled(w, ("error",)) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+        assert_error_in_slot(w, field)
         no_injected_markup(chapter11)
     submit(w, workers="2", stage="1", steps="1")
     assert wait_settled(w, timeout=TIMEOUT) == "done"
@@ -191,7 +197,7 @@ def test_overlap_matches_pylib_drag_and_mfu(chapter11):
     assert r["exposed"] == pytest.approx(ref["exposed"], rel=1e-12, abs=1e-15)
     # Drag the bandwidth to its lowest: more communication is exposed.
     before = r["exposed"]
-    w.locator('input[name="bw_log"]').evaluate("el => { el.value = el.min; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    w.locator('[data-slider-for="bandwidth_gbs"]').evaluate("el => { el.value = el.min; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     w.page.wait_for_function("([el, e]) => el.dataset.result && JSON.parse(el.dataset.result).exposed > e",
                              arg=[w.element_handle(), before], timeout=TIMEOUT)
     for field, bad in [("workers", "0"), ("workers", "NaN"), ("layers", "1e9"), ("width", "7"), ("gflops", "<b class=injected>x</b>")]:
@@ -199,6 +205,7 @@ def test_overlap_matches_pylib_drag_and_mfu(chapter11):
         w.locator('[data-action="run"]').click()
         assert wait_settled(w, ("error",)) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+        assert_error_in_slot(w, field)
         no_injected_markup(chapter11)
         fill(w, workers="8", layers="4", width="64", gflops="1")
     w.locator('[data-action="run"]').click()
@@ -208,3 +215,39 @@ def test_overlap_matches_pylib_drag_and_mfu(chapter11):
     m = __import__("json").loads(w.get_attribute("data-mfu"))
     print(f"\nin-page MFU: {100 * m['mfu']:.2f}% ({m['model_gflops']:.3f} GFLOP/s, step {m['step_ms']:.1f} ms, peak {m['peak_gflops']:.2f} GFLOP/s)")
     assert 0 < m["mfu"] < 1
+
+
+# ---------------------------------------------------------------------------
+# The forms: labels, hints and error slots, sliders; the charts' text alternative
+
+
+@pytest.mark.parametrize("name,want", [("ring-allreduce", {"workers"}), ("alpha-beta", {"workers", "alpha_us", "bandwidth_gbs"}),
+                                       ("dp-train", {"workers", "steps"}), ("zero-stages", {"workers", "stage", "steps"}),
+                                       ("overlap", {"bucket_kb", "bandwidth_gbs", "alpha_us", "workers", "gflops", "peak_gflops",
+                                                    "layers", "width"})])
+def test_every_field_is_labelled_and_tied_to_its_hint_and_error(chapter11, name, want):
+    assert want <= set(assert_fields_labelled(widget(chapter11, name)))
+
+
+def test_alpha_beta_bandwidth_slider_redraws_as_it_moves(chapter11):
+    """The bandwidth's log slider works with the keyboard and redraws at once; the chart's data table
+    holds the times pylib returned, its sentence the 1 GB figures."""
+    from pylib.systems import collectives as col
+    w = widget(chapter11, "alpha-beta")
+    submit(w, workers="8", alpha_us="10", bandwidth_gbs="10")
+    assert wait_settled(w) == "done"
+    drive_slider(w, "bandwidth_gbs", end="10000", typed="10")
+    w.locator('[data-slider-for="bandwidth_gbs"]').focus()
+    w.page.keyboard.press("Home")
+    assert w.locator('input[name="bandwidth_gbs"]').input_value() == "0.01"
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).ring.at(-1) > 100",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    ring = result(w)["ring"]
+    assert ring[-1] == pytest.approx(col.ring_all_reduce_time(1e9, 8, 10e-6, 1 / 0.01e9), rel=1e-12)
+    w.locator('[data-role="chart-data"] summary').click()
+    header = w.locator('[data-role="chart-data"] thead th').all_text_contents()
+    assert header[:2] == ["message size n (bytes)", "ring all-reduce (s)"]
+    last = w.locator('[data-role="chart-data"] tbody tr').last.locator("td").first.text_content()
+    assert float(last) == pytest.approx(ring[-1], rel=1e-3)
+    w.locator('[data-role="chart-data"] summary').click()
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("p = 8: at 1.00 GB the ring all-reduce takes")

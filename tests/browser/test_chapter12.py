@@ -27,6 +27,69 @@ def wait_result(page, w, predicate_js):
 
 
 # ---------------------------------------------------------------------------
+# Checks of the widget kit's form (site/templates/macros.html, site/js/widget-kit.js), shared by the
+# tests of chapters 12 to 16 (they import them from here)
+
+
+def assert_fields_labelled(w):
+    """Every field of widget w has a label (label[for], or a label around it) and every text field or
+    select an aria-describedby whose ids all exist, one of them its error slot; every slider has an
+    accessible name."""
+    problems = w.evaluate("""root => {
+        const out = [];
+        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea, input[type=file]');
+        if (!fields.length) out.push('no fields');
+        for (const f of fields) {
+            const label = (f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`)) || f.closest('label');
+            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
+            if (f.type === 'checkbox' || f.type === 'radio' || f.type === 'file') continue;
+            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
+            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
+            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
+            const slot = root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`);
+            if (!slot) out.push(`${f.name}: no error slot`);
+            else if (!ids.includes(slot.id)) out.push(`${f.name}: its error slot is not in its aria-describedby`);
+        }
+        for (const s of root.querySelectorAll('input[type=range]'))
+            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
+        return out;
+    }""")
+    assert problems == []
+
+
+def assert_error_in_slot(w, field, text=None):
+    """The bad-input message sits in the field's error slot (named by the field's aria-describedby), the
+    field is marked invalid, and the status line names the field."""
+    slot = w.locator(f'[data-error-for="{field}"]')
+    expect(slot).to_be_visible()
+    assert slot.inner_text().strip()
+    if text:
+        expect(slot).to_contain_text(text)
+    box = w.locator(f'[name="{field}"]').first
+    assert slot.get_attribute("id") in box.get_attribute("aria-describedby").split()
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
+
+
+def slider_and_field_follow_each_other(page, w, name, end_value, typed, typed_pos):
+    """The slider of field name, driven by the keyboard: End writes end_value into the field, ArrowLeft
+    moves it down one position (a smaller number); typing typed into the field moves the slider to
+    position typed_pos and leaves the text as typed. Returns the field's value after End."""
+    box, slider = w.locator(f'[name="{name}"]'), w.locator(f'[data-slider-for="{name}"]')
+    slider.focus()
+    page.keyboard.press("End")
+    assert box.input_value() == end_value
+    assert slider.get_attribute("aria-valuetext") == end_value
+    page.keyboard.press("ArrowLeft")
+    assert float(box.input_value()) < float(end_value)
+    page.keyboard.press("ArrowRight")
+    assert box.input_value() == end_value
+    box.fill(typed)
+    assert box.input_value() == typed
+    assert int(slider.input_value()) == typed_pos
+
+
+# ---------------------------------------------------------------------------
 # The Gantt chart
 
 
@@ -55,7 +118,7 @@ def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapt
     times = []
     for m in ("24", "16", "32"):  # drags of the microbatch slider
         clear_status(w)
-        w.locator('input[name="microbatches_slider"]').fill(m)
+        w.locator('[data-slider-for="microbatches"]').fill(str(int(m) - 1))  # positions 0..63 are 1..64
         times.append(wait_result(chapter12, w, f"r.microbatches === {m}")["ms"])
     print(f"\nin-page Gantt update at 8 stages x (16-32) microbatches x 4 chunks: {', '.join(f'{t:.0f}' for t in times)} ms")
 
@@ -76,6 +139,7 @@ def test_gantt_refuses_bad_input_and_recovers(chapter12, field):
         assert wait_settled(w, ["error"]) == "error", bad
         expect(box).to_have_attribute("aria-invalid", "true")
         expect(w.locator('[data-role="message"]')).not_to_be_empty()
+        assert_error_in_slot(w, field)
         no_injected_markup(chapter12)
     box.fill({"stages": "4", "microbatches": "8", "chunks": "2", "ratio": "2"}[field])
     clear_status(w)
@@ -91,7 +155,8 @@ def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
     clear_status(w)
     w.locator('[data-action="run"]').click()
     assert wait_settled(w, ["error"]) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text("multiple of the stages")
+    assert_error_in_slot(w, "microbatches", "multiple of the stages")
+    expect(w.locator('[data-role="message"]')).to_contain_text("Microbatches m")
 
 
 # ---------------------------------------------------------------------------
@@ -106,11 +171,13 @@ def test_tensor_parallel_steps_through_the_seeds_example_and_checks_the_model(ch
     ex = json.loads(w.get_attribute("data-example"))
     assert ex["y"] == tensor_parallel.worked_example()["y"] == [9.0, 6.0]
     for _ in range(6):
-        w.locator('[data-action="run"]').click()
+        w.locator('[data-action="next"]').click()
     assert w.get_attribute("data-step") == "7"
     expect(w.locator('[data-role="reduce"]')).to_contain_text("[9, 3]")
+    expect(w.locator('[data-action="next"]')).to_be_disabled()
+    expect(w.locator('[data-action="back"]')).to_be_focused()  # Next, disabled at the end, hands focus to Back
     clear_status(w)
-    w.locator('[data-action="check"]').click()
+    w.locator('[data-action="run"]').click()
     assert wait_settled(w, ["done", "error"]) == "done"
     r = result(w)
     ref = model_parallel_ops.tp_check({})
@@ -137,7 +204,7 @@ def test_planner_matches_cpython_and_recomputes_on_every_drag(chapter12):
     times = []
     for k in ("2", "4", "3"):  # PP = 4, 16, 8 by the slider
         clear_status(w)
-        w.locator('input[name="pp_slider"]').fill(k)
+        w.locator('[data-slider-for="pp"]').fill(k)  # positions 0..7 are 1..128, powers of two
         pp = 2 ** int(k)
         out = wait_result(chapter12, w, f"r.dp === {1536 // (8 * pp)}")
         times.append(out["ms"])
@@ -171,9 +238,61 @@ def test_planner_names_a_product_that_misses_the_gpu_count(chapter12):
     clear_status(w)
     w.locator('[data-action="run"]').click()
     assert wait_settled(w, ["error"]) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text("does not match")
-    expect(w.locator('input[name="gpus"]')).to_have_attribute("aria-invalid", "true")
+    assert_error_in_slot(w, "gpus", "does not match")
+    expect(w.locator('[data-role="message"]')).to_contain_text("GPUs")
     w.locator('input[name="dp"]').fill("auto")
     clear_status(w)
     w.locator('[data-action="run"]').click()
     assert wait_settled(w, ["done"]) == "done"
+
+
+# ---------------------------------------------------------------------------
+# The form and the charts: labels, sliders, error slots, text alternatives
+
+
+@pytest.mark.parametrize("name", ["pipeline-gantt", "planner"])
+def test_every_field_is_labelled_and_described(chapter12, name):
+    assert_fields_labelled(widget(chapter12, name))
+
+
+def test_gantt_stage_slider_works_by_keyboard_and_follows_the_field(chapter12):
+    w = widget(chapter12, "pipeline-gantt")
+    w.locator('select[name="schedule"]').select_option("1f1b")
+    for name, value in [("microbatches", "16"), ("chunks", "1"), ("ratio", "2")]:
+        w.locator(f'input[name="{name}"]').fill(value)
+    slider_and_field_follow_each_other(chapter12, w, "stages", "16", "5", 4)
+    clear_status(w)
+    w.locator('[data-slider-for="stages"]').focus()
+    chapter12.keyboard.press("End")  # the keyboard recomputes, as a drag does
+    r = wait_result(chapter12, w, "r.stages === 16 && r.microbatches === 16")
+    assert r["bubble_fraction"] == pytest.approx(r["formula_of_total"])
+
+
+def test_gantt_chart_has_a_text_alternative(chapter12):
+    w = widget(chapter12, "pipeline-gantt")
+    w.locator('select[name="schedule"]').select_option("gpipe")
+    for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "1"), ("ratio", "2")]:
+        w.locator(f'input[name="{name}"]').fill(value)
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    r = wait_result(chapter12, w, "r.schedule === 'gpipe' && r.stages === 4 && r.microbatches === 8")
+    summary = w.locator('[data-role="chart-summary"]')
+    expect(summary).to_contain_text(f"idle {100 * r['bubble_fraction']:.1f}%")
+    w.locator(".kit-chart-data summary").click()
+    rows = w.locator(".kit-chart-data tbody tr")
+    expect(rows).to_have_count(4)
+    cells = rows.first.locator("td").all_text_contents()
+    assert cells[:2] == ["8", "8"]  # stage 1: 8 forwards and 8 backwards
+    w.locator(".kit-chart-data summary").click()
+
+
+def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
+    w = widget(chapter12, "planner")
+    assert wait_settled(w, ["done", "error"]) in ("done", "error")
+    w.locator('select[name="run"]').select_option(index=6)
+    r = wait_result(chapter12, w, "r.dp > 0")
+    expect(w.locator('[data-role="bars-summary"]')).to_contain_text(f"{r['memory_total_gb']:.1f} GB in all")
+    assert w.locator('[data-role="bars"] .chart-legend').count() == 2
+    for legend in w.locator('[data-role="bars"] .chart-legend').all():  # no colour twice within a bar
+        classes = [c for c in legend.locator(".kit-swatch").evaluate_all("els => els.map(e => e.className)")]
+        assert len(set(classes)) == len(classes)

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
 
 chapter13 = chapter_fixture("13-")
 
@@ -62,6 +63,7 @@ def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
         assert wait_settled(w, ("error",)) == "error"
         expect(w.locator('[data-role="message"]')).to_contain_text("Seed")
         assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
+        assert_error_in_slot(w, "seed", "Seed")
         no_injected_markup(chapter13)
     submit(w, method="diloco", seed="0")
     w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
@@ -118,7 +120,7 @@ def test_link_race_refuses_bad_input_then_recovers(chapter13, field, value, text
     good = {"bandwidth": "100", "latency": "50", "step_ms": "3", "workers": "4"}
     fill(w, **{**good, field: value})
     w.page.wait_for_function("el => el.dataset.status === 'error'", arg=w.element_handle(), timeout=TIMEOUT)
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert_error_in_slot(w, field, text)
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter13)
     fill(w, **good)
@@ -154,8 +156,64 @@ def test_queue_refuses_bad_input_then_recovers(chapter13, field, value, text):
     good = {"rho": "0.5", "service_ms": "10", "workers": "8", "step_ms": "100", "spread_ms": "20"}
     fill(w, **{**good, field: value})
     w.page.wait_for_function("el => el.dataset.status === 'error'", arg=w.element_handle(), timeout=TIMEOUT)
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert_error_in_slot(w, field, text)
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter13)
     fill(w, **good)
     w.page.wait_for_function("el => el.dataset.status === 'done' && el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------------------
+# The form and the charts: labels, sliders, text alternatives
+
+
+@pytest.mark.parametrize("name", ["slow-train", "link-race", "queue"])
+def test_every_field_is_labelled_and_described(chapter13, name):
+    assert_fields_labelled(widget(chapter13, name))
+
+
+def test_queue_load_slider_works_by_keyboard_and_follows_the_field(chapter13):
+    w = widget(chapter13, "queue")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    fill(w, rho="0.5", service_ms="10", workers="8", step_ms="100", spread_ms="20")
+    slider_and_field_follow_each_other(chapter13, w, "rho", "0.98", "0.5", 48)
+    w.locator('[data-slider-for="rho"]').focus()
+    chapter13.keyboard.press("End")  # the keyboard simulates again, as a drag does
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.rho === 0.98",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    assert r["md1"]["exact"] == pytest.approx(0.98 * 10 / (2 * 0.02))
+
+
+def test_link_race_bandwidth_slider_is_logarithmic_and_recomputes(chapter13):
+    w = widget(chapter13, "link-race")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    fill(w, bandwidth="100", latency="0", step_ms="3", workers="4")
+    slider = w.locator('[data-slider-for="bandwidth"]')
+    slider.focus()
+    chapter13.keyboard.press("Home")
+    assert w.locator('input[name="bandwidth"]').input_value() == "1"
+    for _ in range(100):  # half of 200 positions over 7 decades: 10^3.5
+        chapter13.keyboard.press("ArrowRight")
+    assert float(w.locator('input[name="bandwidth"]').input_value()) == pytest.approx(10 ** 3.5, rel=1e-2)
+    w.page.wait_for_function("el => el.dataset.result && Math.abs(JSON.parse(el.dataset.result).settings.bandwidth - 3160) < 1",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+
+
+def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
+    w = widget(chapter13, "link-race")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    fill(w, bandwidth="100", latency="0", step_ms="3", workers="4")
+    w.page.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).settings.bandwidth === 100",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("At the chosen 100 Mb/s")
+    w.locator(".kit-chart-data summary").click()
+    assert w.locator(".kit-chart-data thead th").first.text_content() == "bandwidth (Mb/s)"
+    assert w.locator(".kit-chart-data tbody tr").count() >= 10
+    w.locator(".kit-chart-data summary").click()
+    q = widget(chapter13, "queue")
+    fill(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
+    w.page.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).settings.rho === 0.7",
+                             arg=q.element_handle(), timeout=TIMEOUT)
+    expect(q.locator('[data-role="wait-chart-summary"]')).to_contain_text("at your ρ = 0.7")
+    expect(q.locator('[data-role="slow-chart-summary"]')).to_contain_text("at your W = 32")

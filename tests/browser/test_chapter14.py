@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
 
 chapter14 = chapter_fixture("14-")
 
@@ -77,6 +78,7 @@ def test_isoflop_refuses_a_bad_budget_and_recovers(chapter14, bad):
     assert run(w) == "error"
     assert field.get_attribute("aria-invalid") == "true"
     assert "budget" in message(w).lower()
+    assert_error_in_slot(w, "custom_budget", "budget")
     no_injected_markup(chapter14)
     field.fill("1e11")
     assert run(w) == "done"
@@ -116,6 +118,7 @@ def test_calculator_refuses_bad_input_and_recovers(chapter14, field, bad):
     assert run(w) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()  # a sentence saying what is wrong
+    assert_error_in_slot(w, field)
     assert w.locator('[data-readout="gpu_days"]').inner_text() != "NaN"
     no_injected_markup(chapter14)
     fill_calc(w)
@@ -128,3 +131,55 @@ def test_calculator_refuses_a_utilisation_above_100_percent(chapter14):
     fill_calc(w, mfu="150")
     assert run(w) == "error"
     assert "utilisation" in message(w).lower()
+    assert_error_in_slot(w, "mfu_percent", "utilisation")
+
+
+# ---------------------------------------------------------------------------
+# The form and the chart: labels, sliders, text alternative
+
+
+@pytest.mark.parametrize("name", ["isoflop", "compute-calculator"])
+def test_every_field_is_labelled_and_described(chapter14, name):
+    assert_fields_labelled(widget(chapter14, name))
+
+
+def test_isoflop_budget_slider_works_by_keyboard_and_predicts_as_it_moves(chapter14):
+    from pylib.web import scaling_ops
+    w = widget(chapter14, "isoflop")
+    w.locator('input[name="custom_budget"]').fill("1e11")
+    assert run(w) == "done"
+    slider_and_field_follow_each_other(chapter14, w, "custom_budget", "1e+25", "1e12", 60)  # 320 positions over 16 decades
+    w.locator('[data-slider-for="custom_budget"]').focus()
+    chapter14.keyboard.press("End")
+    chapter14.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).prediction.budget === 1e25",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    page = result(w)
+    index = int(w.locator('select[name="budget_index"]').input_value())
+    cpython = scaling_ops.isoflop(None, {"series": sweep()["series"], "budget_index": index, "custom_budget": "1e25"})
+    assert page["prediction"]["n"] == pytest.approx(cpython["prediction"]["n"], rel=1e-9)
+    expect(w.locator('[data-role="warn"]')).to_contain_text("Extrapolation")
+
+
+def test_isoflop_chart_has_a_text_alternative(chapter14):
+    w = widget(chapter14, "isoflop")
+    series = sweep()["series"]
+    w.locator('select[name="budget_index"]').select_option("0")
+    w.locator('input[name="custom_budget"]').fill("1e11")
+    assert run(w) == "done"
+    page = result(w)
+    expect(w.locator('[data-role="plot-summary"]')).to_contain_text(f"{min(page['loss']):.3f}")
+    w.locator(".kit-chart-data summary").click()
+    expect(w.locator(".kit-chart-data tbody tr")).to_have_count(len(series[0]["n"]))
+    assert w.locator(".kit-chart-data thead th").count() == 2 + len(series[0]["loss_per_seed"][0])
+    w.locator(".kit-chart-data summary").click()
+
+
+def test_calculator_mfu_slider_works_by_keyboard(chapter14):
+    w = widget(chapter14, "compute-calculator")
+    fill_calc(w)
+    assert run(w) == "done"
+    slider_and_field_follow_each_other(chapter14, w, "mfu_percent", "100", "40", 39)
+    w.locator('[data-slider-for="mfu_percent"]').focus()
+    chapter14.keyboard.press("End")
+    chapter14.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).llama.mfu_percent === 100",
+                                arg=w.element_handle(), timeout=TIMEOUT)

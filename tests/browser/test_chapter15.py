@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
 
 chapter15 = chapter_fixture("15-")
 
@@ -148,6 +149,7 @@ def test_checkpoint_widget_refuses_bad_steps(chapter15, raw):
     assert wait_settled(w) == "error"
     assert "steps" in message(w).lower()
     assert w.locator('input[name="steps"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, "steps", "Steps")
     no_injected_markup(chapter15)
 
 
@@ -194,6 +196,7 @@ def test_replay_refuses_a_bad_seed(chapter15, raw):
     w.locator('[data-mode="original"]').click()
     assert wait_settled(w) == "error"
     assert "seed" in message(w).lower()
+    assert_error_in_slot(w, "seed", "Seed")
     no_injected_markup(chapter15)
     w.locator('input[name="seed"]').fill("0")
 
@@ -240,6 +243,7 @@ def test_dashboard_refuses_bad_fields(chapter15, field, raw):
     w.locator('[data-action="run"]').click()
     assert wait_settled(w) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter15)
     w.locator('input[name="target"]').fill("3.3")
     w.locator('input[name="lr"]').fill("0.01")
@@ -275,8 +279,8 @@ def test_goodput_matches_pylib_and_marks_young_and_daly(chapter15):
 def test_goodput_slider_updates_the_field_and_the_result(chapter15):
     w, _ = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     before = result(w)["chosen"]["tau"]
-    slider = w.locator('[data-range="tau"]')
-    slider.fill("900")
+    slider = w.locator('[data-slider-for="tau"]')
+    slider.fill("900")  # 1,000 positions over 5 decades (0.1 to 10,000 min): 10^3.5
     chapter15.wait_for_function("([el, t]) => el.dataset.status === 'done' && JSON.parse(el.dataset.result).chosen.tau !== t",
                                 arg=[w.element_handle(), before], timeout=TIMEOUT)
     assert float(w.locator('input[name="tau"]').input_value()) == result(w)["chosen"]["tau"] > 1000
@@ -288,6 +292,7 @@ def test_goodput_refuses_bad_values_and_recovers(chapter15, raw):
     assert status == "error"
     assert w.locator('input[name="delta"]').get_attribute("aria-invalid") == "true"
     assert "checkpoint cost" in message(w).lower()
+    assert_error_in_slot(w, "delta", "checkpoint cost δ")
     no_injected_markup(chapter15)
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done"
@@ -297,7 +302,8 @@ def test_goodput_refuses_an_interval_that_never_finishes(chapter15):
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done" and "At τ = 45 min:" in message(w)
     w, status = goodput_run(chapter15, delta=1, M=1, R=1, tau=100)
-    assert status == "error" and "never finishes" in message(w)
+    assert status == "error"
+    assert_error_in_slot(w, "tau", "never finishes")
     # the last good result is kept, greyed, and the message says whose it is
     assert "job-stale" in w.get_attribute("class") and "last valid settings (τ = 45 min)" in message(w)
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
@@ -310,7 +316,8 @@ def test_goodput_takes_a_free_restart(chapter15):
     assert status == "done"
     assert result(w)["chosen"]["expected"] == pytest.approx(goodput.expected_goodput(14, 1, 100, 0), rel=1e-12)
     w, status = goodput_run(chapter15, R=-1)
-    assert status == "error" and "restart cost R must be at least 0" in message(w)
+    assert status == "error"
+    assert_error_in_slot(w, "R", "restart cost R must be at least 0")
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done"
 
@@ -338,9 +345,62 @@ def test_dashboard_says_when_a_run_diverges_and_stop_keeps_the_log(chapter15, tm
     assert "(stopped)" in checks and "fail" not in checks
     # each multi-line chart has its own legend: the layer groups under the weight norms
     assert w.locator('[data-role="legend-weight_norm"] li').count() >= 2
-    assert w.locator('[data-role="legend-loss"] li').count() == 3
+    assert w.locator('[data-chart="chart-loss"] .chart-legend li').count() == 3
     expect(w.locator('[data-format="csv"]')).to_be_enabled()
     with chapter15.expect_download() as info:
         w.locator('[data-format="jsonl"]').click()
     info.value.save_as(tmp_path / "s.jsonl")
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == rows
+
+
+# ---------------------------------------------------------------------------
+# The form and the charts: labels, sliders, focus, text alternatives
+
+
+@pytest.mark.parametrize("name", ["checkpoint", "replay", "dashboard", "goodput"])
+def test_every_field_is_labelled_and_described(chapter15, name):
+    assert_fields_labelled(widget(chapter15, name))
+
+
+def test_goodput_interval_slider_works_by_keyboard_and_follows_the_field(chapter15):
+    from pylib.systems import goodput
+    w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    assert status == "done"
+    slider_and_field_follow_each_other(chapter15, w, "M", "100000", "1000", 600)  # 1 to 100,000 min in 1,000 positions
+    w.locator('[data-slider-for="tau"]').focus()
+    chapter15.keyboard.press("Home")  # the keyboard simulates again, as a drag does
+    chapter15.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).chosen.tau === 0.1",
+                                arg=w.element_handle(), timeout=TIMEOUT)
+    assert w.locator('input[name="tau"]').input_value() == "0.1"
+    assert result(w)["chosen"]["expected"] == pytest.approx(goodput.expected_goodput(0.1, 1, 1000, 10), rel=1e-12)
+
+
+def test_goodput_chart_has_a_text_alternative(chapter15):
+    from pylib.systems import goodput
+    w, status = goodput_run(chapter15, delta=5, M=15, R=10, tau=9)
+    assert status == "done"
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("At your τ = 9 min")
+    w.locator(".kit-chart-data summary").click()
+    assert w.locator(".kit-chart-data thead th").all_text_contents() == ["checkpoint interval τ (min)", "simulated", "expected (exact)"]
+    rows = w.locator(".kit-chart-data tbody tr")
+    assert rows.count() >= 10
+    first = [float(c) for c in rows.first.locator("th, td").all_text_contents()]
+    assert first[2] == pytest.approx(goodput.expected_goodput(first[0], 5, 15, 10), rel=1e-3)
+    w.locator(".kit-chart-data summary").click()
+
+
+def test_replay_focus_stays_on_the_pressed_button_and_never_falls_to_the_body(chapter15):
+    w = widget(chapter15, "replay")
+    expect(w.locator('[data-mode="original"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill("0")
+    w.locator('[data-mode="original"]').focus()
+    chapter15.keyboard.press("Enter")
+    expect(w.locator('[data-action="stop"]')).to_be_focused()
+    assert wait_settled(w, ("done", "stopped", "error"), timeout=TIMEOUT) == "done"
+    expect(w.locator('[data-mode="original"]')).to_be_focused()
+    w.locator('[data-mode="other"]').focus()
+    chapter15.keyboard.press("Enter")
+    expect(w.locator('[data-action="stop"]')).to_be_focused()
+    assert wait_settled(w, ("done", "stopped", "error"), timeout=TIMEOUT) == "done"
+    expect(w.locator('[data-mode="other"]')).to_be_focused()
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("Spikes:")

@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import SITE, chapter_fixture, no_injected_markup, result, wait_settled, widget
+from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
 
 chapter16 = chapter_fixture("16-")
 
@@ -81,6 +82,7 @@ def test_bad_pretraining_steps_are_refused_visibly(chapter16, raw):
     assert pretrain(w, raw) == "error"
     assert "steps" in message(w).lower()
     assert w.locator('input[name="pretrain_steps"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, "pretrain_steps", "Steps")
     no_injected_markup(chapter16)
 
 
@@ -115,6 +117,7 @@ def test_bad_sft_settings_are_refused_visibly(chapter16, field, raw):
     w = widget(chapter16, "sft-dpo")
     assert fine_tune(w, "sft", "10" if field != "steps" else raw, **({field: raw} if field != "steps" else {})) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter16)
     w.locator('input[name="seed"]').fill("0")
 
@@ -141,6 +144,8 @@ def test_bad_lines_get_a_message(chapter16, raw):
     chapter16.wait_for_function("el => el.getAttribute('aria-invalid') === 'true'",
                                 arg=w.locator('input[name="line"]').element_handle(), timeout=TIMEOUT)
     assert w.locator('[data-role="answer"]').inner_text().strip()
+    slot = w.locator('[data-error-for="line"]')
+    assert slot.inner_text().strip() and slot.get_attribute("id") in w.locator('input[name="line"]').get_attribute("aria-describedby").split()
 
 
 def test_a_readers_line_gets_both_answers_and_markup_stays_text(chapter16):
@@ -163,6 +168,7 @@ def test_bad_dpo_settings_are_refused_visibly(chapter16, field, raw):
     fields = {"beta": "0.1", "target": "e", "seed": "0", field: raw}
     assert fine_tune(w, "dpo", 10, **fields) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter16)
 
 
@@ -191,3 +197,25 @@ def test_stop_during_sft_keeps_the_model_as_it_is(chapter16):
     assert wait_settled(w, ("stopped", "done", "error"), timeout=TIMEOUT) == "stopped"
     assert result(w)["steps"] < 1000
     expect(w.locator('[data-action="run"]')).to_be_enabled()
+
+
+# ---------------------------------------------------------------------------
+# The form and the chart: labels, sliders, text alternative
+
+
+def test_every_field_is_labelled_and_described(chapter16):
+    assert_fields_labelled(widget(chapter16, "sft-dpo"))
+
+
+def test_beta_slider_works_by_keyboard_and_follows_the_field(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    slider_and_field_follow_each_other(chapter16, w, "beta", "100", "0.1", 50)  # 0.01 to 100 in 200 positions
+
+
+def test_the_loss_chart_has_a_text_alternative(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    assert pretrain(w, 20) == "done"
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("at step 19")
+    w.locator(".kit-chart-data summary").click()
+    assert w.locator(".kit-chart-data tbody tr").count() >= 2
+    w.locator(".kit-chart-data summary").click()

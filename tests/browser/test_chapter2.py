@@ -4,12 +4,15 @@ input with a visible message (nothing injected), and stop when asked. One shared
 (conftest.chapter2); a console error or a request off 127.0.0.1 fails any test."""
 
 import json
+import math
+import re
 
 import numpy as np
 import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, wait_settled as wait_status, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter2 = chapter_fixture("02-")
 TIMEOUT = 120_000  # ms
@@ -39,6 +42,67 @@ def session():
 
 
 # ---------------------------------------------------------------------------
+# The widget kit: labels, sliders, error slots, charts' text alternatives
+
+WIDGETS = ["windows", "bpe", "packmask", "dedup", "mixture", "owntext"]
+
+
+def test_no_chart_shows_empty_axes_before_its_data(chapter2):
+    """Before a run, a chart frame shows its placeholder sentence, not empty axes."""
+    for name in ("mixture", "owntext"):
+        w = widget(chapter2, name)
+        expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+        svg = w.locator('svg[data-role="chart"]')
+        assert svg.evaluate("el => el.childElementCount") == 0 and not svg.is_visible()
+        expect(w.locator('[data-role="chart-summary"]')).to_contain_text("drawn here")
+
+
+def test_every_field_is_labelled_and_tied_to_its_hint_and_error(chapter2):
+    names = {}
+    for name in WIDGETS:
+        w = widget(chapter2, name)
+        expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+        names[name] = assert_fields_labelled(w)
+        # one polite live region per widget, the announcer: the message and readouts are not live
+        assert w.locator("[aria-live]").count() == 1, name
+        assert w.locator("[data-role=message][aria-live], [data-readout][aria-live]").count() == 0, name
+    assert {"start", "split"} <= set(names["windows"]) and "slider for vocab_size" in names["bpe"]
+    assert {"start", "mask", "position"} <= set(names["packmask"]) and "slider for bands" in names["dedup"]
+
+
+def test_the_weight_slider_works_from_the_keyboard_and_follows_the_field(chapter2):
+    w = widget(chapter2, "mixture")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    at_end, left, typed = drive_slider(w, "weight", "1", "0.25")
+    assert at_end == 20 and typed == 5  # a linear slider in 0.05 steps
+    w.locator('[data-slider-for="weight"]').focus()
+    chapter2.keyboard.press("Home")
+    assert w.locator('input[name="weight"]').input_value() == "0"
+    chapter2.keyboard.press("ArrowRight")
+    assert w.locator('input[name="weight"]').input_value() == "0.05"
+    w.locator('input[name="weight"]').fill("0.5")
+    # the steps slider is on a log scale: End is the limit, typing moves it
+    field, slider = w.locator('input[name="steps"]'), w.locator('[data-slider-for="steps"]')
+    slider.focus()
+    chapter2.keyboard.press("End")
+    assert field.input_value() == "2000"
+    field.fill("400")
+    assert int(slider.input_value()) == round(math.log10(400 / 10) / math.log10(2000 / 10) * 200)
+
+
+def test_bad_input_shows_under_its_field_and_focus_goes_there(chapter2):
+    w = widget(chapter2, "owntext")
+    w.locator("textarea").fill(OWN_TEXT)
+    w.locator('input[name="steps"]').fill("0")
+    w.locator('[data-action="run"]').focus()
+    chapter2.keyboard.press("Enter")
+    assert wait_status(w) == "error"
+    assert "between 1 and 2,000" in assert_error_in_slot(w, "steps")
+    expect(w.locator('input[name="steps"]')).to_be_focused()
+    w.locator('input[name="steps"]').fill("200")
+
+
+# ---------------------------------------------------------------------------
 # Windows
 
 
@@ -60,9 +124,11 @@ def test_window_widget_refuses_bad_start(chapter2, raw):
     assert wait_status(w) == "error"
     expect(w.locator('[data-role="message"]')).not_to_be_empty()
     expect(w.locator('input[name="start"]')).to_have_attribute("aria-invalid", "true")
+    assert "Start position" in assert_error_in_slot(w, "start")
     nothing_injected(chapter2)
     submit(w, start="0")
     assert wait_status(w) == "done"
+    expect(w.locator('[data-error-for="start"]')).to_be_empty()
 
 
 # ---------------------------------------------------------------------------
@@ -113,16 +179,33 @@ def test_bpe_widget_split_toggle_learns_within_words_as_cpython(chapter2):
         w.locator('input[name="split"]').uncheck()
 
 
-@pytest.mark.parametrize("text, vocab, needle", [
-    ("", "100", "empty"), ("   \n ", "100", "empty"), ("x" * 20001, "100", "limit"),
-    ("hello hello", "NaN", "finite"), ("hello hello", "-4", "between"), ("hello hello", "🎭", "number"),
+def test_bpe_chart_has_a_text_alternative(chapter2):
+    w = widget(chapter2, "bpe")
+    submit(w, text="aaabdaaabac", vocab_size="100")
+    assert wait_status(w) == "done"
+    r = json.loads(w.get_attribute("data-result"))
+    summary = w.locator('[data-role="chart-summary"]').text_content()
+    assert f"{r['chars_per_token']:.3f} at {r['vocab_size']}" in summary and "1.000 characters per token at vocabulary 4" in summary
+    w.locator(".kit-chart-data summary").click()
+    row = w.locator(".kit-chart-data tbody tr").filter(has=chapter2.locator("th", has_text=re.compile(r"^7$")))
+    expect(row).to_have_count(1)  # the last merge: vocabulary 7, this text's characters per token
+    assert row.locator("td").first.text_content() == f"{r['chars_per_token']:.4g}"
+    w.locator(".kit-chart-data summary").click()
+
+
+@pytest.mark.parametrize("text, vocab, field, needle", [
+    ("", "100", "text", "empty"), ("   \n ", "100", "text", "empty"), ("x" * 20001, "100", "text", "limit"),
+    ("hello hello", "NaN", "vocab_size", "finite"), ("hello hello", "-4", "vocab_size", "between"),
+    ("hello hello", "🎭", "vocab_size", "number"),
 ])
-def test_bpe_widget_refuses_bad_input(chapter2, text, vocab, needle):
+def test_bpe_widget_refuses_bad_input(chapter2, text, vocab, field, needle):
     w = widget(chapter2, "bpe")
     w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
     submit(w, vocab_size=vocab)
     assert wait_status(w) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(needle)
+    assert needle in assert_error_in_slot(w, field)
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
+    expect(w.locator(f'[name="{field}"]')).to_be_focused()  # the focus goes to the field to fix
 
 
 def test_bpe_widget_keeps_emoji_and_markup_as_text(chapter2):
@@ -166,6 +249,14 @@ def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
     expected = web_data.leak_test(session(), {"start": r["start"], "position": 5})
     assert abs(leak["max_other_unmasked"] - expected["max_other_unmasked"]) <= 1e-9 * max(1.0, expected["max_other_unmasked"])
     assert w.locator('[data-role="bars-masked"] rect').count() == 64
+    # the text alternatives: the mask's rows and each bar chart's values, in tables; sentences with the numbers
+    for role in ("grid", "bars-masked", "bars-unmasked"):
+        frame = w.locator(f'[data-chart="{role}"]')
+        frame.locator(".kit-chart-data summary").click()
+        expect(frame.locator(".kit-chart-data tbody tr")).to_have_count(64)
+        frame.locator(".kit-chart-data summary").click()
+    expect(w.locator('[data-role="bars-masked-summary"]')).to_contain_text(f"{leak['max_other_masked']:.2e}".replace("e+00", "e+0").replace("e-0", "e-"))
+    expect(w.locator('[data-role="grid-summary"]')).to_contain_text(f"{r['n_docs']} documents")
 
 
 @pytest.mark.parametrize("raw", ["", "64", "-1", "🎭", MARKUP])
@@ -176,6 +267,8 @@ def test_leak_test_refuses_bad_positions(chapter2, raw):
     w.locator('[data-action="leak"]').click()
     expect(w.locator('[data-role="leak-message"]')).to_have_class("widget-message error", timeout=TIMEOUT)
     expect(w.locator('input[name="position"]')).to_have_attribute("aria-invalid", "true")
+    assert "osition" in assert_error_in_slot(w, "position")
+    expect(w.locator('[data-role="leak-message"]')).to_contain_text("check")
     nothing_injected(chapter2)
 
 
@@ -210,12 +303,14 @@ def test_mixture_widget_runs_and_matches_cpython(chapter2):
     np.testing.assert_allclose(r["held_out"], expected["held_out"], rtol=1e-4)
 
 
-@pytest.mark.parametrize("weight, steps", [("1.5", "20"), ("", "20"), ("NaN", "20"), ("0.5", "0"), ("0.5", "🎭"), (MARKUP, "5")])
-def test_mixture_widget_refuses_bad_input(chapter2, weight, steps):
+@pytest.mark.parametrize("weight, steps, field", [("1.5", "20", "weight"), ("", "20", "weight"), ("NaN", "20", "weight"),
+                                                  ("0.5", "0", "steps"), ("0.5", "🎭", "steps"), (MARKUP, "5", "weight")])
+def test_mixture_widget_refuses_bad_input(chapter2, weight, steps, field):
     w = widget(chapter2, "mixture")
     submit(w, weight=weight, steps=steps)
     assert wait_status(w) == "error"
     expect(w.locator('[data-role="message"]')).not_to_be_empty()
+    assert_error_in_slot(w, field)
     nothing_injected(chapter2)
 
 
@@ -254,7 +349,7 @@ def test_own_text_refuses_unusable_text(chapter2, text, needle):
     w.locator("textarea").fill(text)
     submit(w, steps="10")
     assert wait_status(w) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(needle)
+    assert needle in assert_error_in_slot(w, "text")
     nothing_injected(chapter2)
 
 
@@ -263,7 +358,7 @@ def test_own_text_rejects_a_10_mb_paste_with_a_message(chapter2):
     w.locator("textarea").evaluate("el => { el.value = 'abcdefghij'.repeat(1000000); }")  # 10,000,000 characters
     submit(w, steps="10")
     assert wait_status(w, timeout=30_000) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text("10,000,000 characters")
+    assert "10,000,000 characters" in assert_error_in_slot(w, "text")
     w.locator("textarea").fill(OWN_TEXT)  # and the widget keeps working
     submit(w, steps="5")
     assert wait_status(w) == "done"
@@ -311,10 +406,12 @@ def test_dedup_widget_matches_cpython_for_every_example_and_slider_setting(chapt
         assert wait_status(w) == "done"
         assert w.locator('textarea[name="text_a"]').input_value() == example["texts"][0]
         assert dedup_page(w) == dedup_cpython(*example["texts"], 5, 64, 16)
-    # the sliders recompute at once: more bands of fewer rows, then fewer hash functions than bands
-    for slider, value, (n, b) in [("b_slider", 32, (64, 32)), ("n_slider", 20, (20, 20)), ("n_slider", 256, (256, 20))]:
+    # the sliders recompute at once: more bands of fewer rows, then fewer hash functions than bands (which
+    # brings the bands down to n). Both are log sliders over 1..256 with 200 positions.
+    position = lambda v: round(math.log(v) / math.log(256) * 200)
+    for field, value, (n, b) in [("bands", 32, (64, 32)), ("n_hashes", 20, (20, 20)), ("n_hashes", 256, (256, 20))]:
         w.evaluate("el => { el.dataset.status = 'pending'; }")
-        w.locator(f'input[name="{slider}"]').evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }", value)
+        w.locator(f'[data-slider-for="{field}"]').evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }", position(value))
         assert wait_status(w) == "done"
         assert w.locator('input[name="n_hashes"]').input_value() == str(n)
         assert w.locator('input[name="bands"]').input_value() == str(b)
@@ -345,7 +442,8 @@ def test_dedup_widget_refuses_bad_input_and_keeps_working(chapter2, field, raw, 
     good = dict(zip(["text_a", "text_b"], data_ops.DEDUP_EXAMPLES[0]["texts"]), k="5", n_hashes="64", bands="16")
     submit(w, **{**good, field: raw})
     assert wait_status(w) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(needle)
+    assert needle in assert_error_in_slot(w, field)
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
     expect(w.locator(f'[name="{field}"]')).to_have_attribute("aria-invalid", "true")
     assert w.get_attribute("data-result") is None
     nothing_injected(chapter2)
@@ -359,6 +457,6 @@ def test_dedup_widget_refuses_a_10_mb_paste_with_a_message(chapter2):
     w.locator('textarea[name="text_b"]').evaluate("el => { el.value = 'abcdefghij'.repeat(1000000); }")
     submit(w, text_a="to be or not to be")
     assert wait_status(w, timeout=30_000) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text("10,000,000 characters")
+    assert "10,000,000 characters" in assert_error_in_slot(w, "text_b")
     submit(w, text_b="to be, or not to be")
     assert wait_status(w) == "done"

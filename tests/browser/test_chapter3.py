@@ -5,15 +5,68 @@ page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fail
 
 import json
 import math
+import re
 
 import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter3 = chapter_fixture("03-")
 
 TIMEOUT = 120_000  # ms: the longest op here is a short training run in the page
+
+
+# ---------------------------------------------------------------------------
+# The widget kit: labels, error slots, focus, charts' text alternatives
+
+WIDGETS = ["logit-grad", "loss-denominator", "accum-gradient", "accum-curves", "perplexity"]
+
+
+def test_no_chart_shows_empty_axes_before_its_data(chapter3):
+    w = widget(chapter3, "accum-curves")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    expect(w.locator(".kit-chart-placeholder")).to_be_visible()
+    assert w.locator("canvas").count() == 0
+
+
+def test_every_field_is_labelled_and_tied_to_its_hint_and_error(chapter3):
+    for name in WIDGETS:
+        w = widget(chapter3, name)
+        expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+        assert_fields_labelled(w)
+        assert w.locator("[aria-live]").count() == 1, name  # the announcer alone
+    # the denominator table's cells: each input has its own label and its error slot
+    w = widget(chapter3, "loss-denominator")
+    expect(w).to_have_attribute("data-status", "done", timeout=TIMEOUT)
+    inputs = w.locator("tbody input")
+    assert inputs.count() >= 2
+    for i in range(inputs.count()):
+        el = inputs.nth(i)
+        label = w.locator(f'label[for="{el.get_attribute("id")}"]').text_content()
+        assert re.fullmatch(r"Sequence \d+: (counted tokens|summed loss)", label), label
+        assert chapter3.locator(f'#{el.get_attribute("aria-describedby")}').count() == 1
+        assert el.get_attribute("aria-describedby") == w.locator(f'[data-error-for="{el.get_attribute("name")}"]').get_attribute("id")
+
+
+def test_calculators_keep_the_focus_on_the_button_pressed(chapter3):
+    """Compute-style buttons are disabled while Python works; the focus comes back to them, not <body>."""
+    for name in ("accum-gradient", "perplexity", "loss-denominator"):
+        w = widget(chapter3, name)
+        button = w.locator('[data-action="run"]')
+        expect(button).to_be_enabled(timeout=TIMEOUT)
+        button.focus()
+        w.evaluate("el => { el.dataset.status = 'waiting'; }")
+        chapter3.keyboard.press("Enter")
+        assert wait_settled(w, ("done",)) == "done"
+        expect(button).to_be_focused()
+    w = widget(chapter3, "loss-denominator")
+    w.locator('tbody tr [data-action="remove"]').first.focus()
+    chapter3.keyboard.press("Enter")  # its row goes: the focus moves to the next row's Remove
+    expect(w.locator('tbody tr [data-action="remove"]').first).to_be_focused()
+    w.locator('[data-action="example-a"]').click()
+    assert wait_settled(w, ("done",)) == "done"
 
 
 # ---------------------------------------------------------------------------
@@ -60,12 +113,27 @@ def test_logit_grad_untrained_matches_pylib(chapter3):
 def test_logit_grad_refuses_bad_input_visibly(chapter3, field, value, text):
     w, status = show_logit_grad(chapter3, **{field: value})
     assert status == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert text in assert_error_in_slot(w, field)
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
     expect(w.locator(f'input[name="{field}"]')).to_have_attribute("aria-invalid", "true")
     assert w.get_attribute("data-result") is None
     no_injected_markup(chapter3)
     w, status = show_logit_grad(chapter3, window=0, position=10, k=3)  # and it still works
     assert status == "done"
+
+
+def test_logit_grad_training_moves_the_focus_to_stop_and_back(chapter3):
+    """Show with the trained model trains it first: focus goes to Stop (not <body>), and back to Show."""
+    w = widget(chapter3, "logit-grad")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="model"][value="trained"]').check()
+    w.locator('[data-action="run"]').focus()
+    chapter3.keyboard.press("Enter")
+    expect(w.locator('[data-action="stop"]')).to_be_focused()
+    assert wait_settled(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
+    expect(w.locator('[data-action="run"]')).to_be_focused()
+    assert result(w)["model"] == "trained"
+    w.locator('input[name="model"][value="untrained"]').check()
 
 
 def test_logit_grad_trained_model_predicts_better_than_untrained(chapter3):
@@ -98,8 +166,8 @@ def fill_rows(w, rows):
         w.locator('[data-action="add"]').click()
     for i, (count, loss) in enumerate(rows):
         tr = w.locator("tbody tr").nth(i)
-        tr.locator('input[name="count"]').fill(str(count))
-        tr.locator('input[name="loss"]').fill(str(loss))
+        tr.locator(f'input[name="count.{i}"]').fill(str(count))
+        tr.locator(f'input[name="loss.{i}"]').fill(str(loss))
     w.page.wait_for_timeout(300)  # the debounced update
     w.locator('[data-action="run"]').click()
     w.page.wait_for_timeout(200)
@@ -128,16 +196,22 @@ def test_denominator_equal_counts_agree(chapter3):
     assert r["token_weighted"] == pytest.approx(r["mean_of_means"]) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("rows, text", [
-    ([(-1, 1)], "between 0"), ([(2.5, 1)], "whole number"), ([(1, -3)], "between 0"),
-    ([(1, "nan")], "finite"), ([("", 1)], "empty"), ([(0, 0), (0, 0)], "At least one token"),
-    ([(0, 5)], "no counted tokens"), ([("<b class=injected>1</b>", 1)], "must be a number"),
-    ([("\U0001F600", "\U0001F600")], "must be a number"), ([(1, "1e400")], "finite"),
+@pytest.mark.parametrize("rows, where, text", [
+    ([(-1, 1)], "count.0", "between 0"), ([(2.5, 1)], "count.0", "whole number"), ([(1, -3)], "loss.0", "between 0"),
+    ([(1, "nan")], "loss.0", "finite"), ([("", 1)], "count.0", "empty"), ([(0, 0), (0, 0)], "message", "At least one token"),
+    ([(0, 5)], "loss.0", "no counted tokens"), ([("<b class=injected>1</b>", 1)], "count.0", "must be a number"),
+    ([("\U0001F600", "\U0001F600")], "loss.0", "must be a number"), ([(1, "1e400")], "loss.0", "finite"),
 ])
-def test_denominator_refuses_bad_input_visibly(chapter3, rows, text):
+def test_denominator_refuses_bad_input_visibly(chapter3, rows, where, text):
+    """A bad cell's message sits under that cell (tied to it by aria-describedby); a message about the
+    whole table is the widget's message."""
     w = widget(chapter3, "loss-denominator")
     assert fill_rows(w, rows) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    if where == "message":
+        expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    else:
+        assert text in assert_error_in_slot(w, where)
+        expect(w.locator('[data-role="message"]')).to_contain_text("check Sequence 1")
     assert w.get_attribute("data-result") is None
     no_injected_markup(chapter3)
     assert fill_rows(w, [(2, 4), (6, 6)]) == "done"  # and it recovers
@@ -189,14 +263,17 @@ def test_accum_gradient_matches_results(chapter3):
     assert result(w)["mean_of_means"] < 1e-5  # equal counts: both exact
 
 
-@pytest.mark.parametrize("counts, text", [
-    ([0, 0, 0, 0], "At least one"), ([65, 1, 1, 1], "between 0"), (["x", 1, 1, 1], "must be a number"),
-    (["", 1, 1, 1], "empty"), ([1, 1, 1, "<b class=injected>b</b>"], "must be a number"),
+@pytest.mark.parametrize("counts, where, text", [
+    ([0, 0, 0, 0], "message", "At least one"), ([65, 1, 1, 1], "count.0", "between 0"), (["x", 1, 1, 1], "count.0", "must be a number"),
+    (["", 1, 1, 1], "count.0", "empty"), ([1, 1, 1, "<b class=injected>b</b>"], "count.3", "must be a number"),
 ])
-def test_accum_gradient_refuses_bad_input_visibly(chapter3, counts, text):
+def test_accum_gradient_refuses_bad_input_visibly(chapter3, counts, where, text):
     w, status = compare_gradients(chapter3, counts)
     assert status == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    if where == "message":
+        expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    else:
+        assert text in assert_error_in_slot(w, where)
     no_injected_markup(chapter3)
     w, status = compare_gradients(chapter3, [64, 8, 32, 4])
     assert status == "done"
@@ -218,6 +295,14 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     expected = max(abs(a["loss"] - b["loss"]) for a, b in zip(ha, hb))
     assert r["steps"] == big.steps
     assert r["max_abs_dloss"] < 1e-3 and expected < 1e-3  # seed 0: rounding only (results.md)
+    # the chart's text alternative: a sentence with the last losses, and a table of both runs per step
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text(f"After {big.steps} steps")
+    w.locator(".kit-chart-data summary").click()
+    expect(w.locator(".kit-chart-data thead th")).to_have_text(["step", "batch × 4", "accumulation"])
+    last = w.locator(".kit-chart-data tbody tr").last.locator("th, td").all_text_contents()
+    assert last[0] == str(big.steps - 1)
+    assert float(last[1]) == pytest.approx(hb[-1]["loss"], rel=1e-3) and float(last[2]) == pytest.approx(ha[-1]["loss"], rel=1e-3)
+    w.locator(".kit-chart-data summary").click()
     # Stop mid-run: status "stopped", no data-result, and the widget runs again afterwards.
     w.locator('[data-action="run"]').click()
     chapter3.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
@@ -236,8 +321,9 @@ def test_accum_curves_refuse_bad_seed(chapter3, seed, text):
     w.locator('input[name="seed"]').fill(seed)
     w.locator('[data-action="run"]').click()
     assert wait_settled(w, ("done", "error")) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    assert text in assert_error_in_slot(w, "seed")
     expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
+    expect(w.locator('input[name="seed"]')).to_be_focused()
     no_injected_markup(chapter3)
 
 
@@ -269,13 +355,22 @@ def test_perplexity_at_temperature_one_is_the_unigram_line_computed_in_cpython(c
 
 
 def test_perplexity_slider_drives_the_temperature(chapter3):
+    """The temperature's log slider, by the keyboard: End is 100, the field follows and the page asks
+    Python again; ArrowLeft steps down one of 200 positions over log10(0.05)..log10(100); typing moves it."""
     w = widget(chapter3, "perplexity")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=180_000)
     w.evaluate("el => { el.dataset.status = 'waiting'; }")
-    w.locator('input[name="tau_slider"]').fill("2")  # log10: temperature 100
+    at_end, left, typed = drive_slider(w, "tau", "100", "1")
+    assert at_end == 200 and typed == round(math.log10(1 / 0.05) / math.log10(100 / 0.05) * 200)
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    w.locator('[data-slider-for="tau"]').focus()
+    chapter3.keyboard.press("End")
     assert wait_settled(w, ("done", "error")) == "done"
     assert w.locator('input[name="tau"]').input_value() == "100"
+    chapter3.wait_for_function("el => JSON.parse(el.dataset.result).tau === 100", arg=w.element_handle())
     assert result(w)["own_ppl"] > 60
+    chapter3.keyboard.press("Home")
+    assert w.locator('input[name="tau"]').input_value() == "0.05"
 
 
 @pytest.mark.parametrize("bad", ["", "NaN", "-1", "0", "1e309", "1000", "🙂", "<b class=injected>x</b>"])
@@ -283,6 +378,7 @@ def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3, bad):
     w, status = set_tau(chapter3, bad)
     assert status == "error"
     assert w.locator('input[name="tau"]').get_attribute("aria-invalid") == "true"
+    assert "emperature" in assert_error_in_slot(w, "tau")
     no_injected_markup(chapter3)
     w, status = set_tau(chapter3, "1")
     assert status == "done"

@@ -3,6 +3,7 @@ input with a visible message and keeps working; the streamed gradient check fill
 at the initial and at the perturbed weights, and stops when asked. One shared page (conftest.chapter4); console errors and off-host requests fail."""
 
 import json
+import math
 
 import pytest
 from playwright.sync_api import expect
@@ -19,6 +20,37 @@ def nudge_widget(page):
 
 def check_widget(page):
     return page.locator('[data-widget="grad-check"]').first
+
+
+def assert_fields_labelled(w):
+    """Every field of widget w has a label (label[for]) and an aria-describedby whose ids all exist (the
+    hint and the error slot); every slider has an accessible name."""
+    problems = w.evaluate("""root => {
+        const out = [];
+        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea');
+        if (!fields.length) out.push('no fields');
+        for (const f of fields) {
+            const label = f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`);
+            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
+            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
+            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
+            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
+            if (!root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`)) out.push(`${f.name}: no error slot`);
+        }
+        for (const s of root.querySelectorAll('input[type=range]'))
+            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
+        return out;
+    }""")
+    assert problems == []
+
+
+def assert_error_in_slot(w, field):
+    """The bad-input message sits in the field's error slot, which the field's aria-describedby names."""
+    slot = w.locator(f'[data-error-for="{field}"]')
+    expect(slot).to_be_visible()
+    assert slot.inner_text().strip()
+    assert slot.get_attribute("id") in w.locator(f'[name="{field}"]').get_attribute("aria-describedby").split()
+    expect(w.locator('[data-role="message"]')).to_contain_text("check")
 
 
 def compare(page, name, index, h):
@@ -83,6 +115,7 @@ def test_nudge_refuses_bad_input_visibly_and_recovers(chapter4, name, index, h, 
     assert status == "error"
     assert w.locator('[data-role="message"]').inner_text().strip()
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, field)
     assert w.get_attribute("data-result") is None
     w, status = compare(chapter4, "wpe", 3, "1e-5")
     assert status == "done"
@@ -92,8 +125,55 @@ def test_nudge_refuses_bad_input_visibly_and_recovers(chapter4, name, index, h, 
 def test_nudge_shows_markup_as_text(chapter4):
     w, status = compare(chapter4, '<img src=x onerror="alert(1)">', 0, "1e-5")
     assert status == "error"
-    assert "<img" in w.locator('[data-role="message"]').inner_text()
+    assert "<img" in w.locator('[data-error-for="name"]').inner_text()  # the message under the field
     assert w.locator("img").count() == 0
+
+
+def test_every_field_is_labelled_and_described(chapter4):
+    for name in ("grad-nudge", "grad-check", "backprop-order"):
+        assert_fields_labelled(chapter4.locator(f'[data-widget="{name}"]').first)
+
+
+def test_step_size_slider_is_keyboard_operable_and_follows_the_field(chapter4):
+    """The log slider for h (13 decades, 20 positions each): End and Home reach its ends, arrows step
+    along it, the number field follows; typing moves the slider and stays exactly as typed; letting go
+    of the keys compares at the slider's h."""
+    w = nudge_widget(chapter4)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="name"]').fill("wpe")
+    w.locator('input[name="index"]').fill("3")
+    h, slider = w.locator('input[name="h"]'), w.locator('[data-slider-for="h"]')
+    slider.focus()
+    chapter4.keyboard.press("End")
+    assert float(h.input_value()) == pytest.approx(1)
+    chapter4.keyboard.press("Home")
+    assert float(h.input_value()) == pytest.approx(1e-13)
+    for _ in range(100):  # five decades up: 1e-8
+        chapter4.keyboard.press("ArrowRight")
+    assert float(h.input_value()) == pytest.approx(1e-8)
+    assert slider.get_attribute("aria-valuetext") == h.input_value()
+    # the keys went quiet: it compares at the slider's h
+    chapter4.wait_for_function("el => el.dataset.result && Math.abs(JSON.parse(el.dataset.result).h / 1e-8 - 1) < 1e-9",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w) == "done"
+    h.fill("0.000123")
+    assert h.input_value() == "0.000123"
+    assert int(slider.input_value()) == round((math.log10(0.000123) + 13) * 20)
+    h.fill("1e-5")
+
+
+def test_nudge_chart_has_a_text_alternative(chapter4):
+    w, status = compare(chapter4, "h.0.mlp.c_fc.weight", 7, "1e-5")
+    assert status == "done"
+    chart = w.locator('[data-role="chart"]')
+    summary = w.locator('[data-role="chart-summary"]')
+    assert chart.get_attribute("aria-describedby") == summary.get_attribute("id")
+    expect(summary).to_contain_text("Your h = 1e-5: ")
+    w.locator(".kit-chart-data summary").click()
+    header = w.locator(".kit-chart-data thead th").all_text_contents()
+    assert header == ["h", "relative error (sweep)", "your h"]
+    assert w.locator(".kit-chart-data tbody tr").count() >= 10
+    w.locator(".kit-chart-data summary").click()
 
 
 def test_gradient_check_streams_every_tensor_and_passes(chapter4):
@@ -129,10 +209,13 @@ def test_gradient_check_at_perturbed_weights_passes_and_says_so(chapter4):
 def test_gradient_check_stops_when_asked(chapter4):
     w = check_widget(chapter4)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('[data-action="run"]').click()
+    w.locator('[data-action="run"]').focus()
+    chapter4.keyboard.press("Enter")
     expect(w.locator('[data-action="stop"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('[data-action="stop"]').click()
+    expect(w.locator('[data-action="stop"]')).to_be_focused()  # focus moves to Stop, not to <body>
+    chapter4.keyboard.press("Enter")
     assert wait_settled(w) == "stopped"  # a tensor or two per chunk: Stop lands long before the end
+    expect(w.locator('[data-action="run"]')).to_be_focused()
     assert w.get_attribute("data-result") is None
     rows = w.locator('[data-role="rows"] tr').count()
     assert 1 <= rows < nudge_widget(chapter4).locator("datalist option").count()

@@ -4,6 +4,7 @@ nothing injected, divergence labelled, and Stop mid-run. One shared page (confte
 a console error or a request off 127.0.0.1 fails a test."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -20,6 +21,36 @@ def wait_status(w, statuses, timeout=TIMEOUT):
     w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status) && !el.dataset.busy",
                              arg=[w.element_handle(), list(statuses)], timeout=timeout)
     return w.get_attribute("data-status")
+
+
+def assert_fields_labelled(w):
+    """Every field of widget w has a label (label[for]) and an aria-describedby whose ids all exist (the
+    hint and the error slot); every slider has an accessible name."""
+    problems = w.evaluate("""root => {
+        const out = [];
+        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea');
+        if (!fields.length) out.push('no fields');
+        for (const f of fields) {
+            const label = f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`);
+            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
+            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
+            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
+            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
+            if (!root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`)) out.push(`${f.name}: no error slot`);
+        }
+        for (const s of root.querySelectorAll('input[type=range]'))
+            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
+        return out;
+    }""")
+    assert problems == []
+
+
+def error_slot(w, field):
+    """The field's error slot (the bad-input message sits under the field), checked to be the one the
+    field's aria-describedby names."""
+    slot = w.locator(f'[data-error-for="{field}"]')
+    assert slot.get_attribute("id") in w.locator(f'[name="{field}"]').get_attribute("aria-describedby").split()
+    return slot
 
 
 BAD = [("", "empty"), ("NaN", "finite"), ("-1", "must be in"), ("1e400", "finite"), ("🙂", "must be a number"),
@@ -76,7 +107,8 @@ def test_valley_huge_learning_rate_is_labelled_diverged(chapter5):
 def test_valley_refuses_bad_learning_rate(chapter5, value, text):
     w, status = draw_valley(chapter5, lr=value, kappa="50", momentum="0.9", steps="100")
     assert status == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    expect(error_slot(w, "lr")).to_contain_text(text)
+    expect(w.locator('[data-role="message"]')).to_contain_text("check Learning rate")
     assert w.locator('input[name="lr"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter5)
     # and it keeps working
@@ -87,11 +119,79 @@ def test_valley_refuses_bad_learning_rate(chapter5, value, text):
 def test_valley_slider_redraws(chapter5):
     w, status = draw_valley(chapter5, lr="1", kappa="50", momentum="0.9", steps="100")
     w.evaluate("el => { el.dataset.status = 'waiting'; }")
-    slider = w.locator('input[name="kappa_slider"]')
+    slider = w.locator('input[data-slider-for="kappa"]')
     slider.evaluate("el => { el.value = '0'; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     assert wait_status(w, ("done", "error")) == "done"
     assert w.locator('input[name="kappa"]').input_value() == "1"
     assert result(w)["settings"]["kappa"] == 1.0
+
+
+def test_valley_sliders_are_keyboard_operable_and_follow_the_fields(chapter5):
+    """The learning-rate slider (log scale, 0.01 to 10 over 200 positions): End, Home and the arrows move
+    it, the number field follows and the valley is redrawn at once; a typed value stays exactly as typed
+    and moves the slider; text that is not a number leaves the slider where it was."""
+    from pylib.studies import quadratic
+    w, status = draw_valley(chapter5, lr="1", kappa="50", momentum="0.9", steps="100")
+    assert status == "done"
+    lr, slider = w.locator('input[name="lr"]'), w.locator('input[data-slider-for="lr"]')
+    slider.focus()
+    chapter5.keyboard.press("End")
+    assert lr.input_value() == "10"
+    chapter5.wait_for_function("el => JSON.parse(el.dataset.result || '{}').settings?.lr === 10", arg=w.element_handle(), timeout=TIMEOUT)
+    chapter5.keyboard.press("Home")
+    assert lr.input_value() == "0.01"
+    for _ in range(100):  # half way along three decades: 10^-0.5
+        chapter5.keyboard.press("ArrowRight")
+    assert float(lr.input_value()) == pytest.approx(10 ** -0.5, rel=1e-2)
+    assert slider.get_attribute("aria-valuetext") == lr.input_value()
+    want = float(lr.input_value())
+    chapter5.wait_for_function("([el, lr]) => JSON.parse(el.dataset.result || '{}').settings?.lr === lr",
+                               arg=[w.element_handle(), want], timeout=TIMEOUT)
+    assert wait_status(w, ("done", "error")) == "done"
+    assert result(w)["sgd"]["final"] == pytest.approx(quadratic.valley(50.0, want, 100, 0.9)["sgd"]["final"], rel=1e-9)
+    lr.fill("1.2345")
+    assert lr.input_value() == "1.2345"
+    pos = int(slider.input_value())
+    assert pos == round((math.log10(1.2345) + 2) / 3 * 200)
+    lr.fill("abc")
+    assert int(slider.input_value()) == pos
+    lr.fill("1")
+
+
+def test_valley_keeps_the_focus_after_draw(chapter5):
+    """Enter on Draw: the focus stays on Draw once drawn (not on <body>); after bad input it goes to the field."""
+    w, status = draw_valley(chapter5, lr="1", kappa="50", momentum="0.9", steps="100")
+    run = w.locator('[data-action="run"]')
+    run.focus()
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    chapter5.keyboard.press("Enter")
+    assert wait_status(w, ("done", "error")) == "done"
+    expect(run).to_be_focused()
+    w.locator('input[name="lr"]').fill("abc")
+    run.focus()
+    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    chapter5.keyboard.press("Enter")
+    assert wait_status(w, ("done", "error")) == "error"
+    expect(w.locator('input[name="lr"]')).to_be_focused()
+    w, status = draw_valley(chapter5, lr="1")
+    assert status == "done"
+
+
+def test_chapter5_fields_are_labelled_and_described(chapter5):
+    for name in ("valley", "adam-steps", "weight-decay", "optimisers"):
+        assert_fields_labelled(widget(chapter5, name))
+
+
+def test_valley_chart_has_a_text_alternative(chapter5):
+    w, status = draw_valley(chapter5, lr="1.5", kappa="20", momentum="0.5", steps="60")
+    assert status == "done"
+    summary = w.locator('[data-role="chart-summary"]')
+    expect(summary).to_contain_text("κ = 20, learning rate 1.5, β = 0.5, 60 steps")
+    assert w.locator('[data-role="chart"]').get_attribute("aria-describedby") == summary.get_attribute("id")
+    w.locator(".kit-chart-data summary").click()
+    assert w.locator(".kit-chart-data thead th").all_text_contents()[:3] == ["step", "gradient descent x", "gradient descent y"]
+    assert w.locator(".kit-chart-data tbody tr").count() == 61  # steps 0 to 60
+    w.locator(".kit-chart-data summary").click()
 
 
 # ---------------------------------------------------------------------------
@@ -120,7 +220,7 @@ def test_adam_steps_match_pylib(chapter5):
 def test_adam_steps_refuse_bad_gradients(chapter5, grads, text):
     w, status = show_adam(chapter5, grads=grads, beta1="0.9", beta2="0.999")
     assert status == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text)
+    expect(error_slot(w, "grads")).to_contain_text(text)
     assert w.locator('input[name="grads"]').get_attribute("aria-invalid") == "true"
     expect(w.locator('[data-role="rows"] tr')).to_have_count(0)
     no_injected_markup(chapter5)
@@ -194,8 +294,10 @@ def test_optimisers_stop_mid_run_then_run_again(chapter5):
     w = start_training(chapter5, optimizer="adamw", lr="0.03", seed="0")
     chapter5.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
                                arg=w.element_handle(), timeout=TIMEOUT)
-    w.locator('[data-action="stop"]').click()
+    expect(w.locator('[data-action="stop"]')).to_be_focused()  # Start handed focus to Stop, not to <body>
+    chapter5.keyboard.press("Enter")
     assert wait_status(w, ("stopped", "done", "error")) == "stopped"
+    expect(w.locator('[data-action="run"]')).to_be_focused()
     assert w.get_attribute("data-result") is None
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
     expect(w.locator('[data-action="run"]')).to_be_enabled()
@@ -205,7 +307,7 @@ def test_optimisers_stop_mid_run_then_run_again(chapter5):
 def test_optimisers_refuse_bad_learning_rate(chapter5, value, text):
     w = start_training(chapter5, optimizer="adam", lr=value, seed="0")
     assert wait_status(w, ("error", "done")) == "error"
-    expect(w.locator('[data-role="message"]')).to_contain_text(text if text != "must be in" else "must be in")
+    expect(error_slot(w, "lr")).to_contain_text(text)
     assert w.locator('input[name="lr"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter5)
 
@@ -243,6 +345,7 @@ def test_weight_decay_refuses_bad_input_and_recovers(chapter5, field, value):
     w, status = show_decay(chapter5, **{**good, field: value})
     assert status == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    expect(error_slot(w, field)).not_to_be_empty()
     no_injected_markup(chapter5)
     w, status = show_decay(chapter5, **good)
     assert status == "done"

@@ -6,6 +6,7 @@ fails a test."""
 
 import dataclasses
 import json
+import math
 
 import pytest
 from playwright.sync_api import expect
@@ -16,6 +17,36 @@ chapter6 = chapter_fixture("06-")
 
 TIMEOUT = 180_000  # ms: the longest op here is a few short training runs in the page
 BAD = ["", "NaN", "-1", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
+
+
+def assert_fields_labelled(w):
+    """Every field of widget w has a label (label[for]) and an aria-describedby whose ids all exist (the
+    hint and the error slot); every slider has an accessible name."""
+    problems = w.evaluate("""root => {
+        const out = [];
+        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea');
+        if (!fields.length) out.push('no fields');
+        for (const f of fields) {
+            const label = f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`);
+            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
+            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
+            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
+            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
+            if (!root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`)) out.push(`${f.name}: no error slot`);
+        }
+        for (const s of root.querySelectorAll('input[type=range]'))
+            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
+        return out;
+    }""")
+    assert problems == []
+
+
+def error_slot(w, field):
+    """The field's error slot (the bad-input message sits under the field), checked to be the one the
+    field's aria-describedby names."""
+    slot = w.locator(f'[data-error-for="{field}"]')
+    assert slot.get_attribute("id") in w.locator(f'[name="{field}"]').get_attribute("aria-describedby").split()
+    return slot
 
 
 def clear_status(w):
@@ -46,8 +77,10 @@ def test_schedule_plot_redraws_as_the_reader_types(chapter6):
     w.locator('select[name="kind"]').select_option("wsd")
     w.locator('input[name="steps"]').fill("1000")
     w.locator('input[name="decay_frac"]').fill("0.5")
+    # (the redraw for the last edit: an edit typed more than the debounce after the one before redraws on its own)
     chapter6.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).steps === 1000 "
-                               "&& JSON.parse(el.dataset.result).kind === 'wsd'", arg=w.element_handle(), timeout=TIMEOUT)
+                               "&& JSON.parse(el.dataset.result).kind === 'wsd' && JSON.parse(el.dataset.result).decay_frac === 0.5",
+                               arg=w.element_handle(), timeout=TIMEOUT)
     r = result(w)
     assert r["final_lr"] == pytest.approx(schedules.lr_at("wsd", 999, d.lr, d.warmup_steps, 1000, d.min_lr, 0.5))
     expect(w.locator('[data-readout="peak_lr"]')).to_have_text(f"{d.lr:.4f}")
@@ -65,12 +98,65 @@ def test_schedule_plot_refuses_bad_input_and_recovers(chapter6, field):
         assert wait_status(w, ["error"]) == "error"
         expect(field_input).to_have_attribute("aria-invalid", "true")
         expect(w.locator('[data-role="message"]')).not_to_be_empty()
+        expect(error_slot(w, field)).not_to_be_empty()
         no_injected_markup(chapter6)
     field_input.fill(good)
     clear_status(w)
     w.locator('[data-action="run"]').click()
     assert wait_status(w, ["done"]) == "done"
     expect(field_input).not_to_have_attribute("aria-invalid", "true")
+
+
+def test_schedule_plot_slider_is_keyboard_operable_and_follows_the_field(chapter6):
+    """The peak-rate slider (log scale, 1e-5 to 10 over 240 positions, 40 a decade): End and the arrows move it, the field
+    follows and the chart redraws at once; a typed value stays as typed and moves the slider."""
+    from pylib import train
+    d = train.TrainConfig()
+    w = widget(chapter6, "schedule-plot")
+    w.locator('select[name="kind"]').select_option(d.schedule)
+    for name, value in (("warmup", d.warmup_steps), ("steps", d.steps), ("min_ratio", d.min_lr_ratio), ("decay_frac", d.decay_frac)):
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    lr, slider = w.locator('input[name="lr"]'), w.locator('[data-slider-for="lr"]')
+    slider.focus()
+    chapter6.keyboard.press("End")
+    assert lr.input_value() == "10"
+    chapter6.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).peak_lr === 10", arg=w.element_handle(), timeout=TIMEOUT)
+    for _ in range(40):  # one decade down
+        chapter6.keyboard.press("ArrowLeft")
+    assert lr.input_value() == "1"
+    chapter6.wait_for_function("el => JSON.parse(el.dataset.result).peak_lr === 1", arg=w.element_handle(), timeout=TIMEOUT)
+    expect(w.locator('[data-readout="peak_lr"]')).to_have_text("1.00")
+    assert slider.get_attribute("aria-valuetext") == "1"
+    lr.fill("0.0123")
+    assert lr.input_value() == "0.0123"
+    assert int(slider.input_value()) == round((math.log10(0.0123) + 5) / 6 * 240)
+    lr.fill(str(d.lr))
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_status(w, ["done"]) == "done"
+
+
+def test_schedule_plot_chart_has_a_text_alternative(chapter6):
+    w = widget(chapter6, "schedule-plot")
+    w.locator('select[name="kind"]').select_option("wsd")
+    clear_status(w)
+    w.locator('[data-action="run"]').click()
+    assert wait_status(w, ["done"]) == "done"
+    r = result(w)
+    summary = w.locator('[data-role="chart-summary"]')
+    expect(summary).to_contain_text(f"WSD (solid): {r['steps']} steps")
+    w.locator(".kit-chart-data summary").click()
+    assert w.locator(".kit-chart-data thead th").all_text_contents() == ["step", "cosine", "WSD", "constant"]
+    assert 5 <= w.locator(".kit-chart-data tbody tr").count() <= 80
+    w.locator(".kit-chart-data summary").click()
+    # the chosen schedule's legend swatch is solid, the others dashed
+    dashed = w.locator(".chart-legend .kit-swatch").evaluate_all("els => els.map(e => e.classList.contains('dash'))")
+    assert dashed == [True, False, True]
+
+
+def test_chapter6_fields_are_labelled_and_described(chapter6):
+    for name in ("schedule-plot", "lr-sweep", "lr-change", "noise-scale"):
+        assert_fields_labelled(widget(chapter6, name))
 
 
 # ---------------------------------------------------------------------------
@@ -138,6 +224,54 @@ def test_lr_sweep_refuses_bad_rates_and_keeps_working(chapter6):
     expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
 
 
+def test_lr_sweep_slider_shows_the_measured_curve_at_once_and_trains_when_let_go(chapter6):
+    """Dragging the log slider writes the rate into the field, draws it on the measured U-curve and names
+    the measured rungs on either side (results.json's ch6.ladder); letting go trains at that rate."""
+    w = widget(chapter6, "lr-sweep")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    ladder = json.loads(w.locator('[data-role="config"]').text_content())["ladder"]
+    rates, slider = w.locator('input[name="rates"]'), w.locator('[data-slider-for="rates"]')
+    w.locator('input[name="seed"]').fill("0")  # an earlier test leaves a bad seed
+    slider.scroll_into_view_if_needed()
+    box = slider.bounding_box()
+    y = box["y"] + box["height"] / 2
+    chapter6.mouse.move(box["x"] + 8, y)
+    chapter6.mouse.down()
+    chapter6.mouse.move(box["x"] + box["width"] * 0.55, y, steps=5)
+    lr = float(rates.input_value())
+    assert 1e-3 < lr < 1 and w.get_attribute("data-status") != "running"  # nothing runs while dragging
+    expect(w.locator('[data-role="marker"]')).to_have_count(1)
+    below = max(i for i, x in enumerate(ladder["lrs"]) if x <= lr)
+    above = min(i for i, x in enumerate(ladder["lrs"]) if x >= lr)
+    where = w.locator('[data-role="where"]').text_content()
+    for i in {below, above}:
+        assert f"{ladder['final_mean'][i]:.3f} ± {ladder['final_sd'][i]:.3f}" in where, where
+    assert slider.get_attribute("aria-valuetext") == where
+    assert w.locator("circle.kit-dot:not(.kit-faint)[data-rung]").count() == len({below, above})
+    chapter6.mouse.up()
+    expect(w).to_have_attribute("data-status", "running", timeout=5_000)
+    expect(w.locator('[data-action="stop"]')).to_be_enabled()
+    chapter6.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert float(w.locator('[data-readout="lr"]').text_content()) == pytest.approx(lr)
+    w.locator('[data-action="stop"]').click()
+    assert wait_status(w, ["stopped", "done"]) in ("stopped", "done")
+    expect(w.locator('[data-action="run"]')).to_be_focused()  # focus is back on Start, not on <body>
+
+
+def test_lr_sweep_chart_has_a_text_alternative(chapter6):
+    w = widget(chapter6, "lr-sweep")
+    ladder = json.loads(w.locator('[data-role="config"]').text_content())["ladder"]
+    best = min((m, i) for i, m in enumerate(ladder["final_mean"]) if m is not None)
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text(f"{best[0]:.3f}")
+    data = w.locator('[data-role="chart-data"]')  # the U-curve's table (the widget has a second chart)
+    data.locator("summary").click()
+    cells = data.locator("tbody tr th").all_text_contents()
+    assert len(cells) >= len(ladder["lrs"])
+    assert data.locator("tbody tr").first.locator("td").first.text_content() == f"{ladder['final_mean'][0]:.4g}"
+    data.locator("summary").click()
+
+
 def test_lr_sweep_stops_mid_run(chapter6):
     w = widget(chapter6, "lr-sweep")
     w.locator('input[name="rates"]').fill("0.001, 0.01, 0.1")
@@ -176,9 +310,9 @@ def test_lr_change_applies_a_new_rate_and_refuses_bad_ones_without_stopping(chap
     new_lr = w.locator('input[name="new_lr"]')
     for bad in BAD + ["0", "1e9"]:
         new_lr.fill(bad)
-        w.evaluate("el => { el.querySelector('[data-role=apply-message]').textContent = ''; }")
+        w.evaluate("el => { el.querySelector('[data-error-for=new_lr]').textContent = ''; }")
         w.locator('[data-action="apply"]').click()
-        expect(w.locator('[data-role="apply-message"]')).not_to_be_empty()
+        expect(error_slot(w, "new_lr")).not_to_be_empty()
         expect(new_lr).to_have_attribute("aria-invalid", "true")
         no_injected_markup(chapter6)
     assert w.get_attribute("data-status") == "running"
@@ -187,7 +321,7 @@ def test_lr_change_applies_a_new_rate_and_refuses_bad_ones_without_stopping(chap
     w.locator('[data-action="apply"]').click()
     expect(w.locator('[data-readout="changes"]')).to_have_text("1", timeout=TIMEOUT)
     expect(new_lr).not_to_have_attribute("aria-invalid", "true")
-    expect(w.locator('[data-role="apply-message"]')).to_be_empty()
+    expect(w.locator('[data-error-for="new_lr"]')).to_be_empty()
     step_at_apply = _step(w)
     chapter6.wait_for_function("([el, s]) => +el.querySelector('[data-readout=step]').textContent >= s + 10",
                                arg=[w.element_handle(), step_at_apply], timeout=TIMEOUT)
@@ -220,6 +354,8 @@ def test_lr_change_refuses_a_bad_starting_rate(chapter6):
         w.locator('[data-action="run"]').click()
         assert wait_status(w, ["error"]) == "error"
         expect(w.locator('input[name="lr"]')).to_have_attribute("aria-invalid", "true")
+        expect(error_slot(w, "lr")).not_to_be_empty()
+        expect(w.locator('input[name="lr"]')).to_be_focused()  # focus goes to the field to fix
         no_injected_markup(chapter6)
 
 
@@ -269,3 +405,5 @@ def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):
         assert wait_status(w, ("done", "error"), timeout=TIMEOUT) == "error"
         no_injected_markup(chapter6)
     assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
+    expect(error_slot(w, "seed")).not_to_be_empty()
+    expect(error_slot(w, "step")).not_to_be_empty()

@@ -5,6 +5,7 @@ pylib calls in CPython. One shared page (conftest.chapter_fixture); a console er
 off 127.0.0.1 fails a test."""
 
 import dataclasses
+import math
 
 import pytest
 from playwright.sync_api import expect
@@ -22,6 +23,36 @@ REL = 1e-4
 # losses agree to < 1e-5 for the first 15 steps, then the rounding differences compound (4.7e-4 at
 # step 19, 1e-2 in the final validation loss), as the learning rate reaches its peak.
 FIRST_STEPS = 10
+
+
+def assert_fields_labelled(w):
+    """Every field of widget w has a label (label[for]) and an aria-describedby whose ids all exist (the
+    hint and the error slot); every slider has an accessible name."""
+    problems = w.evaluate("""root => {
+        const out = [];
+        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea');
+        if (!fields.length) out.push('no fields');
+        for (const f of fields) {
+            const label = f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`);
+            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
+            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
+            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
+            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
+            if (!root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`)) out.push(`${f.name}: no error slot`);
+        }
+        for (const s of root.querySelectorAll('input[type=range]'))
+            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
+        return out;
+    }""")
+    assert problems == []
+
+
+def error_slot(w, field):
+    """The field's error slot (the bad-input message sits under the field), checked to be the one the
+    field's aria-describedby names."""
+    slot = w.locator(f'[data-error-for="{field}"]')
+    assert slot.get_attribute("id") in w.locator(f'[name="{field}"]').get_attribute("aria-describedby").split()
+    return slot
 
 
 def base_cfg():
@@ -77,6 +108,8 @@ def test_init_scale_refuses_bad_std_then_recovers(chapter7, value):
     expect(w.locator('[data-role="message"]')).to_contain_text("Init std")
     expect(w.locator('[data-role="message"]')).to_be_visible()
     assert w.locator('input[name="init_std"]').get_attribute("aria-invalid") == "true"
+    expect(error_slot(w, "init_std")).to_contain_text("Init std")
+    expect(w.locator('input[name="init_std"]')).to_be_focused()  # the field to fix, not <body>
     assert result(w) is None
     assert chapter7.locator("b.injected, [data-widget] img").count() == 0
     submit(w, init_std="0.02", depth="2")
@@ -97,6 +130,57 @@ def test_init_scale_refuses_bad_depth(chapter7, value):
     submit(w, init_std="0.02", depth=value)
     assert wait_settled(w, ("error",)) == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Depth")
+    expect(error_slot(w, "depth")).to_contain_text("Depth")
+
+
+def test_init_scale_slider_is_keyboard_operable_and_follows_the_field(chapter7):
+    """The init-std slider (log scale, 1e-4 to 10 over 200 positions, 40 a decade): Home, End and the arrows
+    move it, the field follows and the figures are recomputed as it moves; a typed value stays as typed."""
+    w = widget(chapter7, "init-scale")
+    submit(w, init_std="0.02", depth="2")
+    assert wait_settled(w) == "done"
+    std, slider = w.locator('input[name="init_std"]'), w.locator('[data-slider-for="init_std"]')
+    slider.focus()
+    chapter7.keyboard.press("Home")
+    assert std.input_value() == "0.0001"
+    for _ in range(80):  # two decades up
+        chapter7.keyboard.press("ArrowRight")
+    assert std.input_value() == "0.01"
+    assert slider.get_attribute("aria-valuetext") == "0.01"
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.01",
+                             arg=w.element_handle(), timeout=TIMEOUT)
+    chapter7.keyboard.press("End")
+    assert std.input_value() == "10"
+    std.fill("0.0345")
+    assert std.input_value() == "0.0345"
+    assert int(slider.input_value()) == round((math.log10(0.0345) + 4) * 40)
+    depth, depth_slider = w.locator('input[name="depth"]'), w.locator('[data-slider-for="depth"]')
+    depth.fill("5")
+    assert int(depth_slider.input_value()) == 4  # depth 1..8 on positions 0..7
+    submit(w, init_std="0.02", depth="2")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.02 "
+                             "&& JSON.parse(el.dataset.result).depth === 2", arg=w.element_handle(), timeout=TIMEOUT)
+
+
+def test_init_scale_charts_have_a_text_alternative(chapter7):
+    w = widget(chapter7, "init-scale")
+    submit(w, init_std="0.02", depth="3")
+    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 3 "
+                             "&& JSON.parse(el.dataset.result).init_std === 0.02", arg=w.element_handle(), timeout=TIMEOUT)
+    r = result(w)
+    expect(w.locator('[data-role="chart-acts-summary"]')).to_contain_text("Init std 0.02, 3 layers")
+    w.locator('[data-role="chart-acts-data"] summary').click()
+    assert w.locator('[data-role="chart-acts-data"] thead th').all_text_contents() == ["layer (0 = embeddings)", "residual std"]
+    rows = w.locator('[data-role="chart-acts-data"] tbody tr')
+    expect(rows).to_have_count(4)
+    assert float(rows.nth(3).locator("td").text_content()) == pytest.approx(r["act_std"][3], rel=1e-3)
+    w.locator('[data-role="chart-acts-data"] summary').click()
+    expect(w.locator('[data-role="chart-loss-summary"]')).to_contain_text("Measured")
+
+
+def test_chapter7_fields_are_labelled_and_described(chapter7):
+    for name in ("init-scale", "depth-norms", "depth-train", "coord-check"):
+        assert_fields_labelled(widget(chapter7, name))
 
 
 # ---------------------------------------------------------------------------
@@ -125,6 +209,7 @@ def test_depth_norms_refuses_bad_depth_then_recovers(chapter7, value):
     submit(w, depth=value)
     assert wait_settled(w, ("error",)) == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Depth")
+    expect(error_slot(w, "depth")).to_contain_text("Depth")
     assert chapter7.locator("b.injected").count() == 0
     submit(w, depth="2")
     w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 2",
@@ -182,6 +267,8 @@ def test_depth_train_refuses_bad_input(chapter7, field, value):
     assert wait_settled(w, ("error",)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     expect(w.locator('[data-role="message"]')).to_be_visible()
+    expect(error_slot(w, field)).not_to_be_empty()
+    expect(w.locator(f'input[name="{field}"]')).to_be_focused()  # focus goes to the field to fix
     assert chapter7.locator("b.injected").count() == 0
 
 
@@ -206,6 +293,20 @@ def test_coord_check_matches_pylib_and_is_flat_under_mup(chapter7):
     assert items[("sp", hi)]["residual"][-1] > 3 * items[("sp", lo)]["residual"][-1]
     assert 0.5 < items[("mup", hi)]["residual"][-1] / items[("mup", lo)]["residual"][-1] < 2
     assert w.locator('[data-role="chart"] [data-series="measured-mup"] polyline').count() == 1
+
+
+def test_coord_check_draws_the_measured_check_and_describes_it(chapter7):
+    """The measured curves need no run: drawn (and tabled) at once; the quantity select redraws."""
+    w = widget(chapter7, "coord-check")
+    assert w.locator('[data-role="chart"] [data-series="measured-sp"] polyline').count() == 1
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("SP measured")
+    w.locator('select[name="quantity"]').select_option("logits")
+    expect(w.locator('[data-role="chart-summary"]')).to_contain_text("output logits")
+    w.locator('[data-role="chart-data"] summary').click()
+    assert w.locator('[data-role="chart-data"] thead th').first.text_content() == "width (n_embd)"
+    assert w.locator('[data-role="chart-data"] tbody tr').count() >= 3
+    w.locator('[data-role="chart-data"] summary').click()
+    w.locator('select[name="quantity"]').select_option("residual")
 
 
 def test_coord_check_labels_divergence(chapter7):
@@ -233,4 +334,5 @@ def test_coord_check_refuses_bad_input(chapter7, field, value):
     assert wait_settled(w, ("error",)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     expect(w.locator('[data-role="message"]')).to_be_visible()
+    expect(error_slot(w, field)).not_to_be_empty()
     assert chapter7.locator("b.injected, [data-widget] img").count() == 0

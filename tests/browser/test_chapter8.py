@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter8 = chapter_fixture("08-")
 
@@ -78,6 +79,7 @@ def test_nan_demo_refuses_bad_logits_visibly(chapter8, raw):
     assert status == "error"
     assert "logit" in message(w).lower()
     assert w.locator('input[name="logit"]').get_attribute("aria-invalid") == "true"
+    assert "logit" in assert_error_in_slot(w, "logit").lower()
     assert w.locator('[data-role="output"]').is_hidden()
     no_injected_markup(chapter8)
     w2, status = run_nan(chapter8, "masked_row", raw)  # the third demo needs no logit: it still works
@@ -127,6 +129,20 @@ def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
     assert w.locator('[data-readout="dead"]').inner_text() == ", ".join(f"{round(f * units)} of {units}" for f in dead)
     drawn = chapter8.evaluate("el => el.querySelector('[data-role=\"chart-weights\"] canvas') !== null", w.element_handle())
     assert drawn
+    # each chart's legend gives every series its own colour (the issue: two blues and two greens in one legend)
+    colours = w.evaluate("""el => [...el.querySelectorAll('.kit-chart')].map((f) => [...f.querySelectorAll('.kit-swatch')]
+        .map((s) => getComputedStyle(s).getPropertyValue('--c').trim()).filter(Boolean))""")
+    assert len(colours) == 4 and len(colours[2]) == len(r["layer_weight_norms"])
+    for chart in colours:
+        assert len(set(chart)) == len(chart), colours
+    # the text alternative: a sentence from the data and a table the reader can open
+    expect(w.locator('[data-role="chart-loss-summary"]')).to_contain_text("bad batches at steps 150–152; 0 steps clipped, 3 skipped")
+    w.locator('[data-role="chart-weights-data"] summary').click()
+    header = w.locator('[data-role="chart-weights-data"] thead th').all_text_contents()
+    assert header[0] == "step" and len(header) == 1 + len(r["layer_weight_norms"])
+    last = w.locator('[data-role="chart-weights-data"] tbody tr').last.locator("td").all_text_contents()
+    assert [float(v) for v in last] == pytest.approx(r["layer_weight_norms"], rel=1e-3)
+    w.locator('[data-role="chart-weights-data"] summary').click()
 
 
 def test_bad_batch_inject_now_and_stop_mid_run(chapter8):
@@ -169,6 +185,7 @@ def test_bad_batch_refuses_bad_input_visibly(chapter8, field, raw):
     assert wait_settled(w, ("error",)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter8)
 
 
@@ -179,6 +196,9 @@ def test_bad_batch_refuses_bad_cure_settings(chapter8, cure, field, raw):
     w.locator('[data-action="run"]').click()
     assert wait_settled(w, ("error",)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, field)
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
+    expect(w.locator(f'input[name="{field}"]')).to_be_focused()  # focus goes to the field to fix, not to <body>
 
 
 # ---------------------------------------------------------------------------
@@ -244,4 +264,32 @@ def test_attn_growth_refuses_bad_input_visibly(chapter8, field, raw):
     assert wait_settled(w, ("error",)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter8)
+
+
+# ---------------------------------------------------------------------------
+# The form: labels, hints and error slots, sliders
+
+
+@pytest.mark.parametrize("name", ["nan-sources", "bad-batch", "attn-growth"])
+def test_every_field_is_labelled_and_tied_to_its_hint_and_error(chapter8, name):
+    names = assert_fields_labelled(widget(chapter8, name))
+    want = {"nan-sources": {"logit"}, "bad-batch": {"inject_step", "cure", "clip", "skip_factor", "lr", "seed"},
+            "attn-growth": {"lr", "seed", "qk_norm", "z_loss"}}[name]
+    assert want <= set(names)
+
+
+def test_bad_batch_step_slider_works_with_the_keyboard(chapter8):
+    w = widget(chapter8, "bad-batch")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    drive_slider(w, "inject_step", end="299", typed="150")
+    assert w.locator('input[name="inject_step"]').input_value() == "150"
+    assert w.locator('[data-slider-for="inject_step"]').input_value() == "150"  # one position per step
+    slider = w.locator('[data-slider-for="lr"]')  # the learning rate's, on a log scale
+    w.locator('input[name="lr"]').fill("0.01")
+    low = int(slider.input_value())
+    w.locator('input[name="lr"]').fill("1")
+    # 1e-4 to 10 is 5 decades: 0.01 to 1, two of them, is two fifths of the slider
+    assert int(slider.input_value()) - low == pytest.approx(2 * int(slider.get_attribute("max")) / 5, abs=1)
+

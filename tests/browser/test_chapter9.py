@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter9 = chapter_fixture("09-")
 
@@ -71,7 +72,8 @@ def test_rounding_shows_fp16_overflow_and_e4m3_nan(chapter9):
 def test_rounding_slider_rounds_its_value(chapter9):
     w, _ = round_value(chapter9, "1")
     chapter9.evaluate("el => { el.dataset.status = 'busy'; }", w.element_handle())
-    w.locator('input[name="log10"]').fill("-6")
+    # the slider is log10 |value| from -45 to 39 in steps of 0.01: position 3900 is 1e-6
+    w.locator('[data-slider-for="value"]').fill("3900")
     chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).value === 1e-6",
                                arg=w.element_handle(), timeout=TIMEOUT)
     fp16 = [f for f in result(w)["formats"] if f["format"] == "fp16"][0]
@@ -99,6 +101,7 @@ def test_rounding_refuses_bad_input_and_works_after(chapter9, raw):
     assert status == "error"
     assert "value" in message(w).lower()
     assert w.locator('input[name="value"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, "value")
     assert w.locator('[data-role="output"]').is_hidden()
     no_injected_markup(chapter9)
     w, status = round_value(chapter9, "2.5")
@@ -152,6 +155,7 @@ def test_lost_update_refuses_bad_input_and_works_after(chapter9, field, raw):
     assert status == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter9)
     w, status = run_lost(chapter9, steps="10")
     assert status == "done"
@@ -230,6 +234,8 @@ def test_precision_train_refuses_bad_seed(chapter9, raw):
     assert wait_settled(w, ("error",)) == "error"
     assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
+    assert_error_in_slot(w, "seed")
+    expect(w.locator('input[name="seed"]')).to_be_focused()  # focus goes to the field to fix, not to <body>
     no_injected_markup(chapter9)
 
 
@@ -277,6 +283,51 @@ def test_quantise_refuses_bad_input_and_works_after(chapter9, field, raw):
     assert status == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
+    assert_error_in_slot(w, field)
     no_injected_markup(chapter9)
     w, status = run_quant(chapter9)
     assert status == "done"
+
+
+# ---------------------------------------------------------------------------
+# The forms: labels, hints and error slots, sliders
+
+
+@pytest.mark.parametrize("name,want", [("rounding", {"value"}), ("lost-update", {"start", "increment", "steps", "format", "seed"}),
+                                       ("precision-train", {"recipe", "seed"}), ("quantise", {"tensor", "bits", "ratio"})])
+def test_every_field_is_labelled_and_tied_to_its_hint_and_error(chapter9, name, want):
+    assert want <= set(assert_fields_labelled(widget(chapter9, name)))
+
+
+def test_rounding_slider_works_with_the_keyboard_and_keeps_the_sign(chapter9):
+    """The rounding calculator's slider (issue 13, part 8): log10 |value|, keyboard-operable, rounding as
+    it moves; the field stays the exact entry; a negative value keeps its sign on the slider."""
+    from pylib.systems import precision
+    w, _ = round_value(chapter9, "1")
+    drive_slider(w, "value", end="1e+39", typed="0.1")
+    slider, field = w.locator('[data-slider-for="value"]'), w.locator('input[name="value"]')
+    assert slider.input_value() == "4400"  # log10 0.1 = -1: (-1 + 45) / 84 of 8400 positions
+    field.fill("-0.5")
+    assert slider.input_value() == "4470"  # |-0.5|: log10 0.5 = -0.301
+    chapter9.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    slider.focus()
+    chapter9.keyboard.press("ArrowRight")
+    assert field.input_value() == "-0.512861"  # position 4471: 10^-0.29, six significant digits, the sign kept
+    chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).value === -0.512861",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    bf16 = [f for f in result(w)["formats"] if f["format"] == "bf16"][0]
+    assert bf16["stored"] == precision.decompose(-0.512861, "bf16")["stored"]
+
+
+def test_quantise_bits_slider_requantises_as_it_moves(chapter9):
+    w, status = run_quant(chapter9, bits="4", ratio="1")
+    assert status == "done"
+    w.evaluate("el => { delete el.dataset.result; }")
+    drive_slider(w, "bits", end="8", typed="4")
+    w.locator('[data-slider-for="bits"]').focus()
+    chapter9.keyboard.press("Home")
+    assert w.locator('input[name="bits"]').input_value() == "2"
+    chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).q_max === 1",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    # the charts' text alternative follows the data
+    expect(w.locator('[data-role="chart-sweep-summary"]')).to_contain_text("At 2 bits the relative error is lowest")

@@ -1,105 +1,80 @@
-// Batch x 4 against accumulation 4, step by step: a thin view over the chunked
-// run:objective_accum (pylib.web.objective_ops, which calls pylib.train for both runs). It only draws.
+// Batch x 4 against accumulation 4, step by step: a thin view over the chunked run:objective_accum
+// (pylib.web.objective_ops, which calls pylib.train for both runs), on the kit's runStreamed, drawn by
+// plot.js's Plot. It only draws.
 
-import { startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { Plot, frameOf } from "../plot.js";
+import { tableFocusable } from "./data-svg.js";
+import { bindFields, runStreamed } from "../widget-kit.js";
 
-const COLORS = { big: "#2a5db0", accum: "#d9480f" };
+const f4 = (v) => (v == null ? "–" : v.toFixed(4));
 
 export async function mount(root, client) {
-  const { $, form, message, runButton, stopButton } = widgetParts(root);
-  const chartEl = $('[data-role="chart"]');
-  const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
-  let running = false;
-  let plot = null;
-  let data = [[], [], []];
-
-  const setStatus = statusSetter(root, message);
-  const size = () => {
-    const width = Math.max(280, chartEl.clientWidth || 600);
-    return { width, height: width < 500 ? 220 : 280 };
-  };
-  const fmt = (u, v) => (v == null ? "–" : v.toFixed(4));
-  function reset(n) {
-    data = [Array.from({ length: n }, (_, i) => i), new Array(n).fill(null), new Array(n).fill(null)];
-    if (plot) plot.destroy();
-    plot = new uPlot({
-      ...size(),
-      scales: { x: { time: false } },
-      legend: { show: false },
-      cursor: { drag: { x: false, y: false } },
-      axes: [
-        { label: "step", stroke: "#444", grid: { stroke: "#eee" } },
-        { label: "loss (nats/token)", stroke: "#444", grid: { stroke: "#eee" }, size: 56 },
-      ],
-      series: [
-        { label: "step" },
-        { label: "batch × 4", stroke: COLORS.big, width: 3, points: { show: false }, value: fmt },
-        { label: "accumulation", stroke: COLORS.accum, width: 1.5, dash: [5, 4], points: { show: false }, value: fmt },
-      ],
-    }, data, chartEl);
-  }
-  if (typeof ResizeObserver !== "undefined") {
-    new ResizeObserver(() => plot && plot.setSize(size())).observe(chartEl);
-  }
-
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-  reset(1);
-
-  wireStop(stopButton, client, message, () => running);
-
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (running) return;
-    running = true;
-    runButton.disabled = true;
-    stopButton.disabled = false;
-    delete root.dataset.result;
-    form.elements.seed.removeAttribute("aria-invalid");
-    for (const key of ["step", "loss_big", "loss_accum", "max_diff"]) readout(key, "–");
-    setStatus("running", "Starting…");
-    const onEvent = (ev) => {
-      if (ev.kind === "start") {
-        reset(ev.info.steps);
-      } else if (ev.kind === "chunk") {
-        const c = ev.chunk;
-        for (const r of c.records) {
-          if (r.step >= data[0].length) continue;
-          data[1][r.step] = r.loss_big;
-          data[2][r.step] = r.loss_accum;
-        }
-        plot.setData(data);
-        const last = c.records[c.records.length - 1];
-        if (last) {
-          readout("step", String(last.step + 1));
-          readout("loss_big", last.loss_big == null ? "–" : last.loss_big.toFixed(4));
-          readout("loss_accum", last.loss_accum == null ? "–" : last.loss_accum.toFixed(4));
-        }
-        readout("max_diff", c.max_diff.toExponential(1));
-        message.textContent = `Training both… step ${c.step} of ${c.steps}.`;
-      }
-    };
-    try {
-      const value = await client.call("run:objective_accum", { seed: form.elements.seed.value }, { onEvent });
-      const r = value.result;
-      if (value.stopped) {
-        setStatus("stopped", `Stopped after ${r.steps} steps; largest |Δ loss| so far ${r.max_abs_dloss.toExponential(1)}. Press Start to run again from step 0.`);
-      } else {
-        root.dataset.result = JSON.stringify({ steps: r.steps, max_abs_dloss: r.max_abs_dloss });
-        setStatus("done", `Done: ${r.steps} steps; the largest |Δ loss| between the two runs was ${r.max_abs_dloss.toExponential(1)} nats.`);
-      }
-    } catch (err) {
-      if (err.kind === "input" && err.errors) {
-        form.elements.seed.setAttribute("aria-invalid", "true");
-        setStatus("error", Object.values(err.errors).join("\n"));
-      } else {
-        setStatus("error", err.message);
-      }
-    } finally {
-      running = false;
-      runButton.disabled = false;
-      stopButton.disabled = true;
-    }
+  const readout = (key, text) => { root.querySelector(`[data-readout="${key}"]`).textContent = text; };
+  const fields = bindFields(root);
+  const chartEl = root.querySelector('[data-role="chart"]');
+  tableFocusable(frameOf(chartEl));
+  const plot = new Plot(chartEl, {
+    x: { label: "step" },
+    y: { label: "loss (nats/token)" },
+    series: [
+      { label: "batch × 4", color: 1, width: 3 },
+      { label: "accumulation", color: 2, width: 1.5, dash: [5, 4] },
+    ],
   });
-  runButton.disabled = false;
-  setStatus("ready", "Ready. Press Start.");
+  let data = [[], [], []];
+  let last = -1;
+
+  const describeRun = (maxDiff) => {
+    if (last < 0) return;
+    plot.describe(`After ${last + 1} steps the batch × 4 run's loss is ${f4(data[1][last])} and the accumulated run's ${f4(data[2][last])}` +
+      (maxDiff == null ? "." : `; the largest difference between them so far is ${maxDiff.toExponential(1)} nats.`));
+  };
+
+  const run = runStreamed(root, client, {
+    op: "run:objective_accum",
+    fields,
+    args: () => ({ seed: fields.input("seed").value }),
+    announceStart: "Both runs started.",
+    onStart() {
+      for (const key of ["step", "loss_big", "loss_accum", "max_diff"]) readout(key, "–");
+    },
+    onEvent(ev) {
+      if (ev.kind === "start") {
+        const n = ev.info.steps;
+        data = [Array.from({ length: n }, (_, i) => i), new Array(n).fill(null), new Array(n).fill(null)];
+        last = -1;
+        return null;
+      }
+      if (ev.kind !== "chunk") return null;
+      const c = ev.chunk;
+      for (const r of c.records) {
+        if (r.step >= data[0].length) continue;
+        data[1][r.step] = r.loss_big;
+        data[2][r.step] = r.loss_accum;
+        last = Math.max(last, r.step);
+      }
+      plot.setData(data);
+      describeRun(c.max_diff);
+      const rec = c.records[c.records.length - 1];
+      if (rec) {
+        readout("step", String(rec.step + 1));
+        readout("loss_big", f4(rec.loss_big));
+        readout("loss_accum", f4(rec.loss_accum));
+      }
+      readout("max_diff", c.max_diff.toExponential(1));
+      return `Training both… step ${c.step} of ${c.steps}.`;
+    },
+    onResult({ result: r, stopped }) {
+      describeRun(r.max_abs_dloss);
+      if (stopped) {
+        return { status: "stopped", text: `Stopped after ${r.steps} steps; largest |Δ loss| so far ${r.max_abs_dloss.toExponential(1)}. Press Start to run again from step 0.` };
+      }
+      return {
+        status: "done",
+        result: { steps: r.steps, max_abs_dloss: r.max_abs_dloss },
+        text: `Done: ${r.steps} steps; the largest |Δ loss| between the two runs was ${r.max_abs_dloss.toExponential(1)} nats.`,
+      };
+    },
+  });
+  await run.ready();
 }

@@ -1,58 +1,63 @@
 // The alpha-beta chart: a thin view over pylib.web.parallel_ops.alpha_beta (pylib.systems.collectives);
 // the gloo points come from results.json through the template.
 
-import { invalidMarker, readConfig, readoutMap, showRunError, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { onResize } from "../plot.js";
+import { bindFields, calculator, readConfig, readoutMap } from "../widget-kit.js";
 import { chart } from "./parallel-svg.js";
 
-const FIELDS = ["workers", "alpha_us", "bandwidth_gbs"];
 const secs = (t) => (t >= 1 ? `${t.toPrecision(3)} s` : t >= 1e-3 ? `${(t * 1e3).toPrecision(3)} ms` : `${(t * 1e6).toPrecision(3)} µs`);
 const bytes = (b) => (b >= 1e9 ? `${(b / 1e9).toPrecision(3)} GB` : b >= 1e6 ? `${(b / 1e6).toPrecision(3)} MB` : b >= 1e3 ? `${(b / 1e3).toPrecision(3)} kB` : `${Math.round(b)} B`);
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
   const config = readConfig(root);
   const readouts = readoutMap(root);
-  const svg = $('[data-role="chart"]');
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (n) => form.elements[n]);
+  const svg = root.querySelector('[data-role="chart"]');
   const gloo = [];
-  for (const [key, cls] of [["p2", "s4"], ["p4", "s5"]]) {
+  for (const [key, color, name] of [["p2", 5, "2 processes"], ["p4", 8, "4 processes"]]) {
     const g = config.gloo[key];
     if (g && g.bytes) {
-      gloo.push({ xs: g.bytes, ys: g.measured, cls: cls.replace("s", "f"), points: true, label: `gloo ${key} measured` });
-      gloo.push({ xs: g.bytes, ys: g.predicted, cls, label: `gloo ${key} fit` });
+      gloo.push({ xs: g.bytes, ys: g.measured, color, points: true, label: `gloo, ${name}, measured` });
+      gloo.push({ xs: g.bytes, ys: g.predicted, color, label: `gloo, ${name}, fitted ring model` });
     }
   }
+  let last = null;
+  const draw = () => {
+    if (!last) return;
+    const r = last, s = r.sizes, n = s.length - 1;
+    chart(svg, [
+      { xs: s, ys: r.times.ring, color: 1, label: "ring all-reduce (s)" },
+      { xs: s, ys: r.times.tree, color: 2, label: "tree all-reduce (s)" },
+      { xs: s, ys: r.times.naive, color: 3, label: "naive all-reduce (s)" },
+      { xs: s, ys: r.times.all_gather, color: 4, label: "ring all-gather (s)" },
+      ...gloo,
+    ], {
+      logX: true, logY: true, xLabel: "message size n (bytes)", yLabel: "seconds",
+      summary: `p = ${r.workers}: at ${bytes(s[n])} the ring all-reduce takes ${secs(r.times.ring[n])}, the tree ${secs(r.times.tree[n])}, ` +
+        `the naive one ${secs(r.times.naive[n])}, the all-gather ${secs(r.times.all_gather[n])}; at ${bytes(s[0])} the ring takes ` +
+        `${secs(r.times.ring[0])} and the tree ${secs(r.times.tree[0])}. ` +
+        (r.ring_beats_tree_from == null ? "The ring does not beat the tree below 1 GB." : `The ring beats the tree from ${bytes(r.ring_beats_tree_from)}.`) +
+        (gloo.length ? " The gloo dots are measured; the data table has them." : ""),
+    });
+  };
 
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-  let sequence = 0;
-  async function draw() {
-    const mine = ++sequence;
-    root.dataset.status = "running";
-    try {
-      const args = Object.fromEntries(FIELDS.map((f) => [f, form.elements[f].value]));
-      const r = await client.call("parallel_alpha_beta", args);
-      if (mine !== sequence) return;
-      markInvalid(null);
-      const s = r.sizes;
-      chart(svg, [
-        { xs: s, ys: r.times.ring, cls: "s0", label: "ring" },
-        { xs: s, ys: r.times.tree, cls: "s1", label: "tree" },
-        { xs: s, ys: r.times.naive, cls: "s2", label: "naive" },
-        { xs: s, ys: r.times.all_gather, cls: "s3", label: "all-gather" },
-        ...gloo,
-      ], { logX: true, logY: true, xLabel: "message size n (bytes)", yLabel: "seconds" });
+  const fields = bindFields(root, { onSlide: () => calc.schedule() }); // redraw as a slider moves
+  const calc = calculator(root, client, {
+    op: "parallel_alpha_beta",
+    fields,
+    runningText: "Drawing…",
+    onResult(r) {
+      last = r;
+      draw();
       readouts.crossover.textContent = r.ring_beats_tree_from == null ? "not below 1 GB" : bytes(r.ring_beats_tree_from);
       readouts.ring_gb.textContent = secs(r.times.ring[r.times.ring.length - 1]);
-      root.dataset.result = JSON.stringify({ workers: r.workers, sizes: s, ring: r.times.ring, tree: r.times.tree });
-      setStatus("done", `p = ${r.workers}: α = ${(r.alpha * 1e6).toPrecision(3)} µs, β = ${r.beta.toExponential(2)} s/byte. ${config.gloo.p2.bytes ? "gloo: " + config.status + "." : "gloo: not measured (" + config.status + ")."}`);
-    } catch (err) {
-      if (mine !== sequence) return;
-      delete root.dataset.result;
-      showRunError(err, setStatus, markInvalid);
-    }
-  }
-  form.addEventListener("submit", (e) => { e.preventDefault(); draw(); });
-  runButton.disabled = false;
-  await draw();
+      return {
+        result: { workers: r.workers, sizes: r.sizes, ring: r.times.ring, tree: r.times.tree },
+        text: `p = ${r.workers}: α = ${(r.alpha * 1e6).toPrecision(3)} µs, β = ${r.beta.toExponential(2)} s/byte. ` +
+          (config.gloo.p2.bytes ? "gloo: " + config.status + "." : "gloo: not measured (" + config.status + ")."),
+      };
+    },
+  });
+  onResize(svg, draw); // drawn at its shown width: its text stays 12 px
+  if (!(await calc.ready())) return;
+  await calc.run();
 }

@@ -1,16 +1,20 @@
 // The backward pass, one gradient at a time: a thin view over backprop_order (pylib.web.backprop_ops ->
 // pylib.studies.backprop_order, which records the order pylib.model.backward finishes each gradient).
 // Play steps through that order; the forward list marks the tensor whose gradient has just been finished.
+// The message changes at every step and is not a live region: the announcer says the start and the end.
 
-import { showRunError, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { bindFields, makeStatus, reportError, startPython } from "../widget-kit.js";
 
 const STEP_MS = 450;
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
+  const $ = (sel) => root.querySelector(sel);
+  const form = $('[data-role="form"]');
+  const runButton = $('[data-action="run"]');
   const stepButton = $('[data-action="step"]');
   const resetButton = $('[data-action="reset"]');
-  const setStatus = statusSetter(root, message);
+  const setStatus = makeStatus(root);
+  const fields = bindFields(root);
   const fwdList = $('[data-role="forward"]');
   const bwdList = $('[data-role="backward"]');
   let data = null;
@@ -53,17 +57,20 @@ export async function mount(root, client) {
       return li;
     }));
     root.dataset.shown = String(shown);
+    let text;
     if (shown === 0) {
-      message.textContent = `Loss ${data.loss.toFixed(4)} on the fixed batch (${data.B} × ${data.T} tokens). Press Play or Step.`;
+      text = `Loss ${data.loss.toFixed(4)} on the fixed batch (${data.B} × ${data.T} tokens). Press Play or Step.`;
     } else if (shown < n) {
-      message.textContent = `Step ${shown} of ${n}: the gradient of ${current} is finished.`;
+      text = `Step ${shown} of ${n}: the gradient of ${current} is finished.`;
     } else {
-      message.textContent = `All ${n} gradients finished. wte came last: the output head reuses it, so its gradient ` +
+      text = `All ${n} gradients finished. wte came last: the output head reuses it, so its gradient ` +
         `is the head's share plus the embedding's, and the embedding's share is known only at the bottom.`;
     }
+    // a single Step is a reader's action: say it; Play's steps are only shown (the end is announced)
+    setStatus(root.dataset.status, text, timer || shown === 0 ? false : "now");
   }
 
-  function stop() {
+  function pause() {
     if (timer) clearInterval(timer);
     timer = null;
     runButton.textContent = "Play";
@@ -73,41 +80,47 @@ export async function mount(root, client) {
     if (!data) return;
     if (shown < data.backward.length) shown += 1;
     if (shown >= data.backward.length) {
-      stop();
+      pause();
       root.dataset.result = JSON.stringify({ order: data.backward.map((r) => r.name), forward: data.forward,
         norms: data.backward.map((r) => r.grad_norm), loss: data.loss });
-      setStatus("done");
+      root.dataset.status = "done";
     }
     render();
   }
 
   async function load() {
-    stop();
+    pause();
     delete root.dataset.result;
+    fields.clearErrors();
     try {
-      data = await client.call("backprop_order", { weights: form.elements.weights.value });
+      data = await client.call("backprop_order", fields.values());
       shown = 0;
-      setStatus("ready");
+      root.dataset.status = "ready";
       render();
     } catch (err) {
       data = null;
-      showRunError(err, setStatus, () => {});
+      reportError(err, { fields, setStatus });
     }
   }
 
   if (!(await startPython(client, setStatus, [runButton, stepButton, resetButton]))) return;
   await load();
   for (const b of [runButton, stepButton, resetButton]) b.disabled = false;
-  form.elements.weights.addEventListener("change", load);
+  fields.input("weights").addEventListener("change", load);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     if (!data) return;
-    if (timer) { stop(); return; }
+    if (timer) {
+      pause();
+      setStatus("ready", `Paused at step ${shown} of ${data.backward.length}.`, "now");
+      return;
+    }
     if (shown >= data.backward.length) { shown = 0; delete root.dataset.result; }
     runButton.textContent = "Pause";
-    setStatus("running");
+    setStatus("running", undefined, false);
+    setStatus.announcer.say("Playing the backward pass.");
     timer = setInterval(step, STEP_MS);
   });
-  stepButton.addEventListener("click", () => { stop(); step(); });
-  resetButton.addEventListener("click", () => { stop(); shown = 0; delete root.dataset.result; setStatus("ready"); render(); });
+  stepButton.addEventListener("click", () => { pause(); if (root.dataset.status !== "done") root.dataset.status = "ready"; step(); });
+  resetButton.addEventListener("click", () => { pause(); shown = 0; delete root.dataset.result; root.dataset.status = "ready"; render(); });
 }

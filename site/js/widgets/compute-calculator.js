@@ -1,27 +1,23 @@
-// The compute calculator: a thin view over scaling_calculator (pylib.web.scaling_ops).
+// The compute calculator: a thin view over scaling_calculator (pylib.web.scaling_ops). The sliders
+// calculate again as they move (the newest answer wins); a bad field gets its message under it and the
+// last good figures stay.
 
-import { readConfig, readoutMap, showRunError, startPython, statusSetter, widgetParts, invalidMarker } from "../widget-kit.js";
+import { bindFields, calculator, readConfig, readoutMap } from "../widget-kit.js";
 
 const sci = (v) => (v == null ? "–" : Math.abs(v) >= 1e5 ? v.toExponential(2) : String(+v.toFixed(1)));
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
+  const $ = (sel) => root.querySelector(sel);
   const { labels } = readConfig(root);
   const readouts = readoutMap(root);
-  const setStatus = statusSetter(root, message);
-  const fields = ["compute", "mfu_percent", "tokens"];
-  const markInvalid = invalidMarker(fields, (name) => form.elements[name]);
   const rowTemplate = $('template[data-role="row"]');
-  let busy = false;
 
-  async function calculate() {
-    if (busy) return;
-    busy = true;
-    markInvalid(null);
-    setStatus("running", "Calculating…");
-    try {
-      const args = Object.fromEntries(fields.map((f) => [f, form.elements[f].value]));
-      const v = await client.call("scaling_calculator", args);
+  const fields = bindFields(root, { onSlide: () => calc.schedule() });
+  const calc = calculator(root, client, {
+    op: "scaling_calculator",
+    fields,
+    runningText: "Calculating…",
+    onResult(v) {
       const body = $('[data-role="fits"]');
       body.replaceChildren();
       for (const [name, f] of Object.entries(v.fits)) {
@@ -42,18 +38,10 @@ export async function mount(root, client) {
       readouts.tpp.textContent = sci(l.tokens_per_param);
       readouts.memory.textContent = `${(l.memory_bytes / 1e9).toFixed(1)} GB`;
       $('[data-role="output"]').hidden = false;
-      root.dataset.result = JSON.stringify(v);
-      setStatus("done", "Done. The fits are extrapolations beyond the budgets they were fitted on, as any use of them is.");
-    } catch (err) {
-      showRunError(err, setStatus, markInvalid);
-    } finally {
-      busy = false;
-    }
-  }
+      return { result: v, text: "Done. The fits are extrapolations beyond the budgets they were fitted on, as any use of them is." };
+    },
+  });
 
-  form.addEventListener("submit", (event) => { event.preventDefault(); calculate(); });
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-  await calculate(); // the defaults, before the reader can press anything
-  runButton.addEventListener("click", calculate);
-  runButton.disabled = false;
+  if (!(await calc.ready())) return;
+  await calc.run(); // the defaults, before the reader can press anything
 }

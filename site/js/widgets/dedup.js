@@ -1,21 +1,19 @@
 // One pair of texts through the chapter's deduplication: a view over pylib.web.data_ops's
-// data_dedup_pair (pylib.studies.dedup.compare_pair computes every number shown). Text is set with
-// textContent only; the reader's texts never become HTML.
+// data_dedup_pair (pylib.studies.dedup.compare_pair computes every number shown), through the kit's
+// calculator: Compare, the example list and the sliders each ask again (the latest answer wins).
+// Text is set with textContent only; the reader's texts never become HTML.
 
-import { invalidMarker, readConfig, readoutMap, startPython, statusSetter, widgetParts } from "../widget-kit.js";
-import { lineChart } from "./data-svg.js";
+import { bindFields, calculator, readConfig, readoutMap } from "../widget-kit.js";
+import { keepFocus, lineChart } from "./data-svg.js";
 
 const FIELDS = ["text_a", "text_b", "k", "n_hashes", "bands"];
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
+  const $ = (sel) => root.querySelector(sel);
   const config = readConfig(root);
   const readouts = readoutMap(root);
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
-  const el = form.elements;
+  const curve = lineChart($('[data-role="curve"]'));
   let examples = [];
-  let busy = false, again = false;
 
   const chip = (text, cls) => {
     const span = document.createElement("span");
@@ -25,10 +23,8 @@ export async function mount(root, client) {
   };
 
   const clearOutputs = () => {
-    delete root.dataset.result;
     for (const node of Object.values(readouts)) node.textContent = "–";
     for (const role of ["norm-a", "norm-b", "bands", "shingles-a", "shingles-b", "shingle-note", "verdict"]) $(`[data-role="${role}"]`).replaceChildren();
-    $('[data-role="curve"]').replaceChildren();
   };
 
   const show = (r) => {
@@ -52,86 +48,72 @@ export async function mount(root, client) {
     $('[data-role="shingle-note"]').textContent = "Spaces are shown as ␣. " + (r.shingles_truncated.some((t) => t)
       ? `Only the first ${config.shown} shingles of each text (in sorted order) are shown; all of them are counted above.`
       : "");
-    lineChart($('[data-role="curve"]'), [
-      { xs: r.curve_s, ys: r.curve_p, color: "#2a5db0" },
-      { xs: [r.threshold, r.threshold], ys: [0, 1], color: "#9a9a9a" },
-      { xs: [r.jaccard, r.jaccard], ys: [0, 1], color: "#d9480f" },
-      { xs: [r.jaccard], ys: [r.p_candidate], color: "#d9480f", dots: true },
-    ], { xmin: 0, xmax: 1, ymin: 0, ymax: 1, xlabel: "Jaccard similarity s", ylabel: "P(candidate)" });
+    const at = (s) => { // P(candidate) on the drawn curve nearest to similarity s
+      let best = 0;
+      r.curve_s.forEach((x, i) => { if (Math.abs(x - s) < Math.abs(r.curve_s[best] - s)) best = i; });
+      return r.curve_p[best];
+    };
+    curve([
+      { xs: r.curve_s, ys: r.curve_p, color: 1, label: "P(candidate)" },
+      { xs: [r.threshold, r.threshold], ys: [0, 1], color: "axis", dash: "6 4", width: 1.5, label: "threshold" },
+      { xs: [r.jaccard, r.jaccard], ys: [0, 1], color: 2, label: "this pair's Jaccard" },
+      { xs: [r.jaccard], ys: [r.p_candidate], color: 2, dots: true, label: "this pair's P(candidate)" },
+    ], {
+      xlabel: "Jaccard similarity s", ylabel: "P(candidate)", xmin: 0, xmax: 1, ymin: 0, ymax: 1,
+      summary: `With ${r.bands} bands of ${r.rows} rows, a pair of similarity 0.5 becomes a candidate with probability ${at(0.5).toFixed(3)}, ` +
+        `one at the threshold ${r.threshold} with ${at(r.threshold).toFixed(3)}; this pair (exact Jaccard ${r.jaccard.toFixed(3)}) with ${r.p_candidate.toFixed(3)}.`,
+    });
     const verdict = $('[data-role="verdict"]');
     const bandText = r.candidate ? `shares ${r.shared_bands.length} of ${r.bands} bands` : `shares none of the ${r.bands} bands`;
     verdict.textContent = `Verdict at threshold ${r.threshold}: ${r.verdict}. (The pair ${bandText}; its estimate is ${r.estimate.toFixed(3)}.)`;
     verdict.classList.toggle("kept", r.verdict === "near duplicate" || r.verdict === "exact duplicate");
-    root.dataset.result = JSON.stringify({
-      jaccard: r.jaccard, estimate: r.estimate, standard_error: r.standard_error, p_candidate: r.p_candidate,
-      n_shingles: r.n_shingles, n_shared: r.n_shared, n_union: r.n_union, bands: r.bands, rows: r.rows,
-      shared_bands: r.shared_bands, candidate: r.candidate, verdict: r.verdict, normalised: r.normalised,
-    });
   };
 
-  const compare = async () => {
-    if (busy) { again = true; return; }
-    busy = true;
-    try {
-      do {
-        again = false;
-        markInvalid(null);
-        setStatus("running", "Computing…");
-        const args = Object.fromEntries(FIELDS.map((f) => [f, el[f].value]));
-        try {
-          const r = await client.call("data_dedup_pair", { ...args, threshold: config.threshold });
-          show(r);
-          setStatus("done", `Exact Jaccard ${r.jaccard.toFixed(3)}; MinHash estimate ${r.estimate.toFixed(3)} from ${r.n_hashes} hash functions.`);
-        } catch (err) {
-          clearOutputs();
-          markInvalid(err.errors);
-          setStatus("error", err.errors ? Object.values(err.errors).join("\n") : err.message);
-        }
-      } while (again);
-    } finally {
-      busy = false;
-    }
-  };
-
-  // Sliders and number fields mirror each other; a slider recomputes at once.
-  const syncBandsMax = () => {
-    const n = Number(el.n_hashes.value);
-    if (Number.isInteger(n) && n >= 1 && n <= Number(el.n_slider.max)) el.b_slider.max = String(n);
-  };
-  // Fewer hash functions than bands is refused by pylib; the slider keeps b <= n (the browser clamps b_slider).
-  el.n_slider.addEventListener("input", () => {
-    el.n_hashes.value = el.n_slider.value;
-    syncBandsMax();
-    if (Number(el.bands.value) > Number(el.n_hashes.value)) el.bands.value = el.b_slider.value;
-    compare();
+  // Fewer hash functions than bands is refused by pylib: moving n below b brings b down to n, and the
+  // bands slider stops at n.
+  const fields = bindFields(root, {
+    onSlide(name, v) {
+      const n = Number(fields.input("n_hashes").value);
+      if (name === "n_hashes" && Number(fields.input("bands").value) > v) fields.set("bands", v);
+      if (name === "bands" && Number.isInteger(n) && n >= 1 && v > n) fields.set("bands", n);
+      calc.schedule();
+    },
   });
-  el.b_slider.addEventListener("input", () => { el.bands.value = el.b_slider.value; compare(); });
-  el.n_hashes.addEventListener("change", () => { el.n_slider.value = el.n_hashes.value; syncBandsMax(); });
-  el.bands.addEventListener("change", () => { el.b_slider.value = el.bands.value; });
+  const calc = calculator(root, client, {
+    op: "data_dedup_pair",
+    fields,
+    args: () => ({ ...Object.fromEntries(FIELDS.map((f) => [f, fields.input(f).value])), threshold: config.threshold }),
+    onError: clearOutputs,
+    onResult(r) {
+      show(r);
+      return {
+        result: {
+          jaccard: r.jaccard, estimate: r.estimate, standard_error: r.standard_error, p_candidate: r.p_candidate,
+          n_shingles: r.n_shingles, n_shared: r.n_shared, n_union: r.n_union, bands: r.bands, rows: r.rows,
+          shared_bands: r.shared_bands, candidate: r.candidate, verdict: r.verdict, normalised: r.normalised,
+        },
+        text: `Exact Jaccard ${r.jaccard.toFixed(3)}; MinHash estimate ${r.estimate.toFixed(3)} from ${r.n_hashes} hash functions: ${r.verdict}.`,
+      };
+    },
+  });
+  keepFocus(root);
 
+  const select = fields.input("example");
   const loadExample = (i) => {
     const ex = examples[i];
     if (!ex) return;
-    el.text_a.value = ex.texts[0];
-    el.text_b.value = ex.texts[1];
+    fields.set("text_a", ex.texts[0]);
+    fields.set("text_b", ex.texts[1]);
   };
 
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-  try {
-    examples = (await client.call("data_dedup_examples", {})).examples;
-  } catch (err) {
-    setStatus("error", err.message);
-    return;
-  }
-  el.example.replaceChildren(...examples.map((ex, i) => {
+  if (!(await calc.ready(async () => { examples = (await client.call("data_dedup_examples", {})).examples; }))) return;
+  select.replaceChildren(...examples.map((ex, i) => {
     const option = document.createElement("option");
     option.value = String(i);
     option.textContent = `${ex.name} (${ex.plays[0] === ex.plays[1] ? ex.plays[0] : ex.plays.join(", ")})`;
     return option;
   }));
-  el.example.addEventListener("change", () => { loadExample(Number(el.example.value)); compare(); });
-  form.addEventListener("submit", (event) => { event.preventDefault(); compare(); });
+  select.addEventListener("change", () => { loadExample(Number(select.value)); calc.schedule(); });
   loadExample(0);
-  runButton.disabled = false;
-  await compare();
+  await calc.run();
 }

@@ -1,12 +1,13 @@
 // Bytes against bandwidth: a thin view over slow_link_race (pylib.web.slow_links_ops ->
-// pylib.systems.slow_links.sync_cost, pylib.studies.target.time_to_target). Every edit asks Python again;
-// a bad field is marked and explained, and the last good table stays.
+// pylib.systems.slow_links.sync_cost, pylib.studies.target.time_to_target). Every edit or slider move
+// asks Python again (the newest answer wins); a bad field gets its message under it, and the last good
+// table and chart stay.
 
-import { invalidMarker, showRunError, readConfig, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { bindFields, calculator, readConfig } from "../widget-kit.js";
+import { lineChart } from "./job-kit.js";
 
-const FIELDS = ["bandwidth", "latency", "step_ms", "workers"];
 const NAMES = { dense: "dense", topk: "top-k + EF", quant: "quantised + EF", demo: "DeMo", diloco: "DiLoCo" };
-const COLORS = { dense: "#2a5db0", topk: "#d9480f", quant: "#1b7a43", demo: "#7b3fa0", diloco: "#8a6d00" };
+const ORDER = ["dense", "topk", "quant", "demo", "diloco"]; // series colours 1–5, as the legend
 
 function seconds(s) {
   if (s == null) return "not reached";
@@ -15,91 +16,81 @@ function seconds(s) {
   if (s < 3600) return `${s.toPrecision(3)} s`;
   return `${(s / 3600).toPrecision(3)} h`;
 }
+const mbit = (x) => Number(x).toLocaleString("en", { maximumSignificantDigits: 6 });
+
+/** The method with the shortest time at sweep point i, or null. */
+function fastest(sweep, i) {
+  let best = null;
+  for (const m of ORDER) {
+    const t = sweep.time[m] && sweep.time[m][i];
+    if (t != null && (best == null || t < sweep.time[best][i])) best = m;
+  }
+  return best;
+}
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
   const config = readConfig(root);
-  const chartEl = $('[data-role="chart"]');
-  const tbody = $('[data-role="table"] tbody');
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
-  let plot = null;
-  let seq = 0;
-  const size = () => { const width = Math.max(280, chartEl.clientWidth || 600); return { width, height: width < 500 ? 220 : 280 }; };
-
-  function draw(v) {
-    const names = Object.keys(v.sweep.time);
-    const data = [v.sweep.mbit, ...names.map((m) => v.sweep.time[m])];
-    const chosen = v.settings.bandwidth;
-    if (plot) plot.destroy();
-    plot = new uPlot({
-      ...size(),
-      scales: { x: { time: false, distr: 3 }, y: { distr: 3 } },
-      legend: { show: true, live: false },
-      cursor: { drag: { x: false, y: false } },
-      axes: [{ label: "bandwidth (Mb/s)", stroke: "#444", grid: { stroke: "#eee" } },
-        { label: "time to target (s)", stroke: "#444", grid: { stroke: "#eee" }, size: 64 }],
-      series: [{ label: "Mb/s" }, ...names.map((m) => ({ label: NAMES[m], stroke: COLORS[m], width: 2, points: { show: false },
-        value: (u, x) => (x == null ? "–" : x.toPrecision(3)) }))],
-      hooks: { draw: [(u) => {
-        const ctx = u.ctx;
-        const x = u.valToPos(chosen, "x", true);
-        if (!Number.isFinite(x)) return;
-        ctx.save();
-        ctx.strokeStyle = "#444";
-        ctx.setLineDash([4, 4]);
-        ctx.beginPath();
-        ctx.moveTo(x, u.bbox.top);
-        ctx.lineTo(x, u.bbox.top + u.bbox.height);
-        ctx.stroke();
-        ctx.restore();
-      }] },
-    }, data, chartEl);
-  }
-  if (typeof ResizeObserver !== "undefined") new ResizeObserver(() => plot && plot.setSize(size())).observe(chartEl);
+  const tbody = root.querySelector('[data-role="table"] tbody');
+  let chosen = null;
+  const chart = lineChart(root.querySelector('[data-role="chart"]'),
+    ORDER.map((m, i) => ({ label: `${NAMES[m]}: time to target (s)`, color: i + 1, width: 2 })),
+    { xlog: true, log: true, xlabel: "bandwidth (Mb/s)", ylabel: "time to target (s)", height: 280,
+      marks: () => [{ value: chosen, color: "fg", dash: [4, 4] }] });
 
   function table(v) {
     tbody.replaceChildren();
-    for (const m of v.names ? Object.keys(v.names) : Object.keys(v.rows)) {
+    for (const m of ORDER) {
       const r = v.rows[m];
+      if (!r) continue;
       const tr = document.createElement("tr");
       if (m === v.winner) tr.className = "sl-winner";
       tr.dataset.method = m;
       const cells = [NAMES[m] + (m === v.winner ? " (first)" : ""), r.kind === "all_reduce" ? "ring all-reduce" : "all-gather",
         Math.round(r.payload_bytes).toLocaleString("en"), Math.round(r.wire_bytes).toLocaleString("en"), seconds(r.seconds), seconds(r.time_to_target)];
-      for (const text of cells) { const td = document.createElement("td"); td.textContent = text; tr.append(td); }
+      cells.forEach((text, i) => {
+        const td = document.createElement(i === 0 ? "th" : "td");
+        if (i === 0) td.scope = "row";
+        td.textContent = text;
+        tr.append(td);
+      });
       tbody.append(tr);
     }
   }
 
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-
-  async function update() {
-    const mine = ++seq;
-    const args = Object.fromEntries(FIELDS.map((name) => [name, form.elements[name].value]));
-    try {
-      const v = await client.call("slow_link_race", { ...args, measured: config.measured, vocab_size: config.vocab_size });
-      if (mine !== seq) return;
-      markInvalid(null);
-      table(v);
-      draw(v);
-      root.dataset.result = JSON.stringify({ settings: v.settings, winner: v.winner, rows: v.rows });
-      const w = v.winner ? `${NAMES[v.winner]} reaches the target first, after ${seconds(v.rows[v.winner].time_to_target)}` : "no method reached the target";
-      setStatus("done", `At ${Number(v.settings.bandwidth).toLocaleString("en", { maximumSignificantDigits: 6 })} Mb/s, ${v.settings.latency} ms a message, ${v.settings.workers} workers: ${w}.`);
-    } catch (err) {
-      if (mine !== seq) return;
-      delete root.dataset.result;
-      showRunError(err, setStatus, markInvalid);
-    }
+  function draw(v) {
+    const s = v.sweep;
+    chosen = v.settings.bandwidth;
+    chart.setData([s.mbit, ...ORDER.map((m) => s.time[m] || s.mbit.map(() => null))]);
+    const n = s.mbit.length - 1, slow = fastest(s, 0), fast = fastest(s, n);
+    const at = (m, i) => `${NAMES[m]} (${seconds(s.time[m][i])})`;
+    chart.describe(`At ${v.settings.latency} ms a message, ${v.settings.step_ms} ms of compute a step and ${v.settings.workers} workers, ` +
+      `the first to the target at ${mbit(s.mbit[0])} Mb/s is ${slow ? at(slow, 0) : "none"} and at ${mbit(s.mbit[n])} Mb/s ` +
+      `${fast ? at(fast, n) : "none"}. At the chosen ${mbit(chosen)} Mb/s: ${v.winner ? NAMES[v.winner] : "none"}.`);
   }
 
   let timer = null;
-  const schedule = () => { clearTimeout(timer); timer = setTimeout(update, 120); };
-  form.elements.bandwidth_log.addEventListener("input", () => {
-    form.elements.bandwidth.value = String(+Math.pow(10, +form.elements.bandwidth_log.value).toPrecision(3));
+  const fields = bindFields(root, { onSlide: () => { clearTimeout(timer); calc.schedule(); } });
+  const calc = calculator(root, client, {
+    op: "slow_link_race",
+    fields,
+    args: () => ({ ...fields.values(), measured: config.measured, vocab_size: config.vocab_size }),
+    onResult(v) {
+      table(v);
+      draw(v);
+      const w = v.winner ? `${NAMES[v.winner]} reaches the target first, after ${seconds(v.rows[v.winner].time_to_target)}` : "no method reached the target";
+      return {
+        result: { settings: v.settings, winner: v.winner, rows: v.rows },
+        text: `At ${mbit(v.settings.bandwidth)} Mb/s, ${v.settings.latency} ms a message, ${v.settings.workers} workers: ${w}.`,
+      };
+    },
   });
-  form.addEventListener("input", schedule);
-  form.addEventListener("submit", (event) => { event.preventDefault(); clearTimeout(timer); update(); });
-  runButton.disabled = false;
-  await update();
+  // typing recomputes too, once the keys pause
+  fields.form.addEventListener("input", (event) => {
+    if (event.target.dataset.sliderFor) return;
+    clearTimeout(timer);
+    timer = setTimeout(() => calc.schedule(), 120);
+  });
+
+  if (!(await calc.ready())) return;
+  await calc.run();
 }

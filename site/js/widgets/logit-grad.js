@@ -1,39 +1,43 @@
 // p, y and p - y at one position of a validation window: a thin view over pylib.web.objective_ops's
 // objective_logit_grad (pylib.loss's forward and backward) and, for the trained model, the chunked
-// run:objective_pretrain. Everything from the reader or the model is shown with textContent.
+// run:objective_pretrain (stoppable). Fields, errors and status through the kit; everything from the
+// reader or the model is shown with textContent.
 
-import { invalidMarker, showRunError, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { bindFields, makeStatus, reportError, startPython } from "../widget-kit.js";
 
 const SHOWN = { "\n": "↵", " ": "␣", "\t": "⇥" };
-const FIELDS = ["model", "window", "position", "k"];
+const ARGS = ["window", "position", "k"];
 
 export async function mount(root, client) {
-  const { $, form, message, runButton, stopButton } = widgetParts(root);
+  const $ = (sel) => root.querySelector(sel);
   const output = $('[data-role="output"]');
   const rowTemplate = $('template[data-role="row"]');
   const charTemplate = $('template[data-role="char"]');
+  const runButton = $('[data-action="run"]');
+  const stopButton = $('[data-action="stop"]');
   const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
+  const setStatus = makeStatus(root);
   let busy = false;
   let trained = false;
 
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (name) => (name === "model" ? $('[data-role="model"]') : form.elements[name]));
-  const showError = (err) => {
-    showRunError(err, setStatus, markInvalid);
-  };
-
-  if (!(await startPython(client, setStatus, [runButton]))) return;
+  const fields = bindFields(root, {
+    onCommit() { if (!busy && !runButton.disabled) fields.form.requestSubmit(); }, // let go of a slider: show it
+  });
+  const label = fields.label;
+  fields.label = (name) => (name === "model" ? "Model" : label(name)); // a radio group has no label[for]
 
   async function pretrain() {
     stopButton.disabled = false;
-    setStatus("running", "Training the default model…");
+    stopButton.removeAttribute("aria-disabled");
+    if (document.activeElement === runButton || document.activeElement === document.body) stopButton.focus();
+    setStatus("running", "Training the default model…", false);
+    setStatus.announcer.say("Training the default model started.");
     const value = await client.call("run:objective_pretrain", {}, {
       onEvent: (ev) => {
-        if (ev.kind === "chunk") {
-          const c = ev.chunk;
-          const loss = c.loss == null ? "" : `, batch loss ${c.loss.toFixed(3)}`;
-          message.textContent = `Training the default model… step ${c.step} of ${c.steps}${loss}.`;
-        }
+        if (ev.kind !== "chunk") return;
+        const c = ev.chunk;
+        const loss = c.loss == null ? "" : `, batch loss ${c.loss.toFixed(3)}`;
+        setStatus("running", `Training the default model… step ${c.step} of ${c.steps}${loss}.`, "throttled");
       },
     });
     trained = true;
@@ -69,28 +73,32 @@ export async function mount(root, client) {
     output.hidden = false;
   }
 
-  wireStop(stopButton, client, message);
+  stopButton.addEventListener("click", () => {
+    if (!busy || stopButton.disabled || stopButton.getAttribute("aria-disabled") === "true") return;
+    client.stop();
+    stopButton.setAttribute("aria-disabled", "true"); // not disabled: focus stays on it until the run ends
+    setStatus("running", "Stopping after this chunk…", "now");
+  });
 
-  form.addEventListener("submit", async (event) => {
+  fields.form.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (busy) return;
     busy = true;
-    runButton.disabled = true;
-    markInvalid(null);
+    const hadFocus = document.activeElement === runButton;
+    runButton.setAttribute("aria-disabled", "true"); // disabled would drop the focus to <body>
+    fields.clearErrors();
     delete root.dataset.result;
-    const args = {
-      model: form.elements.model.value,
-      window: form.elements.window.value,
-      position: form.elements.position.value,
-      k: form.elements.k.value,
-    };
+    const values = fields.values();
+    const args = { model: values.model, ...Object.fromEntries(ARGS.map((k) => [k, values[k]])) };
+    let focusField = false;
     try {
       let note = "";
       if (args.model === "trained" && !trained) {
+        runButton.disabled = true;
         const value = await pretrain();
         note = value.stopped ? ` Training was stopped at step ${value.result.steps}: this is that model.` : "";
       }
-      setStatus("running", "Computing…");
+      setStatus("running", "Computing…", false);
       const r = await client.call("objective_logit_grad", args);
       render(r);
       root.dataset.result = JSON.stringify({
@@ -98,16 +106,23 @@ export async function mount(root, client) {
         rows: r.rows.map((row) => ({ id: row.id, p: row.p, y: row.y, grad: row.grad })),
       });
       const which = r.model === "trained" ? `the model trained for ${r.trained_steps} steps` : "the untrained model";
-      setStatus("done", `Position ${args.position.trim()} of window ${args.window.trim()}, ${which}.${note}`);
+      setStatus("done", `Position ${args.position.trim()} of window ${args.window.trim()}, ${which}: loss ${r.loss.toFixed(3)}.${note}`);
     } catch (err) {
       output.hidden = true;
-      showError(err);
+      focusField = reportError(err, { fields, setStatus });
     } finally {
       busy = false;
+      const stopHadFocus = document.activeElement === stopButton || document.activeElement === document.body;
       runButton.disabled = false;
+      runButton.removeAttribute("aria-disabled");
       stopButton.disabled = true;
+      stopButton.removeAttribute("aria-disabled");
+      if (focusField) fields.focusFirstInvalid();
+      else if (stopHadFocus || (hadFocus && document.activeElement !== runButton)) runButton.focus();
     }
   });
+
+  if (!(await startPython(client, setStatus, [runButton]))) return;
   runButton.disabled = false;
-  setStatus("ready", "Ready. Press Show.");
+  setStatus("ready", "Ready. Press Show.", false);
 }

@@ -1,20 +1,20 @@
 // Where NaN comes from: a thin view over stability_nan_demo (pylib.web.stability_ops -> pylib.studies.stability).
 // Values arrive as numbers or as the strings "nan", "inf", "-inf"; they are shown as text.
 
-import { startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { bindFields, calculator } from "../widget-kit.js";
 
 const fmt = (v) => (typeof v === "string" ? v : Math.abs(v) !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5) ? v.toExponential(3) : String(+v.toFixed(4)));
 const vec = (a) => `[${a.map(fmt).join(", ")}]`;
 const bad = (v) => typeof v === "string";
 
 export async function mount(root, client) {
-  const { $, form, message } = widgetParts(root);
+  const $ = (sel) => root.querySelector(sel);
   const buttons = [...root.querySelectorAll('[data-action="run"]')];
   const output = $('[data-role="output"]');
   const rowsEl = $('[data-role="rows"]');
   const rowTemplate = $('template[data-role="row"]');
-  const setStatus = statusSetter(root, message);
-  let busy = false;
+  let which = "log0";
+  let shown = null; // the demo on show: the slider reruns it as it moves
 
   function addRow(label, naive, guarded) {
     const tr = rowTemplate.content.firstElementChild.cloneNode(true);
@@ -47,38 +47,34 @@ export async function mount(root, client) {
     output.hidden = false;
   }
 
-  // Enter in the logit field would submit (and reload) the page: it runs the first demo instead.
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    if (!buttons[0].disabled) buttons[0].click();
+  // The three buttons submit the form; the one pressed names the demo. Enter in the field submits with
+  // the first button, so it runs the first demo. (Registered before calculator()'s own submit listener.)
+  $('[data-role="form"]').addEventListener("submit", (event) => {
+    which = (event.submitter && event.submitter.dataset.which) || "log0";
   });
-  if (!(await startPython(client, setStatus, buttons))) return;
-
-  for (const button of buttons) {
-    button.addEventListener("click", async () => {
-      if (busy) return;
-      busy = true;
-      delete root.dataset.result;
-      form.elements.logit.removeAttribute("aria-invalid");
-      setStatus("running", "Computing…");
-      try {
-        const v = await client.call("stability_nan_demo", { which: button.dataset.which, logit: form.elements.logit.value });
-        show(v);
-        const naive = v.which === "log0" ? [v.naive_loss, ...v.naive_grad] : v.which === "overflow" ? v.naive : v.naive.flat();
-        const guarded = v.which === "log0" ? [v.guarded_loss, ...v.guarded_grad] : v.which === "overflow" ? v.guarded : v.guarded.flat();
-        root.dataset.result = JSON.stringify({ which: v.which, naive_bad: naive.some(bad), guarded_bad: guarded.some(bad) });
-        setStatus("done", naive.some(bad)
+  const fields = bindFields(root, {
+    onSlide() { if (shown) { which = shown; calc.schedule(); } },
+  });
+  const calc = calculator(root, client, {
+    op: "stability_nan_demo",
+    fields,
+    args: () => ({ which, logit: fields.values().logit }),
+    busy: buttons.slice(1),
+    runningText: "Computing…",
+    onError() { output.hidden = true; },
+    onResult(v) {
+      shown = v.which;
+      show(v);
+      const naive = v.which === "log0" ? [v.naive_loss, ...v.naive_grad] : v.which === "overflow" ? v.naive : v.naive.flat();
+      const guarded = v.which === "log0" ? [v.guarded_loss, ...v.guarded_grad] : v.which === "overflow" ? v.guarded : v.guarded.flat();
+      return {
+        result: { which: v.which, naive_bad: naive.some(bad), guarded_bad: guarded.some(bad) },
+        text: naive.some(bad)
           ? "The unguarded formula produced nan or inf (red); the guarded one did not."
-          : "No nan or inf this time: the numbers are too small to overflow or underflow. Try a larger logit.");
-      } catch (err) {
-        if (err.kind === "input" && err.errors && err.errors.logit) form.elements.logit.setAttribute("aria-invalid", "true");
-        output.hidden = true;
-        setStatus("error", err.kind === "input" && err.errors ? Object.values(err.errors).join("\n") : err.message);
-      } finally {
-        busy = false;
-      }
-    });
-  }
-  for (const b of buttons) b.disabled = false;
-  setStatus("ready", "Ready. Press one of the three buttons.");
+          : "No nan or inf this time: the numbers are too small to overflow or underflow. Try a larger logit.",
+      };
+    },
+  });
+  if (!(await calc.ready())) return;
+  calc.setStatus("ready", "Ready. Press one of the three buttons.", false);
 }

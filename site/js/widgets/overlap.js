@@ -1,81 +1,74 @@
 // The overlap timeline and MFU: a thin view over pylib.web.parallel_ops.overlap_view and mfu_here
-// (pylib.systems.overlap). The two sliders are read on a log scale; pylib does every sum.
+// (pylib.systems.overlap). pylib does every sum; this only draws the intervals it returns.
 
-import { invalidMarker, readConfig, readoutMap, showRunError, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { describe, fillTable, frameOf, onResize, svgCanvas } from "../plot.js";
+import { bindFields, calculator, readoutMap } from "../widget-kit.js";
 import { el } from "./parallel-svg.js";
 
-const FIELDS = ["alpha_us", "workers", "gflops", "peak_gflops", "layers", "width"];
 const secs = (t) => (t >= 1 ? `${t.toPrecision(3)} s` : t >= 1e-3 ? `${(t * 1e3).toPrecision(3)} ms` : `${(t * 1e6).toPrecision(3)} µs`);
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
-  const config = readConfig(root);
+  const $ = (sel) => root.querySelector(sel);
   const readouts = readoutMap(root);
   const mfuButton = $('[data-action="mfu"]');
   const svg = $('[data-role="timeline"]');
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (n) => form.elements[n]);
-  form.elements.bw_log.value = String(Math.log10(config.bw_gbs > 0 ? config.bw_gbs : 1));
-  form.elements.bucket_log.value = String(Math.log10(config.bucket_kb));
-  const bucketKb = () => 10 ** Number(form.elements.bucket_log.value);
-  const bwGbs = () => 10 ** Number(form.elements.bw_log.value);
-  const showSliders = () => {
-    $('[data-role="bucket-out"]').textContent = `${bucketKb().toPrecision(3)} KB`;
-    $('[data-role="bw-out"]').textContent = `${bwGbs().toPrecision(3)} GB/s`;
-  };
+  const frame = frameOf(svg);
+  let last = null;
+  let sent = null; // the fields of the latest call: the result shown is always that call's
 
-  const drawTimeline = (r) => {
-    svg.replaceChildren();
-    // As wide as the chart on the page (360-640 units), so that its labels stay legible on a narrow page.
-    const W = Math.round(Math.max(360, Math.min(640, svg.getBoundingClientRect().width || 640)));
-    svg.setAttribute("viewBox", `0 0 ${W} 120`);
-    const L = 70, end = Math.max(r.step, r.no_overlap > r.step ? r.step : r.step) || 1;
+  const drawTimeline = () => {
+    const r = last;
+    if (!r) { svg.replaceChildren(); return; }
+    const { W } = svgCanvas(svg, 124);
+    const L = 70, end = r.step || 1;
     const x = (t) => L + (t / end) * (W - L - 10);
-    el("text", { x: 4, y: 34, class: "muted" }, svg, "compute");
-    el("text", { x: 4, y: 74, class: "muted" }, svg, "link");
-    el("rect", { x: x(0), y: 20, width: Math.max(0.5, x(r.forward) - x(0)), height: 22, class: "forward" }, svg);
+    el("text", { x: 4, y: 35, class: "kit-label" }, svg, "compute");
+    el("text", { x: 4, y: 75, class: "kit-label" }, svg, "link");
+    el("rect", { x: x(0), y: 20, width: Math.max(0.5, x(r.forward) - x(0)), height: 22, class: "kit-area s6" }, svg);
     for (const [layer, a, b] of r.compute) {
-      el("rect", { x: x(a), y: 20, width: Math.max(0.5, x(b) - x(a) - 0.5), height: 22, class: "compute" }, svg);
-      if (x(b) - x(a) > 16) el("text", { x: (x(a) + x(b)) / 2, y: 35, "text-anchor": "middle", fill: "#fff" }, svg, `L${layer}`);
+      el("rect", { x: x(a), y: 20, width: Math.max(0.5, x(b) - x(a) - 0.5), height: 22, class: "kit-area s1" }, svg);
+      if (x(b) - x(a) > 20) el("text", { x: (x(a) + x(b)) / 2, y: 35, "text-anchor": "middle", class: "kit-label par-on-bar" }, svg, `L${layer}`);
     }
-    for (const [k, , a, b] of r.comm) el("rect", { x: x(a), y: 60, width: Math.max(0.5, x(b) - x(a) - 0.5), height: 22, class: "comm", "data-bucket": k }, svg);
-    if (r.exposed > 0) el("rect", { x: x(r.backward_end), y: 14, width: Math.max(0.5, x(r.step) - x(r.backward_end)), height: 74, class: "exposed" }, svg);
-    el("text", { x: L, y: 108, class: "muted" }, svg, W < 560 ? `0 … ${secs(end)}; exposed in red`
-      : `0 … ${secs(end)}: forward (pale), backward per layer, then what is exposed (red)`);
+    for (const [k, , a, b] of r.comm) el("rect", { x: x(a), y: 60, width: Math.max(0.5, x(b) - x(a) - 0.5), height: 22, class: "kit-area s4", "data-bucket": k }, svg);
+    if (r.exposed > 0) el("rect", { x: x(r.backward_end), y: 14, width: Math.max(0.5, x(r.step) - x(r.backward_end)), height: 74, class: "par-exposed" }, svg);
+    el("text", { x: L, y: 112, class: "kit-label" }, svg, W < 560 ? `0 … ${secs(end)}` : `0 … ${secs(end)}: forward, backward per layer, then what is exposed`);
   };
 
-  if (!(await startPython(client, setStatus, [runButton, mfuButton]))) return;
-  let sequence = 0;
-  async function draw() {
-    const mine = ++sequence;
-    showSliders();
-    root.dataset.status = "running";
-    try {
-      const args = Object.fromEntries(FIELDS.map((f) => [f, form.elements[f].value]));
-      args.bucket_kb = bucketKb();
-      args.bandwidth_gbs = bwGbs();
-      const r = await client.call("parallel_overlap", args);
-      if (mine !== sequence) return;
-      markInvalid(null);
-      drawTimeline(r);
+  // The text alternative: the step in a sentence, every interval in the table.
+  const describeTimeline = (r) => {
+    describe(frame, `Step time ${secs(r.step)}: forward ${secs(r.forward)}, the backward ends at ${secs(r.backward_end)}; ` +
+      `${r.buckets} bucket${r.buckets === 1 ? "" : "s"} of all-reduce, ${secs(r.comm_total)} on the link, of which ${secs(r.exposed)} is exposed` +
+      ` (without overlap the step would take ${secs(r.no_overlap)}).`);
+    const rows = [["forward", 0, r.forward]];
+    for (const [layer, a, b] of r.compute) rows.push([`backward, layer ${layer}`, a, b]);
+    for (const [k, , a, b] of r.comm) rows.push([`all-reduce, bucket ${k}`, a, b]);
+    if (r.exposed > 0) rows.push(["exposed", r.backward_end, r.step]);
+    fillTable(frame, ["interval", "start (s)", "end (s)"], rows);
+  };
+
+  const fields = bindFields(root, { onSlide: () => calc.schedule() }); // redraw as a slider moves
+  const calc = calculator(root, client, {
+    op: "parallel_overlap",
+    fields,
+    args: () => (sent = fields.values()),
+    runningText: "Drawing…",
+    onError() { last = null; drawTimeline(); },
+    onResult(r) {
+      last = r;
+      drawTimeline();
+      describeTimeline(r);
       readouts.step.textContent = secs(r.step);
       readouts.exposed.textContent = `${secs(r.exposed)} of ${secs(r.comm_total)} communication`;
       readouts.no_overlap.textContent = secs(r.no_overlap);
       readouts.buckets.textContent = String(r.buckets);
       readouts.mfu.textContent = `${(100 * r.mfu).toPrecision(3)}% (${(100 * r.mfu_no_comm).toPrecision(3)}% with no communication)`;
-      root.dataset.result = JSON.stringify({ args, step: r.step, exposed: r.exposed, mfu: r.mfu, buckets: r.buckets });
-      setStatus("done", r.exposed > 0 ? `${secs(r.exposed)} of communication is exposed: the step takes that much longer than its compute.`
-        : "All communication hides behind the backward pass.");
-    } catch (err) {
-      if (mine !== sequence) return;
-      delete root.dataset.result;
-      svg.replaceChildren();
-      showRunError(err, setStatus, markInvalid);
-    }
-  }
-  let timer = null;
-  for (const name of ["bucket_log", "bw_log"]) form.elements[name].addEventListener("input", () => { showSliders(); clearTimeout(timer); timer = setTimeout(draw, 60); });
-  form.addEventListener("submit", (e) => { e.preventDefault(); draw(); });
+      return {
+        result: { args: sent, step: r.step, exposed: r.exposed, mfu: r.mfu, buckets: r.buckets },
+        text: r.exposed > 0 ? `${secs(r.exposed)} of communication is exposed: the step takes that much longer than its compute.`
+          : "All communication hides behind the backward pass.",
+      };
+    },
+  });
   mfuButton.addEventListener("click", async () => {
     mfuButton.disabled = true;
     readouts.mfu_page.textContent = "measuring…";
@@ -83,13 +76,16 @@ export async function mount(root, client) {
       const m = await client.call("parallel_mfu", {});
       readouts.mfu_page.textContent = `${(100 * m.mfu).toPrecision(3)}%: ${m.model_gflops.toPrecision(3)} GFLOP/s of model FLOPs (a step of ${m.step_ms.toPrecision(3)} ms) against a ${m.peak_gflops.toPrecision(3)} GFLOP/s matmul peak, both measured in this page`;
       root.dataset.mfu = JSON.stringify(m);
+      calc.setStatus.announcer.say(`MFU measured in this page: ${(100 * m.mfu).toPrecision(3)}%.`);
     } catch (err) {
       readouts.mfu_page.textContent = `failed: ${err.message}`;
     } finally {
       mfuButton.disabled = false;
+      if (document.activeElement === document.body) mfuButton.focus(); // it was pressed: keep focus on it
     }
   });
-  runButton.disabled = false;
+  onResize(svg, drawTimeline); // drawn at its shown width: its text stays 12 px
+  if (!(await calc.ready())) return;
   mfuButton.disabled = false;
-  await draw();
+  await calc.run();
 }

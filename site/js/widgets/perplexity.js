@@ -1,27 +1,34 @@
 // Perplexity as a number of equally likely choices: a thin view over objective_perplexity (pylib.web.objective_ops ->
-// pylib.studies.objective.tempered_unigram). Dragging the temperature asks Python again; only the latest answer is drawn.
+// pylib.studies.objective.tempered_unigram), through the kit's calculator. Dragging the temperature (a log slider) or
+// typing it asks Python again; only the latest answer is drawn. The bars are HTML in a chart frame, with
+// its summary sentence and data table.
 
-import { invalidMarker, readoutMap, showRunError, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { describe, fillTable, frameOf, onResize } from "../plot.js";
+import { bindFields, calculator, readoutMap } from "../widget-kit.js";
+import { keepFocus, tableFocusable } from "./data-svg.js";
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(["tau"], (name) => form.elements[name]);
   const readouts = readoutMap(root);
-  const bars = $('[data-role="bars"]');
+  const bars = root.querySelector('[data-role="bars"]');
+  const frame = tableFocusable(frameOf(bars));
   const fmt = (v) => (Math.abs(v) >= 1e5 ? v.toExponential(3) : v.toPrecision(4));
-  let seq = 0;
+  const shown = (t) => (t === " " ? "␣" : t === "\n" ? "↵" : t);
 
+  let last = null;
   function draw(r) {
+    last = r;
     const top = r.probs[0] || 1;
+    // a 12 px label under the first bars; on a narrow page under every step-th of them, so they never overlap
+    const width = (bars.getBoundingClientRect().width || 600) / r.probs.length;
+    const step = Math.max(1, Math.ceil(14 / width));
     const children = r.probs.map((p, i) => {
       const bar = document.createElement("div");
       bar.className = "ppl-bar";
       bar.style.height = `${(100 * p) / top}%`;
       bar.title = `${JSON.stringify(r.tokens[i])}: p = ${p.toPrecision(3)}`;
-      if (i < 12) {
+      if (i < 12 * step && i % step === 0) {
         const label = document.createElement("span");
-        label.textContent = r.tokens[i] === " " ? "␣" : r.tokens[i];
+        label.textContent = shown(r.tokens[i]);
         bar.append(label);
       }
       return bar;
@@ -29,45 +36,38 @@ export async function mount(root, client) {
     const band = document.createElement("div");
     band.className = "ppl-band";
     band.style.width = `${Math.min(100, (100 * r.own_ppl) / r.probs.length)}%`;
-    bars.replaceChildren(...children, band);
+    bars.classList.add("ppl-bars");
+    bars.replaceChildren(...children, band); // the placeholder goes
+    fillTable(frame, ["rank", "token", "p", "within the first e^H"],
+      r.probs.map((p, i) => [i + 1, shown(r.tokens[i]), p, i + 1 <= r.own_ppl ? "yes" : "no"]));
+    describe(frame, `At temperature ${r.tau}, the most likely token “${shown(r.tokens[0])}” has p = ${r.probs[0].toPrecision(3)} and ` +
+      `the least likely “${shown(r.tokens[r.tokens.length - 1])}” p = ${r.probs[r.probs.length - 1].toPrecision(3)}; ` +
+      `e^H = ${fmt(r.own_ppl)} of the ${r.probs.length} tokens are shaded.`);
   }
 
-  async function show() {
-    const mine = ++seq;
-    try {
-      const r = await client.call("objective_perplexity", { tau: form.elements.tau.value });
-      if (mine !== seq) return;
-      markInvalid(null);
+  const fields = bindFields(root, { onSlide: () => calc.schedule() });
+  const calc = calculator(root, client, {
+    op: "objective_perplexity",
+    fields,
+    args: () => ({ tau: fields.input("tau").value }),
+    onResult(r) {
       draw(r);
       readouts.val_loss.textContent = `${fmt(r.val_loss)} nats`;
       readouts.val_ppl.textContent = fmt(r.val_ppl);
       readouts.entropy.textContent = `${fmt(r.entropy)} nats`;
       readouts.own_ppl.textContent = fmt(r.own_ppl);
-      root.dataset.result = JSON.stringify({ tau: r.tau, val_loss: r.val_loss, val_ppl: r.val_ppl, entropy: r.entropy, own_ppl: r.own_ppl });
-      setStatus("done", `At temperature ${r.tau}, the model is as unsure as a uniform choice among ${fmt(r.own_ppl)} tokens, ` +
-        `and on real text it scores like one among ${fmt(r.val_ppl)}` +
-        (r.val_ppl > 2 * r.own_ppl ? ": it is confident and often wrong, and the wrong guesses cost it most." : "."));
-    } catch (err) {
-      if (mine !== seq) return;
-      delete root.dataset.result;
-      showRunError(err, setStatus, markInvalid);
-    }
-  }
+      return {
+        result: { tau: r.tau, val_loss: r.val_loss, val_ppl: r.val_ppl, entropy: r.entropy, own_ppl: r.own_ppl },
+        text: `At temperature ${r.tau}, the model is as unsure as a uniform choice among ${fmt(r.own_ppl)} tokens, ` +
+          `and on real text it scores like one among ${fmt(r.val_ppl)}` +
+          (r.val_ppl > 2 * r.own_ppl ? ": it is confident and often wrong, and the wrong guesses cost it most." : "."),
+      };
+    },
+  });
+  keepFocus(root);
 
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-  form.elements.tau_slider.addEventListener("input", () => {
-    form.elements.tau.value = String(+(10 ** Number(form.elements.tau_slider.value)).toPrecision(3));
-    show();
-  });
-  form.elements.tau.addEventListener("input", () => {
-    const t = Number(form.elements.tau.value);
-    if (Number.isFinite(t) && t > 0) form.elements.tau_slider.value = String(Math.log10(t));
-    show();
-  });
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    show();
-  });
-  runButton.disabled = false;
-  await show();
+  onResize(bars, () => last && draw(last));
+  if (!(await calc.ready())) return;
+  fields.input("tau").addEventListener("input", () => calc.schedule());
+  await calc.run();
 }

@@ -1,55 +1,72 @@
 // The ring all-reduce, stepped: a thin view over pylib.web.parallel_ops.ring (pylib.systems.collectives).
 // Python computes every step once; the buttons only move through them.
 
-import { invalidMarker, showRunError, startPython, statusSetter, widgetParts, readoutMap } from "../widget-kit.js";
+import { describe, fillTable, frameOf, onResize, svgCanvas } from "../plot.js";
+import { bindFields, makeStatus, readoutMap, reportError, startPython } from "../widget-kit.js";
+import { el } from "./parallel-svg.js";
 
-const SVG = "http://www.w3.org/2000/svg";
-const el = (tag, attrs = {}, text = null) => {
-  const e = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
-  if (text !== null) e.textContent = text;
-  return e;
-};
 const fmtBytes = (b) => `${Math.round(b).toLocaleString("en")} B`;
+const cell = (tag, text) => Object.assign(document.createElement(tag), { textContent: text });
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
+  const $ = (sel) => root.querySelector(sel);
+  const form = $('[data-role="form"]');
+  const runButton = $('[data-action="run"]');
   const back = $('[data-action="back"]'), next = $('[data-action="next"]'), end = $('[data-action="end"]');
   const readouts = readoutMap(root);
   const svg = $('[data-role="ring"]'), table = $('[data-role="table"]'), gather = $('[data-role="gather"]');
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(["workers"], (n) => form.elements[n]);
+  const frame = frameOf(svg);
+  const waiting = $('[data-role="ring-summary"]').textContent;
+  const setStatus = makeStatus(root);
+  const fields = bindFields(root);
   let data = null, at = -1;  // at = -1: before the first step
 
   const drawRing = () => {
-    svg.replaceChildren();
-    if (!data) return;
-    const p = data.workers, cx = 320, cy = 120, r = 90;
+    if (!data) { svg.replaceChildren(); return; }
+    const { W, H } = svgCanvas(svg, 250);
+    const p = data.workers, cx = W / 2, cy = 118, r = Math.min(95, W / 2 - 40);
     const pos = (i) => [cx + r * Math.cos(-Math.PI / 2 + (2 * Math.PI * i) / p), cy + r * Math.sin(-Math.PI / 2 + (2 * Math.PI * i) / p)];
-    const defs = el("defs");
-    const marker = el("marker", { id: `${root.id}-arrow`, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" });
-    marker.append(el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#8a5a00" }));
-    defs.append(marker);
-    svg.append(defs);
+    const defs = el("defs", {}, svg);
+    const marker = el("marker", { id: `${root.id}-arrow`, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" }, defs);
+    el("path", { d: "M0,0 L10,5 L0,10 z", class: "par-arrow" }, marker);
     const step = at >= 0 ? data.steps[at] : null;
     if (step) {
       for (const [src, dst, chunk, n] of step.messages) {
         const [x1, y1] = pos(src), [x2, y2] = pos(dst);
         const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
         const sx = x1 + (dx / len) * 24, sy = y1 + (dy / len) * 24, ex = x2 - (dx / len) * 26, ey = y2 - (dy / len) * 26;
-        svg.append(el("line", { x1: sx, y1: sy, x2: ex, y2: ey, class: "msg", "marker-end": `url(#${root.id}-arrow)` }));
-        const mx = (sx + ex) / 2 + (dy / len) * 12, my = (sy + ey) / 2 - (dx / len) * 12;
-        svg.append(el("text", { x: mx, y: my, "text-anchor": "middle" }, `c${chunk} (${n})`));
+        el("line", { x1: sx, y1: sy, x2: ex, y2: ey, class: "par-msg", "marker-end": `url(#${root.id}-arrow)` }, svg);
+        const mx = (sx + ex) / 2 + (dy / len) * 14, my = (sy + ey) / 2 - (dx / len) * 14 + 4;
+        el("text", { x: mx, y: my, "text-anchor": "middle", class: "kit-label par-halo" }, svg, `c${chunk} (${n})`);
       }
     }
     for (let i = 0; i < p; i++) {
       const [x, y] = pos(i);
-      svg.append(el("circle", { cx: x, cy: y, r: 20, class: "worker" }));
-      svg.append(el("text", { x, y: y + 4, "text-anchor": "middle" }, `w${i}`));
+      el("circle", { cx: x, cy: y, r: 20, class: "par-worker" }, svg);
+      el("text", { x, y: y + 4, "text-anchor": "middle", class: "kit-label" }, svg, `w${i}`);
     }
-    svg.append(el("text", { x: 10, y: 230, class: "muted" }, step
-      ? `${step.phase} step ${step.step + 1} of ${p - 1}: each arrow carries one chunk (cN) of the numbers in brackets`
-      : "before the first step: every worker holds only its own gradient"));
+    const caption = step
+      ? (W < 480 ? `${step.phase} step ${step.step + 1} of ${p - 1}` : `${step.phase} step ${step.step + 1} of ${p - 1}: each arrow carries one chunk (cN) of the numbers in brackets`)
+      : (W < 480 ? "before the first step" : "before the first step: every worker holds only its own gradient");
+    el("text", { x: 8, y: H - 8, class: "kit-label" }, svg, caption);
+  };
+
+  // The text alternative: the step in a sentence, its messages in the table.
+  const describeRing = () => {
+    if (!data) {
+      describe(frame, waiting);
+      fillTable(frame, ["from"], []);
+      return;
+    }
+    const p = data.workers, step = at >= 0 ? data.steps[at] : null;
+    if (!step) {
+      describe(frame, `${p} workers in a ring, before the first step: every worker holds only its own gradient.`);
+      fillTable(frame, ["from", "to", "chunk", "numbers"], []);
+      return;
+    }
+    describe(frame, `${step.phase} step ${step.step + 1} of ${p - 1}: ` +
+      step.messages.map(([src, dst, chunk, n]) => `w${src} sends chunk ${chunk} (${n.toLocaleString("en")} numbers) to w${dst}`).join("; ") + ".");
+    fillTable(frame, ["from", "to", "chunk", "numbers"], step.messages.map(([src, dst, chunk, n]) => [`w${src}`, `w${dst}`, chunk, n]));
   };
 
   const drawTable = () => {
@@ -61,26 +78,25 @@ export async function mount(root, client) {
     const have = step ? step.have : data.initial.map((row) => row.map(() => 1));
     const fresh = new Set(step ? step.messages.map(([, dst, c]) => `${dst}:${c}`) : []);
     const head = document.createElement("tr");
-    head.append(Object.assign(document.createElement("th"), { textContent: "worker" }));
-    data.bounds.forEach(([a, b], c) => head.append(Object.assign(document.createElement("th"), { textContent: `chunk ${c} [${a}:${b}]` })));
-    head.append(Object.assign(document.createElement("th"), { textContent: "sent so far" }));
+    head.append(Object.assign(cell("th", "worker"), { scope: "col" }));
+    data.bounds.forEach(([a, b], c) => head.append(Object.assign(cell("th", `chunk ${c} [${a}:${b}]`), { scope: "col" })));
+    head.append(Object.assign(cell("th", "sent so far"), { scope: "col" }));
     table.append(head);
     for (let i = 0; i < p; i++) {
       const tr = document.createElement("tr");
-      tr.append(Object.assign(document.createElement("th"), { textContent: `w${i}` }));
+      tr.append(Object.assign(cell("th", `w${i}`), { scope: "row" }));
       for (let c = 0; c < p; c++) {
-        const td = document.createElement("td");
-        td.textContent = `${firsts[i][c].toPrecision(6)} (${have[i][c]}/${p})`;
+        const td = cell("td", `${firsts[i][c].toPrecision(6)} (${have[i][c]}/${p})`);
         if (fresh.has(`${i}:${c}`)) td.classList.add("fresh");
         if (have[i][c] === p) td.classList.add("done");
         tr.append(td);
       }
-      tr.append(Object.assign(document.createElement("td"), { textContent: fmtBytes((step ? step.sent[i] : 0) * data.itemsize) }));
+      tr.append(cell("td", fmtBytes((step ? step.sent[i] : 0) * data.itemsize)));
       table.append(tr);
     }
     const exact = document.createElement("tr");
-    exact.append(Object.assign(document.createElement("th"), { textContent: "exact sum" }));
-    for (const v of data.exact_firsts) exact.append(Object.assign(document.createElement("td"), { textContent: v.toPrecision(6) }));
+    exact.append(Object.assign(cell("th", "exact sum"), { scope: "row" }));
+    for (const v of data.exact_firsts) exact.append(cell("td", v.toPrecision(6)));
     exact.append(document.createElement("td"));
     table.append(exact);
   };
@@ -92,43 +108,48 @@ export async function mount(root, client) {
     readouts.sent.textContent = fmtBytes((step ? step.sent[0] : 0) * data.itemsize) + ` of ${fmtBytes(data.closed_form_wire)} = 2(p−1)/p × payload`;
     readouts.payload.textContent = fmtBytes(data.payload_bytes);
     readouts.naive.textContent = `${fmtBytes(data.naive_wire_bytes)} = (p−1) × payload`;
+    // a step button that disables itself would drop focus to <body>: hand it on first
+    const active = document.activeElement;
     back.disabled = at < 0;
     next.disabled = end.disabled = at >= data.steps.length - 1;
+    if (active && active.disabled) ([next, back].find((b) => !b.disabled) || runButton).focus();
     drawRing();
+    describeRing();
     drawTable();
     if (at === data.steps.length - 1) {
       setStatus("done", data.identical
         ? `Done: all ${p} workers hold bit-identical sums; the largest difference from the exact (float64) sum is ${data.max_abs_error.toExponential(2)}, float32 rounding.`
         : "Done, but the workers' results differ: this should not happen.");
     } else {
-      setStatus("ready", `${p} workers, ${data.elements.toLocaleString("en")} numbers each, chunks of about ${Math.round(data.elements / p)}.`);
+      setStatus("ready", `${p} workers, ${data.elements.toLocaleString("en")} numbers each, chunks of about ${Math.round(data.elements / p)}.`, false);
     }
   };
 
   const drawGather = () => {
     gather.replaceChildren();
     const h = document.createElement("tr"), r = document.createElement("tr"), r2 = document.createElement("tr");
-    h.append(Object.assign(document.createElement("th"), { textContent: "workers p" }));
-    r.append(Object.assign(document.createElement("th"), { textContent: "each holds gradient / p: bytes each sends" }));
-    r2.append(Object.assign(document.createElement("th"), { textContent: "each holds a whole gradient: bytes each sends" }));
+    h.append(Object.assign(cell("th", "workers p"), { scope: "row" }));
+    r.append(Object.assign(cell("th", "each holds gradient / p: bytes each sends"), { scope: "row" }));
+    r2.append(Object.assign(cell("th", "each holds a whole gradient: bytes each sends"), { scope: "row" }));
     for (const g of data.all_gather) {
-      h.append(Object.assign(document.createElement("th"), { textContent: String(g.p) }));
-      r.append(Object.assign(document.createElement("td"), { textContent: fmtBytes(g.sent) }));
-      r2.append(Object.assign(document.createElement("td"), { textContent: fmtBytes(g.sent_whole) }));
+      h.append(Object.assign(cell("th", String(g.p)), { scope: "col" }));
+      r.append(cell("td", fmtBytes(g.sent)));
+      r2.append(cell("td", fmtBytes(g.sent_whole)));
     }
     gather.append(h, r, r2);
   };
 
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    if (runButton.disabled) return;
     runButton.disabled = true;
-    markInvalid(null);
-    setStatus("running", "Computing the gradients and the ring's steps…");
+    fields.clearErrors();
+    delete root.dataset.result;
+    setStatus("running", "Computing the gradients and the ring's steps…", false);
+    let focusField = false;
     try {
       const t0 = performance.now();
-      const value = await client.call("parallel_ring", { workers: form.elements.workers.value });
+      const value = await client.call("parallel_ring", fields.values());
       data = value;
       at = -1;
       root.dataset.seconds = String((performance.now() - t0) / 1000);
@@ -137,20 +158,25 @@ export async function mount(root, client) {
         final_firsts: last.firsts[0], payload_bytes: value.payload_bytes, all_gather: value.all_gather.map((g) => g.sent), all_gather_whole: value.all_gather.map((g) => g.sent_whole) });
       drawGather();
       show();
+      setStatus.announcer.say(`Ready: ${value.workers} workers. Press Step to send the first messages.`);
     } catch (err) {
       data = null;
-      delete root.dataset.result;
-      svg.replaceChildren();
+      at = -1;
+      drawRing();
+      describeRing();
       table.replaceChildren();
       for (const b of [back, next, end]) b.disabled = true;
-      showRunError(err, setStatus, markInvalid);
+      focusField = reportError(err, { fields, setStatus });
     } finally {
       runButton.disabled = false;
+      if (focusField) fields.focusFirstInvalid();
     }
   });
   back.addEventListener("click", () => { if (data && at >= 0) { at -= 1; show(); } });
   next.addEventListener("click", () => { if (data && at < data.steps.length - 1) { at += 1; show(); } });
   end.addEventListener("click", () => { if (data) { at = data.steps.length - 1; show(); } });
+  onResize(svg, drawRing); // drawn at its shown width: its text stays 12 px
+  if (!(await startPython(client, setStatus, [runButton]))) return;
   runButton.disabled = false;
-  setStatus("ready", "Ready. Choose the number of workers and press Split and start.");
+  setStatus("ready", "Ready. Choose the number of workers and press Split and start.", false);
 }

@@ -1,7 +1,8 @@
 // The rounding calculator: a thin view over precision_round (pylib.web.precision_ops, which calls
-// pylib.systems.precision.decompose). It only lays out what the worker sends.
+// pylib.systems.precision.decompose). It only lays out what the worker sends. The slider is the kit's
+// log-scale slider over |value| (1e-45 to 1e39); it keeps the sign of the value typed, and rounds as it moves.
 
-import { invalidMarker, showRunError, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { bindFields, calculator } from "../widget-kit.js";
 
 const fmt = (v) => {
   if (v == null) return "–";
@@ -14,23 +15,39 @@ const pct = (v) => (v == null ? "–" : v === 0 ? "0" : v.toExponential(2));
 const REGIME = { normal: "normal", subnormal: "subnormal (fewer bits)", zero: "zero", underflow: "underflow → 0", overflow: "overflow", inf: "inf", nan: "nan" };
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(["value"], (n) => form.elements[n]);
+  const $ = (sel) => root.querySelector(sel);
   const table = $('[data-role="output"]');
   const rows = $('[data-role="rows"]');
   const rowTemplate = $('template[data-role="row"]');
-  const slider = form.elements.log10;
-  let busy = false;
-  let pending = false;
+  const slider = $('[data-slider-for="value"]');
+  let negative = false; // the sign of the value typed: the slider moves |value| and keeps it
 
-  async function round() {
-    if (busy) { pending = true; return; }
-    busy = true;
-    markInvalid(null);
-    setStatus("running", "Rounding…");
-    try {
-      const r = await client.call("precision_round", { value: form.elements.value.value });
+  const fields = bindFields(root, {
+    onSlide(name, v) {
+      if (negative) {
+        fields.input("value").value = String(-v);
+        slider.setAttribute("aria-valuetext", fields.input("value").value);
+      }
+      calc.schedule();
+    },
+  });
+  const input = fields.input("value");
+  // a negative value typed: the slider goes to its magnitude (the kit's sync leaves it for values ≤ 0)
+  input.addEventListener("input", () => {
+    const v = Number(input.value.trim() || NaN);
+    negative = input.value.trim().startsWith("-");
+    if (Number.isFinite(v) && v < 0) {
+      const lo = Math.log10(Number(slider.dataset.min)), hi = Math.log10(Number(slider.dataset.max)), n = Number(slider.max);
+      slider.value = String(Math.round(((Math.log10(-v) - lo) / (hi - lo)) * n));
+    }
+  });
+
+  const calc = calculator(root, client, {
+    op: "precision_round",
+    fields,
+    runningText: "Rounding…",
+    onError() { table.hidden = true; },
+    onResult(r) {
       rows.replaceChildren();
       for (const f of r.formats) {
         const tr = rowTemplate.content.firstElementChild.cloneNode(true);
@@ -52,27 +69,9 @@ export async function mount(root, client) {
         rows.append(tr);
       }
       table.hidden = false;
-      root.dataset.result = JSON.stringify(r);
-      if (r.value !== 0 && Number.isFinite(r.value)) slider.value = String(Math.log10(Math.abs(r.value)));
-      setStatus("done", `${fmt(r.value)} in each format.`);
-    } catch (err) {
-      table.hidden = true;
-      delete root.dataset.result;
-      showRunError(err, setStatus, markInvalid);
-    } finally {
-      busy = false;
-      if (pending) { pending = false; round(); }
-    }
-  }
-
-  form.addEventListener("submit", (event) => { event.preventDefault(); if (!runButton.disabled) round(); });
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-  slider.addEventListener("input", () => {
-    const sign = form.elements.value.value.trim().startsWith("-") ? -1 : 1;
-    form.elements.value.value = String(sign * Number(Math.pow(10, Number(slider.value)).toPrecision(6)));
-    round();
+      return { result: r, text: `${fmt(r.value)} in each format.` };
+    },
   });
-  runButton.disabled = false;
-  setStatus("ready", "Ready.");
-  round();
+  if (!(await calc.ready())) return;
+  await calc.run();
 }

@@ -1,43 +1,55 @@
 // SFT or DPO on the model in this page: a thin view over pylib.web.posttrain_ops (run:posttrain_pretrain,
 // run:posttrain_sft, run:posttrain_dpo, posttrain_ask). Every number and sample comes from the worker.
+// Three parts, each its own form: pretraining and fine-tuning are streamed runs (widget-kit.js
+// runStreamed) that share the widget's status, message and Stop; asking is one call.
 
-import { invalidMarker, showRunError, readConfig, readoutMap, startPython, statusSetter, widgetParts, wireStop } from "../widget-kit.js";
+import { fmtCell } from "../plot.js";
+import { bindFields, readConfig, readoutMap, runStreamed } from "../widget-kit.js";
+import { lineChart } from "./job-kit.js";
 
-const FIELDS = ["steps", "seed", "beta", "target", "arm"];
-const PRE_FIELDS = { steps: "pretrain_steps", seed: "pretrain_seed" };
 const num = (v, d = 3) => (v == null ? "–" : v.toFixed(d));
 
+/**
+ * The widget as runStreamed sees it, for one part: that part's form, its run button and the shared Stop;
+ * the widget's own message, announcer, data-status and data-result. (runStreamed finds these by their
+ * data-role and data-action in the root it is given.)
+ */
+function partView(root, part, run, stop) {
+  return {
+    dataset: root.dataset,
+    appendChild: (node) => root.appendChild(node),
+    querySelector(sel) {
+      if (sel === '[data-role="form"]') return part.querySelector(sel);
+      if (sel === '[data-action="run"]') return run;
+      if (sel === '[data-action="stop"]') return stop;
+      return root.querySelector(sel);
+    },
+  };
+}
+
 export async function mount(root, client) {
-  const { $, form, message, runButton, stopButton } = widgetParts(root);
-  const preForm = $('[data-role="pretrain-form"]');
+  const $ = (sel) => root.querySelector(sel);
+  const prePart = $('[data-role="pretrain-part"]'), tunePart = $('[data-role="tune-part"]'), askPart = $('[data-role="ask-part"]');
   const preButton = $('[data-action="pretrain"]');
-  const askForm = $('[data-role="ask-form"]');
+  const runButton = $('[data-action="run"]');
+  const stopButton = $('[data-action="stop"]');
   const askButton = $('[data-action="ask"]');
   const progress = $('[data-role="progress"]');
   const answerEl = $('[data-role="answer"]');
   const config = readConfig(root);
   const readouts = readoutMap(root);
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (n) => (n === "arm" ? form.querySelector('input[name="arm"]') : form.elements[n]));
-  const markPreInvalid = invalidMarker(Object.keys(PRE_FIELDS), (n) => preForm.elements[PRE_FIELDS[n]]);
-  let running = false;
+  const preFields = bindFields(prePart), fields = bindFields(tunePart), askFields = bindFields(askPart);
   let pretrained = false;
   let plot = null;
   let series = [[], []];
+  let label = "loss";
   const chartEl = $('[data-role="chart"]');
-  const size = () => ({ width: Math.max(280, chartEl.clientWidth || 600), height: 200 });
 
-  function resetChart(label) {
+  function resetChart(name) {
+    label = name;
     series = [[], []];
     if (plot) plot.destroy();
-    plot = new uPlot({
-      ...size(),
-      scales: { x: { time: false } },
-      axes: [{ label: "step", stroke: "#444", grid: { stroke: "#eee" } }, { label, stroke: "#444", grid: { stroke: "#eee" }, size: 60 }],
-      legend: { show: false },
-      cursor: { drag: { x: false, y: false } },
-      series: [{ label: "step" }, { label, stroke: "#2a5db0", width: 1.5, points: { show: false } }],
-    }, series, chartEl);
+    plot = lineChart(chartEl, [{ label: name, color: 1 }], { ylabel: name, height: 200 });
   }
   function addPoints(points) {
     for (const p of points) {
@@ -45,9 +57,11 @@ export async function mount(root, client) {
       series[0].push(p.step);
       series[1].push(p.loss);
     }
+    if (!series[0].length) return;
     plot.setData(series);
+    const n = series[0].length - 1;
+    plot.describe(`The ${label} went from ${fmtCell(series[1][0])} at step ${series[0][0]} to ${fmtCell(series[1][n])} at step ${series[0][n]}.`);
   }
-  if (typeof ResizeObserver !== "undefined") new ResizeObserver(() => plot && plot.setSize(size())).observe(chartEl);
 
   const item = $('template[data-role="sample-item"]');
   function showList(el, rows) {
@@ -70,103 +84,96 @@ export async function mount(root, client) {
     readouts.score_a.textContent = a;
     readouts.score_b.textContent = b;
   }
-  function setRunning(on) {
-    running = on;
+  // while one run goes on the other part's button and Ask wait; fine-tuning and asking need a pretrained model
+  const busy = (on) => {
     preButton.disabled = on;
     runButton.disabled = on || !pretrained;
     askButton.disabled = on || !pretrained;
-    stopButton.disabled = !on;
-  }
+  };
 
-  for (const f of [preForm, form, askForm]) f.addEventListener("submit", (event) => event.preventDefault());
-  if (!(await startPython(client, setStatus, [preButton, runButton, askButton]))) return;
-  resetChart("loss");
-  setRunning(false);
-  setStatus("idle", "Press Pretrain: the course model trains here first, then a copy of it is fine-tuned.");
-  wireStop(stopButton, client, message, () => running);
+  // pretraining: pylib names its fields steps and seed; this part's are pretrain_steps and pretrain_seed
+  const renamed = (err) => {
+    if (err && err.errors) err.errors = Object.fromEntries(Object.entries(err.errors).map(([k, v]) => [k === "steps" || k === "seed" ? `pretrain_${k}` : k, v]));
+    return err;
+  };
+  const preClient = { start: () => client.start(), stop: () => client.stop(),
+    call: (op, args, opts) => client.call(op, args, opts).catch((err) => { throw renamed(err); }) };
 
-  const method = () => form.querySelector('input[name="method"]:checked').value;
-  for (const radio of form.querySelectorAll('input[name="method"]')) {
-    radio.addEventListener("change", () => {
-      const steps = form.elements.steps;
-      if (steps.value === String(config.sft_steps) || steps.value === String(config.dpo_steps)) {
-        steps.value = String(method() === "sft" ? config.sft_steps : config.dpo_steps);
-      }
-    });
-  }
-
-  preForm.addEventListener("submit", async () => {
-    if (running) return;
-    setRunning(true);
-    pretrained = false;
-    delete root.dataset.pretrained;
-    delete root.dataset.result;
-    markPreInvalid(null);
-    progress.value = 0;
-    resetChart("training loss");
-    $('[data-role="before"]').replaceChildren();
-    $('[data-role="after"]').replaceChildren();
-    answerEl.textContent = "";
-    setStatus("running", "Pretraining…");
-    const args = { steps: preForm.elements.pretrain_steps.value, seed: preForm.elements.pretrain_seed.value };
-    try {
-      const value = await client.call("run:posttrain_pretrain", args, {
-        onEvent: (ev) => {
-          if (ev.kind === "chunk") {
-            addPoints(ev.chunk.losses);
-            progress.value = ev.chunk.step / ev.chunk.steps;
-            message.textContent = `Pretraining… step ${ev.chunk.step} of ${ev.chunk.steps}.`;
-          }
-        },
-      });
+  const pretrain = runStreamed(partView(root, prePart, preButton, stopButton), preClient, {
+    op: "run:posttrain_pretrain",
+    fields: preFields,
+    args: () => ({ steps: preFields.values().pretrain_steps, seed: preFields.values().pretrain_seed }),
+    startText: "Pretraining…",
+    announceStart: "Pretraining started.",
+    onStart() {
+      pretrained = false;
+      busy(true);
+      delete root.dataset.pretrained;
+      progress.value = 0;
+      resetChart("training loss");
+      $('[data-role="before"]').replaceChildren();
+      $('[data-role="after"]').replaceChildren();
+      answerEl.textContent = "";
+    },
+    onEvent(ev) {
+      if (ev.kind !== "chunk") return null;
+      addPoints(ev.chunk.losses);
+      progress.value = ev.chunk.step / ev.chunk.steps;
+      return `Pretraining… step ${ev.chunk.step} of ${ev.chunk.steps}.`;
+    },
+    onResult(value) {
       const r = value.result;
       readouts.steps.textContent = String(r.steps);
+      let out;
       if (r.complete) {
         pretrained = true;
         root.dataset.pretrained = JSON.stringify({ steps: r.steps, final_loss: r.final_loss });
         showList($('[data-role="before"]'), answerRows(r.answers));
-        setStatus("done", `Pretrained: ${r.steps} steps, last training batch's loss ${num(r.final_loss)}. `
-          + "Below, its answers to held-out speaker questions (it has never seen one). Now fine-tune a copy.");
+        out = { status: "done", text: `Pretrained: ${r.steps} steps, last training batch's loss ${num(r.final_loss)}. `
+          + "Below, its answers to held-out speaker questions (it has never seen one). Now fine-tune a copy." };
       } else if (r.diverged) {
-        setStatus("error", `The pretraining run diverged at step ${r.steps}: no model to fine-tune. Press Pretrain again.`);
+        out = { status: "error", text: `The pretraining run diverged at step ${r.steps}: no model to fine-tune. Press Pretrain again.` };
       } else {
-        setStatus("stopped", `Stopped after ${r.steps} steps: pretraining must finish before fine-tuning. Press Pretrain again.`);
+        out = { status: "stopped", text: `Stopped after ${r.steps} steps: pretraining must finish before fine-tuning. Press Pretrain again.` };
       }
-    } catch (err) {
-      showRunError(err, setStatus, markPreInvalid);
-    } finally {
-      setRunning(false);
-    }
+      busy(false);
+      return out;
+    },
+    onError() { busy(false); },
   });
 
-  form.addEventListener("submit", async () => {
-    if (running || !pretrained) return;
-    setRunning(true);
-    delete root.dataset.result;
-    markInvalid(null);
-    const m = method();
-    resetChart(m === "sft" ? "SFT loss (batch)" : "DPO loss (batch)");
-    $('[data-role="after"]').replaceChildren();
-    for (const el of Object.values(readouts)) el.textContent = "–";
-    setStatus("running", m === "sft" ? "Fine-tuning (SFT)…" : "Sampling the preference pairs from the pretrained model…");
-    const args = { steps: form.elements.steps.value, seed: form.elements.seed.value };
-    if (m === "sft") args.arm = form.querySelector('input[name="arm"]:checked').value;
-    else Object.assign(args, { beta: form.elements.beta.value, target: form.elements.target.value });
-    try {
-      const value = await client.call(`run:posttrain_${m}`, args, {
-        onEvent: (ev) => {
-          if (ev.kind === "start" && m === "dpo") message.textContent = `DPO on ${ev.info.pairs} pairs…`;
-          if (ev.kind === "chunk") {
-            addPoints(ev.chunk.records);
-            readouts.steps.textContent = String(ev.chunk.step);
-            message.textContent = `${m === "sft" ? "SFT" : "DPO"}… step ${ev.chunk.step} of ${ev.chunk.steps}.`;
-          }
-        },
-      });
+  // fine-tuning: the method chosen at Start (read by args(), just before the call) decides the op
+  let method = "sft";
+  const tuneClient = { start: () => client.start(), stop: () => client.stop(),
+    call: (op, args, opts) => client.call(`run:posttrain_${method}`, args, opts) };
+  const tune = runStreamed(partView(root, tunePart, runButton, stopButton), tuneClient, {
+    op: "run:posttrain_<method>",
+    fields,
+    args() {
+      const v = fields.values();
+      method = v.method;
+      const args = { steps: v.steps, seed: v.seed };
+      return method === "sft" ? { ...args, arm: v.arm } : { ...args, beta: v.beta, target: v.target };
+    },
+    startText: "Starting…",
+    announceStart: "Fine-tuning started.",
+    onStart() {
+      busy(true);
+      resetChart(method === "sft" ? "SFT loss (batch)" : "DPO loss (batch)");
+      $('[data-role="after"]').replaceChildren();
+      for (const el of Object.values(readouts)) el.textContent = "–";
+    },
+    onEvent(ev) {
+      if (ev.kind === "start") return method === "dpo" ? `DPO on ${ev.info.pairs} pairs…` : null;
+      if (ev.kind !== "chunk") return null;
+      addPoints(ev.chunk.records);
+      readouts.steps.textContent = String(ev.chunk.step);
+      return `${method === "sft" ? "SFT" : "DPO"}… step ${ev.chunk.step} of ${ev.chunk.steps}.`;
+    },
+    onResult(value) {
       const r = value.result;
       readouts.steps.textContent = String(r.steps);
-      root.dataset.result = JSON.stringify({ method: m, ...r });
-      if (m === "sft") {
+      if (method === "sft") {
         const b = r.before.scores, a = r.after.scores;
         setScores(`loss per response token, ${r.eval_pairs} held-out pairs`, `${num(b.response_loss)} → ${num(a.response_loss)}`,
           "speaker accuracy (before → after)", `${num(b.accuracy, 2)} → ${num(a.accuracy, 2)}`);
@@ -179,21 +186,29 @@ export async function mount(root, client) {
         showList($('[data-role="before"]'), sampleRows(b.samples));
         showList($('[data-role="after"]'), sampleRows(a.samples));
       }
-      const what = m === "sft" ? `SFT (${args.arm === "response" ? "response only" : "whole sequence"})` : "DPO";
-      setStatus(value.stopped ? "stopped" : "done",
-        `${value.stopped ? "Stopped" : "Done"}: ${what}, ${r.steps} steps. The samples are the model as it is now.`);
-    } catch (err) {
-      showRunError(err, setStatus, markInvalid);
-    } finally {
-      setRunning(false);
-    }
+      busy(false);
+      const what = method === "sft" ? `SFT (${r.arm === "response" ? "response only" : "whole sequence"})` : "DPO";
+      return { status: value.stopped ? "stopped" : "done", result: { method, ...r },
+        text: `${value.stopped ? "Stopped" : "Done"}: ${what}, ${r.steps} steps. The samples are the model as it is now.` };
+    },
+    onError() { busy(false); },
   });
+  // switching the method swaps a default step count for the other method's default
+  for (const radio of tunePart.querySelectorAll('input[name="method"]')) {
+    radio.addEventListener("change", () => {
+      const steps = fields.input("steps").value;
+      if (steps === String(config.sft_steps) || steps === String(config.dpo_steps)) {
+        fields.set("steps", fields.values().method === "sft" ? config.sft_steps : config.dpo_steps);
+      }
+    });
+  }
 
-  askForm.addEventListener("submit", async () => {
-    if (running || !pretrained) return;
-    askForm.elements.line.removeAttribute("aria-invalid");
+  askFields.form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (pretrain.running || tune.running || !pretrained) return;
     try {
-      const v = await client.call("posttrain_ask", { line: askForm.elements.line.value, seed: form.elements.seed.value });
+      const v = await client.call("posttrain_ask", { line: askFields.values().line, seed: fields.values().seed });
+      askFields.clearErrors();
       const lines = [`Asked: ${v.line}\nWho?` + (v.dropped ? `  (${v.dropped} character${v.dropped > 1 ? "s" : ""} the model does not know left out)` : ""),
         `Pretrained model: ${v.pretrained.text}${v.pretrained.ended ? "" : " …"}`];
       if (v.tuned) lines.push(`Fine-tuned by SFT (${v.arm === "response" ? "response only" : "whole sequence"}): ${v.tuned.text}${v.tuned.ended ? "" : " …"}`);
@@ -201,8 +216,16 @@ export async function mount(root, client) {
       answerEl.textContent = lines.join("\n");
       root.dataset.answer = JSON.stringify(v);
     } catch (err) {
-      if (err.errors && err.errors.line) askForm.elements.line.setAttribute("aria-invalid", "true");
-      answerEl.textContent = err.errors ? Object.values(err.errors).join("\n") : err.message;
+      if (err.kind === "input" && err.errors) {
+        const unplaced = askFields.setErrors(err.errors);
+        answerEl.textContent = Object.keys(unplaced).length ? Object.values(unplaced).join("\n")
+          : "Not asked: check Your line (the message is under it).";
+      } else {
+        answerEl.textContent = err.message;
+      }
     }
   });
+
+  if (!(await pretrain.ready(null, "Press Pretrain: the course model trains here first, then a copy of it is fine-tuned."))) return;
+  busy(false);
 }

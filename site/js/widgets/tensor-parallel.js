@@ -1,7 +1,8 @@
 // Tensor parallelism step by step: a view over tp_example (pylib.systems.tensor_parallel.worked_example),
-// the seed's two-device FFN, and tp_check, the course model split over 2 devices against the unsplit one.
+// the seed's two-device FFN, stepped with Back and Next; and tp_check (the form's Check), the course model
+// split over 2 devices against the unsplit one.
 
-import { readoutMap, showRunError, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { calculator, readoutMap } from "../widget-kit.js";
 
 const vec = (xs) => `[${xs.map((x) => String(x)).join(", ")}]`;
 
@@ -38,20 +39,10 @@ function steps(ex) {
 }
 
 export async function mount(root, client) {
-  const { $, message, runButton } = widgetParts(root);
-  const back = $('[data-action="back"]'), check = $('[data-action="check"]');
+  const $ = (sel) => root.querySelector(sel);
+  const back = $('[data-action="back"]'), next = $('[data-action="next"]');
   const readouts = readoutMap(root);
-  const setStatus = statusSetter(root, message);
-  if (!(await startPython(client, setStatus, [runButton, back, check]))) return;
-  let ex;
-  try {
-    ex = await client.call("tp_example", {});
-  } catch (err) {
-    showRunError(err, setStatus, () => {});
-    return;
-  }
-  const all = steps(ex);
-  let k = 0;
+  let ex = null, all = [], k = 0, t0 = 0;
 
   function show() {
     const s = all[k];
@@ -70,35 +61,38 @@ export async function mount(root, client) {
     const reduce = $('[data-role="reduce"]');
     reduce.textContent = s.reduce;
     reduce.classList.toggle("mp-now", s.reduceNow);
+    // a button that is pressed and becomes disabled hands its focus to the other one (never to <body>)
+    const focused = document.activeElement;
     back.disabled = k === 0;
-    runButton.disabled = k === all.length - 1;
+    next.disabled = k === all.length - 1;
+    if (focused === next && next.disabled) back.focus();
+    if (focused === back && back.disabled) next.focus();
     root.dataset.step = String(k + 1);
     root.dataset.example = JSON.stringify({ y: ex.y, dx: ex.dx, y_unsplit: ex.y_unsplit, dx_unsplit: ex.dx_unsplit });
   }
 
-  runButton.addEventListener("click", () => { if (k < all.length - 1) { k += 1; show(); } });
-  back.addEventListener("click", () => { if (k > 0) { k -= 1; show(); } });
-  check.addEventListener("click", async () => {
-    check.disabled = true;
-    setStatus("running", "Running the course model on two simulated devices…");
-    const t0 = performance.now();
-    try {
-      const r = await client.call("tp_check", {});
+  const calc = calculator(root, client, {
+    op: "tp_check",
+    args() { t0 = performance.now(); return {}; },
+    runningText: "Running the course model on two simulated devices…",
+    onResult(r) {
       const ms = performance.now() - t0;
       readouts.diff.textContent = `${r.max_rel_grad_diff.toExponential(1)} of the largest entry (float64)`;
       readouts.per_block.textContent = `${r.per_block} (2 forward, 2 backward)`;
       readouts.bytes.textContent = `${r.bytes_each.toLocaleString("en")} bytes: one (${r.batch}, ${r.seq}, ${r.width}) activation in float64`;
       readouts.ms.textContent = `${ms.toFixed(0)} ms`;
-      root.dataset.result = JSON.stringify({ ...r, log: undefined, ms });
-      setStatus("done", `Split over two devices, the ${r.n_layer}-layer model's loss is ${r.tp_loss.toFixed(6)} ` +
-        `(unsplit ${r.loss.toFixed(6)}); ${r.all_reduces} all-reduces in all.`);
-    } catch (err) {
-      showRunError(err, setStatus, () => {});
-    } finally {
-      check.disabled = false;
-    }
+      return {
+        result: { ...r, log: undefined, ms },
+        text: `Split over two devices, the ${r.n_layer}-layer model's loss is ${r.tp_loss.toFixed(6)} ` +
+          `(unsplit ${r.loss.toFixed(6)}); ${r.all_reduces} all-reduces in all.`,
+      };
+    },
   });
-  check.disabled = false;
+
+  next.addEventListener("click", () => { if (k < all.length - 1) { k += 1; show(); } });
+  back.addEventListener("click", () => { if (k > 0) { k -= 1; show(); } });
+  if (!(await calc.ready(async () => { ex = await client.call("tp_example", {}); }))) return;
+  all = steps(ex);
   show();
-  setStatus("done", "Step through with Next step.");
+  calc.setStatus("done", "Step through with Next step, or check the split on the course model.", false);
 }

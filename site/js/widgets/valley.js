@@ -1,124 +1,100 @@
 // The narrow valley: a thin view over optim_valley (pylib.web.optim_ops -> pylib.studies.quadratic), which
-// validates the fields and returns the contours and both trajectories. This module only draws.
+// validates the fields and returns the contours and both trajectories. This module only draws: at the
+// width the figure is shown (text stays 12 px on a phone), colours from the theme (kit classes).
 
-import { invalidMarker, startPython, statusSetter, widgetParts } from "../widget-kit.js";
+import { bindFields, calculator, readConfig, readoutMap } from "../widget-kit.js";
+import { keepFocusOnRun } from "./calc-focus.js";
+import { describe, fillTable, frameOf, onResize, svgCanvas, svgEl as el, svgText } from "../plot.js";
 
-const SVG = "http://www.w3.org/2000/svg";
-const W = 600;
-const H = 180;
-const FIELDS = ["lr", "kappa", "momentum", "steps"];
+const NAMES = { sgd: "gradient descent", momentum: "momentum" };
 
 export async function mount(root, client) {
-  const { $, form, message, runButton } = widgetParts(root);
-  const setStatus = statusSetter(root, message);
-  const markInvalid = invalidMarker(FIELDS, (name) => form.elements[name]);
-  const readout = (key, text) => { $(`[data-readout="${key}"]`).textContent = text; };
-  let request = 0; // only the latest request is drawn
-  let timer = null;
-
-  const el = (name, attrs) => {
-    const node = document.createElementNS(SVG, name);
-    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
-    return node;
-  };
+  const config = readConfig(root);
+  const readouts = readoutMap(root);
+  const svg = root.querySelector('[data-role="chart"]');
+  const frame = frameOf(svg);
+  let last = null;
 
   function draw(value) {
     const [x0, x1, y0, y1] = value.view;
+    const shown = Math.round(svg.getBoundingClientRect().width) || 600;
+    const { W, H } = svgCanvas(svg, Math.round((shown * (y1 - y0)) / (x1 - x0)));
     const px = (x) => ((x - x0) / (x1 - x0)) * W;
     const py = (y) => ((y1 - y) / (y1 - y0)) * H;
     const points = (xs, ys) => xs.map((x, i) => `${px(x).toFixed(2)},${py(ys[i]).toFixed(2)}`).join(" ");
-    const contours = $('[data-role="contours"]');
-    contours.replaceChildren(...value.contours.map((c) => el("polyline", { points: points(c.xs, c.ys), class: "valley-contour" })));
-    for (const name of ["sgd", "momentum"]) {
+    const clip = `${root.id}-clip`;
+    el("rect", { x: 0, y: 0, width: W, height: H, class: "kit-frame" }, svg);
+    el("rect", { x: 0, y: 0, width: W, height: H }, el("clipPath", { id: clip }, el("defs", {}, svg)));
+    const inside = el("g", { "clip-path": `url(#${clip})` }, svg);
+    const contours = el("g", { "data-role": "contours", class: "axis" }, inside);
+    for (const c of value.contours) el("polyline", { points: points(c.xs, c.ys), class: "kit-line valley-contour" }, contours);
+    [["sgd", 1], ["momentum", 2]].forEach(([name, n]) => {
       const t = value[name];
-      const group = $(`[data-role="path-${name}"]`);
-      const nodes = [el("polyline", { points: points(t.xs, t.ys) })];
+      const group = el("g", { "data-role": `path-${name}`, class: `valley-path s${n}` }, inside);
+      el("polyline", { points: points(t.xs, t.ys), class: "kit-line" }, group);
       const every = Math.max(1, Math.floor(t.xs.length / 60)); // dots: at most about 60 per path
-      for (let i = 0; i < t.xs.length; i += every) nodes.push(el("circle", { cx: px(t.xs[i]).toFixed(2), cy: py(t.ys[i]).toFixed(2), r: 2 }));
+      for (let i = 0; i < t.xs.length; i += every) el("circle", { cx: px(t.xs[i]).toFixed(2), cy: py(t.ys[i]).toFixed(2), r: 2, class: "kit-dot" }, group);
       if (t.diverged_at != null) {
-        const last = t.xs.length - 1;
-        const label = el("text", {
-          x: Math.min(Math.max(px(t.xs[last]), 8), W - 150).toFixed(1),
-          y: Math.min(Math.max(py(t.ys[last]) + (name === "sgd" ? -8 : 16), 14), H - 6).toFixed(1),
-          class: "valley-diverged",
-        });
-        label.textContent = `diverged at step ${t.diverged_at}`;
-        nodes.push(label);
+        const end = t.xs.length - 1;
+        svgText(group, Math.min(Math.max(px(t.xs[end]), 8), W - 150).toFixed(1),
+          Math.min(Math.max(py(t.ys[end]) + (name === "sgd" ? -8 : 16), 14), H - 6).toFixed(1),
+          `diverged at step ${t.diverged_at}`, { cls: "kit-label valley-diverged" });
       }
-      group.replaceChildren(...nodes);
-    }
-    const start = $('[data-role="start"]');
-    start.setAttribute("cx", px(value.start[0]));
-    start.setAttribute("cy", py(value.start[1]));
-    const mx = px(0);
-    const my = py(0);
-    $('[data-role="minimum"]').setAttribute("d", `M${mx - 5},${my - 5}L${mx + 5},${my + 5}M${mx - 5},${my + 5}L${mx + 5},${my - 5}`);
+    });
+    el("circle", { cx: px(value.start[0]), cy: py(value.start[1]), r: 4, class: "valley-start", "data-role": "start" }, inside);
+    const mx = px(0), my = py(0);
+    el("path", { d: `M${mx - 5},${my - 5}L${mx + 5},${my + 5}M${mx - 5},${my + 5}L${mx + 5},${my - 5}`, class: "valley-min", "data-role": "minimum" }, inside);
   }
 
-  const describe = (t) => {
+  const outcome = (t) => {
     if (t.diverged_at != null) return `diverged at step ${t.diverged_at}`;
-    const ratio = t.final / t.f0;
     const reached = t.converged_at != null ? `; below ${config.tolerance} × start at step ${t.converged_at}` : "";
-    return `f / f₀ = ${ratio.toExponential(1)}${reached}`;
+    return `f / f₀ = ${(t.final / t.f0).toExponential(1)}${reached}`;
   };
-  const config = JSON.parse($('[data-role="config"]').textContent);
 
-  // data-busy is set while a redraw is pending or in flight, so a reader (or a test) can tell
-  // that the figure is about to change.
-  async function update() {
-    const id = ++request;
-    root.dataset.busy = "true";
-    const args = Object.fromEntries(FIELDS.map((f) => [f, form.elements[f].value]));
-    try {
-      const value = await client.call("optim_valley", args);
-      if (id !== request) return;
-      markInvalid(null);
-      draw(value);
-      readout("sgd", describe(value.sgd));
-      readout("momentum", describe(value.momentum));
-      readout("stable", value.stable_lr.toFixed(2));
-      const summary = (t) => ({ diverged_at: t.diverged_at, converged_at: t.converged_at, final: t.final, f0: t.f0, points: t.xs.length });
-      root.dataset.result = JSON.stringify({ settings: value.settings, sgd: summary(value.sgd), momentum: summary(value.momentum) });
-      const diverged = ["sgd", "momentum"].filter((n) => value[n].diverged_at != null);
-      setStatus("done", diverged.length
-        ? `${diverged.map((n) => (n === "sgd" ? "Gradient descent" : "Momentum")).join(" and ")} diverged: the learning rate is too large for the steep direction.`
-        : "Drawn. Drag a slider or type a value.");
-    } catch (err) {
-      if (id !== request) return;
-      delete root.dataset.result;
-      markInvalid(err.errors);
-      setStatus("error", err.errors ? Object.values(err.errors).join("\n") : err.message);
-    } finally {
-      if (id === request && timer === null) delete root.dataset.busy;
+  // The text alternative: a sentence and the two trajectories' points (every step up to 100 steps, thinned beyond).
+  function describeChart(value) {
+    const s = value.settings;
+    describe(frame, `κ = ${s.kappa}, learning rate ${s.lr}, β = ${s.momentum}, ${s.steps} steps from (${value.start.join(", ")}): ` +
+      `gradient descent ${outcome(value.sgd)}; momentum ${outcome(value.momentum)}.`);
+    const n = Math.max(value.sgd.xs.length, value.momentum.xs.length);
+    const every = Math.max(1, Math.ceil(n / 101)); // every step of a run of up to 100
+    const at = (t, i, k) => (i < t.xs.length ? [t.xs, t.ys][k][i] : null);
+    const rows = [];
+    for (let i = 0; i < n; i++) {
+      if (i % every && i !== n - 1) continue;
+      rows.push([i, at(value.sgd, i, 0), at(value.sgd, i, 1), at(value.momentum, i, 0), at(value.momentum, i, 1)]);
     }
+    fillTable(frame, ["step", "gradient descent x", "gradient descent y", "momentum x", "momentum y"], rows);
   }
-  const soon = () => {
-    root.dataset.busy = "true";
-    clearTimeout(timer);
-    timer = setTimeout(() => { timer = null; update(); }, 60);
-  };
 
-  if (!(await startPython(client, setStatus, [runButton]))) return;
-
-  // The sliders move on log10 of the value; the text fields hold the value that is sent.
-  const pairs = [["lr_slider", "lr", 3], ["kappa_slider", "kappa", 3]];
-  for (const [slider, field, digits] of pairs) {
-    form.elements[slider].addEventListener("input", () => {
-      form.elements[field].value = String(Number((10 ** Number(form.elements[slider].value)).toPrecision(digits)));
-      soon();
-    });
-    form.elements[field].addEventListener("input", () => {
-      const v = Number(form.elements[field].value);
-      if (Number.isFinite(v) && v > 0) form.elements[slider].value = String(Math.log10(v));
-    });
-  }
-  for (const f of FIELDS) form.elements[f].addEventListener("change", soon);
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    update();
+  const fields = bindFields(root, { onSlide: () => ready && calc.schedule() }); // redraw as a slider moves
+  const calc = calculator(root, client, {
+    op: "optim_valley",
+    fields,
+    runningText: "Drawing…",
+    onResult(value) {
+      last = value;
+      draw(value);
+      describeChart(value);
+      readouts.sgd.textContent = outcome(value.sgd);
+      readouts.momentum.textContent = outcome(value.momentum);
+      readouts.stable.textContent = value.stable_lr.toFixed(2);
+      const summary = (t) => ({ diverged_at: t.diverged_at, converged_at: t.converged_at, final: t.final, f0: t.f0, points: t.xs.length });
+      const diverged = ["sgd", "momentum"].filter((n) => value[n].diverged_at != null);
+      return {
+        result: { settings: value.settings, sgd: summary(value.sgd), momentum: summary(value.momentum) },
+        text: diverged.length
+          ? `${diverged.map((n) => (n === "sgd" ? "Gradient descent" : "Momentum")).join(" and ")} diverged: the learning rate is too large for the steep direction.`
+          : `Drawn: gradient descent ${outcome(value.sgd)}; ${NAMES.momentum} ${outcome(value.momentum)}. Drag a slider or type a value.`,
+      };
+    },
   });
-  form.elements.lr_slider.value = String(Math.log10(Number(form.elements.lr.value)));
-  form.elements.kappa_slider.value = String(Math.log10(Number(form.elements.kappa.value)));
-  runButton.disabled = false;
-  await update();
+  keepFocusOnRun(root);
+  let ready = false;
+  for (const name of ["lr", "kappa", "momentum", "steps"]) fields.input(name).addEventListener("change", () => ready && calc.schedule());
+  if (!(await calc.ready())) return;
+  ready = true;
+  onResize(svg, () => last && draw(last));
+  await calc.run();
 }
