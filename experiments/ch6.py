@@ -5,7 +5,9 @@ Every final validation loss is on the whole validation split (TrainConfig(final_
 with experiments.common.final_val) and is stored as an arm (every seed, experiments.common.arm) so
 that the chapter can compare arms paired by seed. Curves and the steps-to-target counts use the
 trainer's fixed subset of validation windows (TrainConfig().eval_windows); the page's live sweep
-shows the same subset, so the ladder's curve for it (curves "ch6.ladder") is on the subset too.
+shows the same subset, so the ladder's curve for it (curves "ch6.ladder") is on the subset too, and
+so is each rung's validation curve during training (curves "ch6.ladder.val_curves", every
+TrainConfig().eval_interval steps), which the page draws for the rungs nearest its slider.
 
 Three parts (PARTS), run by measure.py as separate tasks: the ladder; the schedules with the noise
 scale at checkpoints of the default run; the batch-size study followed by the scaling rules (one
@@ -14,7 +16,8 @@ task, because the scaling section's McCandlish prediction uses the batch study's
 Budget (one default step, B = 16, T = 64, is ~5.4 ms in CPython on a quiet core; one whole-split
 evaluation is ~0.8 s):
   - ladder: 9 rates x 3 seeds x 200 steps, minus the diverged rungs' early ends, plus a whole-split
-    evaluation per finished rung: ~30 s + ~17 s
+    evaluation per finished rung and 20 subset evaluations (of the train and validation windows) per
+    finished run for the curves (one evaluation ~ 6 steps): ~30 s + ~17 s + ~28 s
   - schedules: 5 arms x 3 seeds x 400 steps (the sixth, lr 1 without warmup, diverges at once)
     ~33 s + 15 evaluations ~12 s; noise scale: 3 checkpoints x 3 seeds x 32 batches of 2 and of
     32 windows ~4 s (the checkpoints are taken from the default cosine runs: no extra training)
@@ -22,7 +25,7 @@ evaluation is ~0.8 s):
     of training data ~25 s
   - scaling: 13 arms x 3 seeds, each 2,560 windows (= 160 default steps) ~35 s, plus 39 whole-split
     evaluations ~31 s
-  total ~190 s of CPU over the three tasks, ~100 s of wall time on 2 cores.
+  total ~220 s of CPU over the three tasks, ~115 s of wall time on 2 cores.
 """
 
 import dataclasses
@@ -86,10 +89,14 @@ def run_ladder(corpus, model_cfg):
     from pylib.studies import lr_sweep
     rates = lr_sweep.ladder(**LADDER)
     base = dataclasses.replace(train.TrainConfig(), final_eval=True)
-    full, subset, diverged_at = [], [], []  # per rung, per seed
+    full, subset, diverged_at, histories = [], [], [], []  # per rung, per seed
     for lr in rates:
-        outs = [lr_sweep.rung_outcome(train.train(model_cfg, lr_sweep.rung_config(lr, seed, base), *_corpus_args(corpus))[1])
-                for seed in SEEDS]
+        # evaluated on the subset every base.eval_interval steps too, for the curves (evaluation draws
+        # no random numbers and changes no parameter: every final value is the same as without it)
+        hs = [train.train(model_cfg, dataclasses.replace(lr_sweep.rung_config(lr, seed, base), eval_interval=base.eval_interval),
+                          *_corpus_args(corpus))[1] for seed in SEEDS]
+        histories.append(hs)
+        outs = [lr_sweep.rung_outcome(h) for h in hs]
         full.append([o["final_val_full"] for o in outs])
         subset.append([o["final_val"] for o in outs])
         diverged_at.append([o["diverged_at"] for o in outs])
@@ -138,7 +145,40 @@ def run_ladder(corpus, model_cfg):
              "final_sd": [None if s is None else round(s, 5) for s in sub_sds],
              "finals": [[None if v is None else round(v, 5) for v in f] for f in subset],
              "good_band": list(sub_band), "diverged": n_div, "diverged_at": diverged_at}
-    return values, curve
+    return values, curve, ladder_val_curves(rates, histories, base)
+
+
+def ladder_val_curves(rates, histories, base):
+    """Each rung's validation-loss curve on the subset at its evaluation steps: every seed's (ending at
+    the last evaluation before it diverged) and the mean and sd over all seeds wherever every seed has
+    the point (so a rung with a diverged seed has a mean that ends early; it never averages fewer seeds)."""
+    steps = max(([r["step"] for r in h if "val" in r] for hs in histories for h in hs), key=len)
+    per_seed, means, sds = [], [], []
+    for hs in histories:
+        seeds = []
+        for h in hs:
+            vals = []
+            for r in h:
+                if "val" not in r:
+                    continue
+                if r["val"] is None:  # not finite: the curve ends here
+                    break
+                assert r["step"] == steps[len(vals)], "every rung is evaluated at the same steps"
+                vals.append(r["val"])
+            seeds.append(vals)
+        n = min(len(v) for v in seeds)
+        arr = np.array([v[:n] for v in seeds])  # (seeds, evals every seed has)
+        per_seed.append([rounded(v) for v in seeds])
+        means.append(rounded(arr.mean(axis=0)))
+        sds.append(rounded(arr.std(axis=0, ddof=1)) if len(seeds) > 1 else None)
+    return {"evaluation": f"subset: {base.eval_windows} fixed validation windows (TrainConfig.eval_windows), "
+                          "the same as curves ch6.ladder's final losses",
+            "eval_windows": base.eval_windows, "eval_interval": base.eval_interval, "lrs": rates, "seeds": list(SEEDS),
+            "steps": steps,
+            "about": "steps: the evaluation steps of a run that finishes (the last after its update); per_seed[rung][seed]: "
+                     "the loss at steps[0..len-1], ending at the last evaluation before a divergence; mean and sd[rung]: "
+                     "over every seed, only at the steps every seed reached (sd: sample sd, ddof 1)",
+            "per_seed": per_seed, "mean": means, "sd": sds, "n_seeds": len(SEEDS)}
 
 
 # ---------------------------------------------------------------------------
@@ -350,8 +390,9 @@ PARTS = ["part_ladder", "part_schedules", "part_batch"]  # independent: measure.
 
 def part_ladder(corpus):
     t0 = time.perf_counter()
-    values, curve = run_ladder(corpus, _model_cfg(corpus))
-    return {"values": values, "curves": {"ch6.ladder": curve}, "settings": {"ch6.ladder": LADDER},
+    values, curve, val_curves = run_ladder(corpus, _model_cfg(corpus))
+    return {"values": values, "curves": {"ch6.ladder": curve, "ch6.ladder.val_curves": val_curves},
+            "settings": {"ch6.ladder": LADDER},
             "timings": {"ch6.ladder.seconds": time.perf_counter() - t0}}
 
 
@@ -419,6 +460,20 @@ def derived(corpus):
     }
 
 
+def ladder_curve_lines(vc, every=50):
+    """results.md's table of the rungs' mean validation curves (subset), every `every` steps and the last."""
+    if not vc:
+        return []
+    cols = [j for j, s in enumerate(vc["steps"]) if s % every == 0] + [len(vc["steps"]) - 1]
+    lines = [f"Validation loss during training on the same subset (every {vc['eval_interval']} steps in "
+             f"results.json, curves `ch6.ladder.val_curves`), mean over all {vc['n_seeds']} seeds; – where a seed "
+             "had diverged:", "",
+             "| lr | " + " | ".join(f"step {vc['steps'][j]}" for j in cols) + " |", "| --- |" + " --- |" * len(cols)]
+    for lr, mean in zip(vc["lrs"], vc["mean"]):
+        lines.append(f"| {lr:g} | " + " | ".join(f"{mean[j]:.4f}" if j < len(mean) else "–" for j in cols) + " |")
+    return lines + [""]
+
+
 def markdown(results):
     """results.md's section for chapter 6."""
     v, c = results["values"], results["curves"]
@@ -453,6 +508,7 @@ def markdown(results):
               f"{cmp('ch6.ladder.below_best.final_val', 'ch6.ladder.best.final_val')}",
               f"- rung above the best ({f('ch6.ladder.above_best_lr', 'g')}) − best: "
               f"{cmp('ch6.ladder.above_best.final_val', 'ch6.ladder.best.final_val')}", "",
+              *ladder_curve_lines(c.get("ch6.ladder.val_curves")),
               "### Schedules (400 steps)", "",
               "| arm | final val loss (whole split) | diverged seeds | arm − cosine, paired |", "| --- | --- | --- | --- |"]
     for name, changes in SCHEDULE_ARMS.items():
