@@ -1,0 +1,170 @@
+"""Accessibility, measured by a real engine: axe-core (npm, node_modules/axe-core) runs on every built
+page (the index, the glossary, every chapter) in the dark theme (the system's setting, emulated) and
+in the light one (chosen with the header's switch), once Python is ready and the widgets have drawn.
+A violation of impact "serious" or "critical" fails the page, listed with its rule, the selectors of
+the elements and, for an element inside a widget, the widget's name. And the keyboard: the first Tab
+from the top of a page lands on the skip link, which moves focus to the page's main content."""
+
+import pytest
+
+from conftest import ROOT, SITE
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+FAILING = ("serious", "critical")
+
+# Every page of the site, as the build writes it (pages added later are found by the glob).
+PAGES = ["index.html", "glossary.html"] + sorted(
+    f"chapters/{p.name}" for p in (SITE / "chapters").glob("*.html"))
+
+# axe's violations, with for each node its selector and the widget (data-widget) it sits in, if any.
+RUN_AXE = """async () => {
+  const result = await axe.run(document, { resultTypes: ["violations"] });
+  return result.violations.map((v) => ({
+    id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.map((n) => {
+      const el = n.target.length === 1 ? document.querySelector(n.target[0]) : null;
+      const w = el && el.closest("[data-widget]");
+      return { target: n.target.join(" >> "), widget: w ? w.dataset.widget : null, summary: n.failureSummary };
+    }),
+  }));
+}"""
+
+# Python ready (or failed) on a page with widgets, then no widget still loading or running.
+SETTLED = """() => {
+  const widgets = document.querySelectorAll("[data-widget]");
+  if (!widgets.length) return true;
+  const py = document.documentElement.dataset.pyodide;
+  if (py !== "ready" && py !== "error") return false;
+  return [...widgets].every((w) => !["loading", "running"].includes(w.dataset.status));
+}"""
+
+
+def settle(page):
+    """Wait for the page's widgets to have drawn (a widget that keeps running is left running)."""
+    try:
+        page.wait_for_function(SETTLED, timeout=180_000, polling=250)
+    except Exception:
+        pass  # a widget still running after 3 minutes is checked as it stands
+    page.wait_for_timeout(1000)
+
+
+def serious(violations):
+    return [v for v in violations if v["impact"] in FAILING]
+
+
+def describe(path, theme, violations):
+    """One line per rule, then per place (the page itself, or a widget by name): how many elements, the
+    first selectors, and what axe says about the first."""
+    lines = []
+    for v in violations:
+        lines.append(f"{path} [{theme}] {v['id']} ({v['impact']}): {v['help']} — {len(v['nodes'])} element(s)")
+        places = {}
+        for n in v["nodes"]:
+            places.setdefault(f"widget {n['widget']}" if n["widget"] else "page", []).append(n)
+        for where, nodes in places.items():
+            targets = ", ".join(n["target"] for n in nodes[:4]) + (f", … ({len(nodes) - 4} more)" if len(nodes) > 4 else "")
+            lines.append(f"    {where}: {len(nodes)} × {targets}")
+            lines.append(f"        {' '.join(nodes[0]['summary'].split())[:300]}")
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def axe_source():
+    if not AXE.is_file():
+        pytest.fail("node_modules/axe-core is missing: run the README's setup (npm ci)", pytrace=False)
+    return str(AXE)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_serious_accessibility_violations_in_either_theme(browser, site_url, axe_source, path):
+    context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme="dark")
+    page = context.new_page()
+    console = []
+    page.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
+    try:
+        page.goto(site_url + path)
+        settle(page)
+        page.add_script_tag(path=axe_source)
+        found = {}
+        assert page.evaluate("document.documentElement.dataset.theme") == "dark"  # the system's setting
+        found["dark, system setting"] = serious(page.evaluate(RUN_AXE))
+        page.click('button[data-theme-choice="light"]')
+        assert page.evaluate("document.documentElement.dataset.theme") == "light"
+        page.wait_for_timeout(500)  # the charts redraw on "themechange"
+        found["light, chosen in the header"] = serious(page.evaluate(RUN_AXE))
+    finally:
+        context.close()
+    report = "\n".join(describe(path, theme, v) for theme, v in found.items() if v)
+    if report:
+        print(report)
+        print("--- page console ---\n" + "\n".join(console))
+    assert not report, "axe found serious or critical violations:\n" + report
+
+
+def test_the_first_tab_reaches_the_skip_link_and_enter_moves_focus_to_the_content(page, site_url):
+    page.set_viewport_size({"width": 1100, "height": 800})
+    page.goto(site_url + "chapters/" + sorted((SITE / "chapters").glob("03-*.html"))[0].name)
+    link = page.locator("a.skip-link")
+    assert link.bounding_box()["y"] + link.bounding_box()["height"] <= 0  # out of sight until focused
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    assert page.evaluate("document.activeElement.textContent.trim()") == "Skip to content"
+    box = link.bounding_box()
+    assert box["y"] >= 0 and box["height"] > 0  # visible while it has focus
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.tagName") == "MAIN"
+    assert page.evaluate("document.activeElement.id") == "main"
+    # the next Tab goes on from the content, not back into the header
+    page.keyboard.press("Tab")
+    assert page.evaluate("!!document.activeElement.closest('main')")
+
+
+def test_the_page_has_one_of_each_landmark(page, site_url):
+    for path in ("index.html", "glossary.html", "chapters/" + sorted((SITE / "chapters").glob("01-*.html"))[0].name):
+        page.goto(site_url + path, wait_until="domcontentloaded")
+        for role, selector in (("banner", "body > header"), ("main", "main"), ("contentinfo", "body > footer")):
+            assert page.locator(selector).count() == 1, f"{path}: {role}"
+        assert page.locator("main#main").count() == 1, path
+
+
+# The focused element's ring: its outline (or, for a control drawn inside a frame, such as the code
+# editor's text inside .cm-editor, the outline of the nearest of its two parents that has one), and what it is.
+FOCUSED = """() => {
+  const e = document.activeElement;
+  let ring = e;
+  for (let up = 0, a = e; up < 3 && a; up++, a = a.parentElement) {
+    if (getComputedStyle(a).outlineStyle !== "none") { ring = a; break; }
+  }
+  const s = getComputedStyle(ring);
+  const w = e.closest("[data-widget]");
+  return { tag: e.tagName.toLowerCase(), type: e.type || "", text: (e.textContent || e.name || "").trim().slice(0, 40),
+           widget: w ? w.dataset.widget : null, style: s.outlineStyle, width: parseFloat(s.outlineWidth),
+           color: s.outlineColor, bg: getComputedStyle(document.body).backgroundColor };
+}"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_every_control_shows_a_focus_ring_the_reader_can_see(browser, site_url, theme):
+    """Tab through a chapter with sliders, fields, selects, buttons, summaries and links: each stop has an
+    outline at least 2 px wide whose colour has 3:1 against the page."""
+    from test_theme import contrast, rgb
+
+    context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme=theme)
+    page = context.new_page()
+    page.goto(site_url + "chapters/" + sorted((SITE / "chapters").glob("06-*.html"))[0].name)
+    settle(page)
+    kinds, faint = set(), []
+    for _ in range(400):
+        page.keyboard.press("Tab")
+        f = page.evaluate(FOCUSED)
+        if f["tag"] == "body":
+            break
+        kinds.add(f["tag"] if f["tag"] != "input" else f"input[{f['type']}]")
+        ratio = contrast(rgb(f["color"])[0], rgb(f["bg"])[0]) if f["style"] != "none" else 0
+        if f["style"] == "none" or f["width"] < 2 or ratio < 3:
+            where = f"widget {f['widget']}" if f["widget"] else "page"
+            faint.append(f"{where}: <{f['tag']}> {f['text']!r}: outline {f['style']} {f['width']}px {f['color']} ({ratio:.2f}:1)")
+    context.close()
+    assert {"a", "button", "summary", "select", "input[text]", "input[range]"} <= kinds, kinds
+    assert not faint, "\n".join(sorted(set(faint)))
