@@ -1,0 +1,385 @@
+"""Finding one's way, in a real browser: each chapter's contents (a sticky sidebar on a wide screen, a
+collapsed list on a phone), the "#" link beside every section heading, prev/next above and below the
+text, the site search (MiniSearch over the build's index) served under a subpath and driven by the
+keyboard, the results page that every measured figure links to, and the compact live run at the top
+of chapter 1 and of the index. Every page here fails its test on a console error or a request that
+leaves 127.0.0.1."""
+
+import functools
+import http.server
+import json
+import re
+import threading
+import urllib.parse
+
+import pytest
+from playwright.sync_api import expect
+
+import build
+from conftest import SITE, PageLog, chapter_url
+
+WIDE = {"width": 1280, "height": 800}
+PHONE = {"width": 360, "height": 780}
+RUN_TIMEOUT = 240_000  # ms: the default 400-step run takes ~20-40 s in the page on a quiet machine
+
+
+def open_page(browser, url, viewport=WIDE, **kwargs):
+    context = browser.new_context(viewport=viewport, **kwargs)
+    page = context.new_page()
+    page.log = PageLog(page)
+    page.goto(url)
+    return page
+
+
+def close_clean(page):
+    problems = page.log.problems()
+    page.context.close()
+    assert not problems, "the page reported problems:\n" + "\n".join(problems)
+
+
+class SubpathHandler(http.server.SimpleHTTPRequestHandler):
+    """The built site under /course/ only, as on a shared host: anything outside it is a 404."""
+    prefix = "/course/"
+    extensions_map = {**build.SiteHandler.extensions_map}
+
+    def translate_path(self, path):
+        if not urllib.parse.urlsplit(path).path.startswith(self.prefix):
+            return "/nonexistent/" + path
+        return super().translate_path("/" + path[len(self.prefix):])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def course_url():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SubpathHandler, directory=str(SITE)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/course/"
+    server.shutdown()
+    server.server_close()
+
+
+SECTION_HEADINGS = "article.chapter > h2[id], article.chapter > h3[id]"
+
+
+def chapter_path(prefix):
+    return "chapters/" + sorted((SITE / "chapters").glob(f"{prefix}*.html"))[0].name
+
+
+# ---------------------------------------------------------------------------
+# Contents, heading links, prev/next
+
+
+def test_the_contents_are_a_sticky_sidebar_on_a_wide_screen(browser, site_url):
+    page = open_page(browser, chapter_url(site_url, "05-"))
+    ids = page.eval_on_selector_all(SECTION_HEADINGS, "els => els.map(e => e.id)")
+    assert len(ids) >= 5
+    side = page.locator(".toc-side")
+    expect(side).to_be_visible()
+    expect(page.locator(".toc-top")).to_be_hidden()
+    assert side.locator("a").evaluate_all("as => as.map(a => a.hash.slice(1))") == ids  # every section, in order
+    box = side.bounding_box()
+    text = page.locator("article.chapter").bounding_box()
+    assert box["x"] >= text["x"] + text["width"], "the sidebar sits beside the text, not over it"
+    assert box["x"] + box["width"] <= WIDE["width"]
+    page.mouse.wheel(0, 6000)  # deep into the chapter: the sidebar is still on screen, and marks where we are
+    page.wait_for_timeout(400)
+    box = side.bounding_box()
+    assert 0 <= box["y"] < WIDE["height"] / 2
+    current = side.locator('a[aria-current="location"]')
+    expect(current).to_have_count(1)
+    target = page.locator(f"[id='{current.get_attribute('href')[1:]}']")
+    assert target.bounding_box()["y"] <= 200  # the marked section is the one at the top of the screen
+    side.locator("a").nth(2).click()
+    expect(page).to_have_url(re.compile(f"#{re.escape(ids[2])}$"))
+    close_clean(page)
+
+
+def test_the_contents_are_a_collapsed_list_at_the_top_on_a_phone(browser, site_url):
+    page = open_page(browser, chapter_url(site_url, "03-"), viewport=PHONE)
+    expect(page.locator(".toc-side")).to_be_hidden()
+    details = page.locator(".toc-top details")
+    expect(details).to_be_visible()
+    assert details.evaluate("d => d.open") is False
+    assert details.bounding_box()["y"] < PHONE["height"]  # on the first screen
+    details.locator("summary").click()
+    links = details.locator("a")
+    n = page.locator(SECTION_HEADINGS).count()
+    expect(links).to_have_count(n)
+    expect(links.first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    close_clean(page)
+
+
+def test_every_section_heading_has_a_link_to_itself_shown_on_hover_and_keyboard_focus(browser, site_url):
+    page = open_page(browser, chapter_url(site_url, "01-"))
+    headings = page.locator(SECTION_HEADINGS)
+    assert headings.count() >= 10
+    for i in range(headings.count()):
+        h = headings.nth(i)
+        link = h.locator("a.heading-anchor")
+        expect(link).to_have_count(1)
+        assert link.get_attribute("href") == "#" + h.get_attribute("id")
+        expect(link).to_have_accessible_name(re.compile(r"^Link to this section: \S"))
+    anchor = headings.nth(1).locator("a.heading-anchor")
+    opacity = "el => getComputedStyle(el).opacity"
+    assert anchor.evaluate(opacity) == "0"
+    headings.nth(1).hover()
+    assert anchor.evaluate(opacity) == "1"
+    page.mouse.move(0, 0)
+    for _ in range(400):  # by keyboard alone: Tab until a heading link has focus
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.classList.contains('heading-anchor')"):
+            break
+    focused = page.locator("a.heading-anchor:focus")
+    expect(focused).to_have_count(1)
+    assert focused.evaluate(opacity) == "1"
+    href = focused.get_attribute("href")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(re.escape(href) + "$"))
+    close_clean(page)
+
+
+def test_prev_and_next_links_are_above_the_text_as_well_as_below(browser, site_url):
+    page = open_page(browser, chapter_url(site_url, "02-"))
+    for where in ("top", "bottom"):
+        nav = page.locator(f".prev-next-{where}")
+        expect(nav.locator("a[rel=prev]")).to_have_attribute("href", re.compile(r"01-[^/]+\.html$"))
+        expect(nav.locator("a[rel=next]")).to_have_attribute("href", re.compile(r"03-[^/]+\.html$"))
+    top = page.locator(".prev-next-top").bounding_box()
+    assert top["y"] < page.locator("article.chapter h1").bounding_box()["y"]
+    page.locator(".prev-next-top a[rel=next]").click()
+    expect(page.locator("article.chapter")).to_have_attribute("data-chapter", re.compile("^03-"))
+    close_clean(page)
+
+
+# ---------------------------------------------------------------------------
+# Search
+
+
+def search(page, text):
+    field = page.locator("#site-search-input")
+    field.fill(text)
+    status = page.locator('[data-role="search-status"]')
+    expect(status).not_to_have_text(re.compile(r"^$|Loading"), timeout=30_000)
+    return status
+
+
+def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_subpath(browser, course_url):
+    page = open_page(browser, course_url + chapter_path("03-"))
+    status = search(page, "AdamW bias correction")
+    expect(status).to_have_text(re.compile(r"^\d+ results? for “AdamW bias correction”"))
+    results = page.locator(".site-search-result")
+    assert results.count() >= 2
+    wheres = results.locator(".site-search-where").all_text_contents()
+    hrefs = results.evaluate_all("as => as.map(a => a.href)")
+    # the first section of a chapter (a chapter's opening text links to the page itself)
+    k = next(i for i, (w, h) in enumerate(zip(wheres, hrefs)) if re.match(r"Chapter \d+: ", w) and "#" in h)
+    section = results.nth(k)
+    expect(section.locator(".site-search-heading")).not_to_have_text("")
+    assert section.locator("mark").count() >= 1  # the matched words, marked
+    href = section.get_attribute("href")
+    assert href.startswith(course_url) and "#" in href  # under the subpath, to the section itself
+    page.locator("#site-search-input").press("ArrowDown")
+    assert page.evaluate("document.activeElement.href") == results.first.get_attribute("href")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowUp")
+    for _ in range(k):
+        page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.href") == href
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(href)
+    fragment = urllib.parse.unquote(href.split("#", 1)[1])
+    expect(page.locator(f"[id='{fragment}']")).to_be_in_viewport()
+    close_clean(page)
+
+
+def test_search_covers_the_glossary_and_enter_opens_the_first_result(browser, course_url):
+    page = open_page(browser, course_url + "index.html")
+    search(page, "perplexity")
+    glossary = page.locator(".site-search-result", has=page.locator(".site-search-where", has_text="Glossary"))
+    expect(glossary.first).to_have_attribute("href", course_url + "glossary.html#term-perplexity")
+    first = page.locator(".site-search-result").first.get_attribute("href")
+    page.locator("#site-search-input").press("Enter")
+    expect(page).to_have_url(first)
+    close_clean(page)
+
+
+def test_search_with_tab_escape_and_a_click_elsewhere(browser, site_url):
+    page = open_page(browser, site_url + "glossary.html")
+    search(page, "warmup")
+    panel = page.locator('[data-role="search-panel"]')
+    expect(panel).to_be_visible()
+    page.locator("#site-search-input").press("Tab")  # plain Tab walks into the results
+    assert page.evaluate("document.activeElement.classList.contains('site-search-result')")
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    assert page.evaluate("document.activeElement.id") == "site-search-input"
+    page.locator("#site-search-input").press("ArrowDown")  # the results come back with the keyboard
+    expect(panel).to_be_visible()
+    page.mouse.click(5, 700)
+    expect(panel).to_be_hidden()
+    close_clean(page)
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("<img src=x onerror=alert(1)><b class=injected>bold</b>", None),
+    ("🙂🙂 🚀", r"^No results for “🙂🙂 🚀”\.$"),
+    ("zzqxj vvkpw", r"^No results for “zzqxj vvkpw”\.$"),
+    ("loss " * 4000, None),  # a huge paste: cut to the field's 200 characters and 12 words
+    ("\"'`;--)(*&^%$#@![]{}\\", None),
+])
+def test_search_takes_any_query_without_breaking_or_injecting_markup(browser, site_url, query, expected):
+    page = open_page(browser, site_url + "index.html")
+    field = page.locator("#site-search-input")
+    field.evaluate("(el, q) => { el.value = q; el.dispatchEvent(new Event('input')); }", query)  # as a paste would
+    status = page.locator('[data-role="search-status"]')
+    expect(status).not_to_have_text(re.compile(r"^$|Loading"), timeout=30_000)
+    if expected:
+        expect(status).to_have_text(re.compile(expected))
+    assert page.locator(".site-search-panel img, .site-search-panel b, .site-search-panel script").count() == 0
+    assert "could not" not in status.text_content()
+    field.fill("")  # empty: the results close
+    expect(page.locator('[data-role="search-panel"]')).to_be_hidden()
+    field.fill("gradient")  # and it still searches
+    expect(status).to_have_text(re.compile(r"^\d+ results? for “gradient”"))
+    close_clean(page)
+
+
+def test_search_says_so_when_its_index_cannot_load(browser, site_url):
+    context = browser.new_context(viewport=WIDE)
+    page = context.new_page()
+    page.route("**/search-index.json", lambda route: route.fulfill(status=404, body="not here"))
+    page.goto(site_url + "index.html")
+    search(page, "adam")
+    expect(page.locator('[data-role="search-status"]')).to_have_text(
+        "Search could not start: the search index could not be fetched (HTTP 404).")
+    context.close()
+
+
+def test_without_javascript_the_search_box_is_not_shown(browser, site_url):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(site_url + "index.html")
+    expect(page.locator(".site-search")).to_be_hidden()
+    expect(page.locator(".site-header a[href$='results.html']")).to_be_visible()
+    context.close()
+
+
+# ---------------------------------------------------------------------------
+# The results page
+
+
+def test_every_measured_figure_links_to_its_row_on_the_results_page(browser, site_url):
+    page = open_page(browser, site_url + "results.html")
+    ids = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
+    assert any(i.startswith("key-") for i in ids)
+    missing, count = [], 0
+    pages = ["glossary.html"] + [f"chapters/{p.name}" for p in sorted((SITE / "chapters").glob("*.html"))]
+    for path in pages:
+        page.goto(site_url + path, wait_until="domcontentloaded")
+        # every figure a chapter's measured(), measured_pm(), measured_seeds() or compare() made (the
+        # labels written into widget templates name whole curves, which have no single row)
+        figures = page.eval_on_selector_all(
+            ".fig.measured", "els => els.filter(e => !e.closest('[data-widget]'))"
+                             ".map(e => [e.title, e.querySelector('a.fig-link')?.getAttribute('href')])")
+        for title, href in figures:
+            count += 1
+            if not href or "#" not in href:
+                missing.append(f"{path}: {title}: no link")
+            elif href.split("#")[0] not in ("../results.html", "results.html") or href.split("#")[1] not in ids:
+                missing.append(f"{path}: {title}: {href}")
+    assert count > 1000
+    assert not missing, "\n".join(missing[:20])
+    close_clean(page)
+
+
+def test_a_figure_lands_on_its_row_with_its_value(browser, site_url):
+    page = open_page(browser, chapter_url(site_url, "01-"))
+    title = "measured: results.json keys ch1.default.final_val.mean, ch1.default.final_val.sd (3 seeds, sample sd)"
+    figure = page.locator(f'.fig.measured[title="{title}"]').first
+    text = figure.locator("a.fig-link").text_content()
+    figure.locator("a.fig-link").click()
+    expect(page).to_have_url(re.compile(r"/results\.html#key-ch1\.default\.final_val$"))
+    row = page.locator("[id='key-ch1.default.final_val']")
+    expect(row).to_be_in_viewport()
+    assert text.split(" ± ")[0][:4] in row.text_content()  # 2.521 ± … in the chapter, 2.5213 ± … in the row
+    assert "ch1.default.final_val" in row.text_content()
+    close_clean(page)
+
+
+def test_the_results_page_lists_every_key_of_results_json_once(browser, site_url):
+    values = json.loads((build.RESULTS_JSON).read_text())["values"]
+    page = open_page(browser, site_url + "results.html")
+    ids = page.eval_on_selector_all("[id^='key-']", "els => els.map(e => e.id)")
+    assert len(ids) == len(set(ids))
+    import results_page
+    expected = {"key-" + results_page.base_key(k, values) for k in values}
+    assert expected <= set(ids)
+    expect(page.locator("h1")).to_have_text("Results")
+    expect(page.locator(".toc-side")).to_be_visible()
+    close_clean(page)
+
+
+# ---------------------------------------------------------------------------
+# The compact live run
+
+
+@pytest.mark.parametrize("path, viewport", [
+    ("index.html", WIDE), ("index.html", PHONE), ("chapter1", WIDE), ("chapter1", PHONE)])
+def test_the_live_run_is_on_the_first_screen_and_idle_until_start(browser, site_url, path, viewport):
+    url = chapter_url(site_url, "01-") if path == "chapter1" else site_url + path
+    page = open_page(browser, url, viewport=viewport)
+    w = page.locator('[data-widget="mini-train"]')
+    start = w.locator('[data-action="run"]')
+    expect(start).to_be_enabled(timeout=120_000)
+    assert start.bounding_box()["y"] + start.bounding_box()["height"] <= viewport["height"]
+    expect(w).to_have_attribute("data-status", "ready")
+    page.wait_for_timeout(1500)  # nothing trains on its own
+    expect(w).to_have_attribute("data-status", "ready")
+    expect(w.locator('[data-readout="step"]')).to_have_text("–")
+    link = w.locator(".mini-train-more a")
+    href = link.get_attribute("href")
+    assert href.endswith("#run-it")
+    link.click()
+    expect(page.locator("#run-it")).to_be_in_viewport()
+    assert page.locator("#run-it ~ [data-widget='train']").count() == 1  # the full widget is in that section
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    close_clean(page)
+
+
+def test_the_live_run_trains_the_model_and_says_which_loss_it_shows(browser, site_url):
+    page = open_page(browser, site_url + "index.html")
+    w = page.locator('[data-widget="mini-train"]')
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=120_000)
+    expect(w.locator("figcaption")).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
+    w.locator('[data-action="run"]').click()
+    expect(w).to_have_attribute("data-status", "running")
+    expect(w.locator(".uplot canvas").first).to_be_visible(timeout=60_000)
+    page.wait_for_function("el => ['done', 'error', 'stopped'].includes(el.dataset.status)",
+                           arg=w.element_handle(), timeout=RUN_TIMEOUT)
+    expect(w).to_have_attribute("data-status", "done")
+    result = json.loads(w.get_attribute("data-result"))
+    assert result["steps"] == 400 and not result["diverged"]
+    assert result["outside_band"] is False  # the default run, seed 0: inside the measured band all along
+    assert result["final_val_loss"] < 2.8  # well below the unigram loss (3.31 nats), the first plateau
+    expect(w.locator('[data-role="message"]')).to_contain_text(
+        f"validation loss {result['final_val_loss']:.3f} on the 128 fixed validation windows")
+    expect(w.locator('[data-readout="step"]')).to_have_text("400 of 400")
+    close_clean(page)
+
+
+def test_the_live_run_stops_when_asked_and_starts_again(browser, site_url):
+    page = open_page(browser, chapter_url(site_url, "01-"))
+    w = page.locator('[data-widget="mini-train"]')
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=120_000)
+    w.locator('[data-action="run"]').click()
+    step = w.locator('[data-readout="step"]').element_handle()
+    page.wait_for_function("el => /^[1-9]\\d* of 400$/.test(el.textContent)", arg=step, timeout=60_000)
+    w.locator('[data-action="stop"]').click()
+    page.wait_for_function("el => el.dataset.status === 'stopped'", arg=w.element_handle(), timeout=60_000)
+    expect(w.locator('[data-role="message"]')).to_contain_text("Stopped at step")
+    assert w.get_attribute("data-result") is None
+    expect(w.locator('[data-action="run"]')).to_be_enabled()
+    close_clean(page)
