@@ -1,0 +1,434 @@
+// Editable code cells: each [data-code-cell] root (site/templates/cell.html) becomes a code editor with
+// Run, Stop and Reset. The code runs in the cells' own Python worker: PyScript 0.6.60's PyWorker
+// on the site's vendored Pyodide (the same pyodide/ URLs as the widgets' worker, so the browser's
+// cache serves the 10 MB wasm), with NumPy and the pylib wheel (site/js/cells-worker.py). It is a
+// separate worker from the widgets' (site/js/pyodide-client.js), so stopping a cell never touches a
+// widget.
+//
+// Stop: with cross-origin isolation (COOP/COEP headers), Pyodide's interrupt buffer raises
+// KeyboardInterrupt in the running code and the worker stays warm; if the code does not stop
+// within STOP_GRACE_MS, or without isolation, the worker is terminated and a new one started.
+// The editor is PyScript's bundled CodeMirror 6. Tab indents in it; Esc then Tab moves focus on.
+//
+// A cell's root gets data-status idle|loading|running|done|error|stopped and, after a run,
+// data-result (the driver's JSON summary, pylib.web.cells). Output is text only (textContent).
+
+import { siteRoot } from "./pyodide-client.js";
+
+const STOP_GRACE_MS = 1500; // how long an interrupted run may take to stop before the worker is replaced
+const START_TIMEOUT_MS = 180_000; // a worker that is not ready by then has failed
+const OUTPUT_CHARS = 200_000; // characters kept in an output box (pylib.web.cells limits a run to less)
+
+// ---------------------------------------------------------------------------
+// PyScript, loaded once, with none of its page plugins (no py-editor, terminal or error banner)
+
+let pyscriptModule = null;
+
+function loadPyScript() {
+  if (pyscriptModule) return pyscriptModule;
+  // PyScript reads <py-config>/<mpy-config> once, when core.js is first imported: "!name" turns a
+  // plugin off. Every plugin is off for both interpreter types; the cells use only PyWorker and
+  // the bundled CodeMirror.
+  const plugins = ["codemirror", "deprecations-manager", "donkey", "error", "py-editor", "py-game", "py-terminal"];
+  for (const tag of ["py-config", "mpy-config"]) {
+    if (document.querySelector(tag)) continue;
+    const el = document.createElement(tag);
+    el.hidden = true;
+    el.textContent = JSON.stringify({ plugins: plugins.map((p) => `!${p}`) });
+    document.body.append(el);
+  }
+  pyscriptModule = import(new URL("vendor/pyscript/core.js", siteRoot()).href);
+  return pyscriptModule;
+}
+
+// ---------------------------------------------------------------------------
+// The cells' worker: one per page, shared by its cells, one run at a time
+
+class CellWorker {
+  constructor() {
+    this.generation = 0; // counts starts: a start that a restart overtook is dropped
+    this.ready = null; // promise of the PyScript xworker
+    this.xworker = null;
+    this.interrupt = null; // Int32Array on a SharedArrayBuffer, when the page is cross-origin isolated
+    this.onOutput = null; // (text, stream) of the current run
+    this.abortRun = null; // rejects the current run's promise (the worker was terminated)
+    this.running = null; // the current run's promise
+  }
+
+  start() {
+    if (this.ready) return this.ready;
+    const generation = ++this.generation;
+    this.ready = this._start(generation);
+    this.ready.catch(() => {
+      if (this.generation === generation) this.ready = null; // a failed start is retried by the next Run
+    });
+    return this.ready;
+  }
+
+  async _start(generation) {
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error("Python did not start within three minutes.")), START_TIMEOUT_MS);
+    });
+    const boot = this._boot();
+    try {
+      const { xworker, interrupt } = await Promise.race([boot, timeout]);
+      if (generation !== this.generation) throw new Error("Python was restarted.");
+      this.xworker = xworker;
+      this.interrupt = interrupt;
+      return xworker;
+    } catch (err) {
+      boot.then((late) => late.xworker.terminate(), () => {}); // a worker that comes up after all is not kept
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async _boot() {
+    const { PyWorker } = await loadPyScript();
+    // PyWorker needs PyScript's own set-up done; it defines <py-script> when it is.
+    await customElements.whenDefined("py-script");
+    const root = siteRoot();
+    const interpreter = new URL("pyodide/pyodide.mjs", root).href;
+    // No "packages": PyScript would install them with micropip; install() loads NumPy with Pyodide.
+    const config = { interpreter };
+    const program = new URL("./cells-worker.py", import.meta.url).href;
+    // version: PyScript loads the interpreter from this URL instead of its default CDN address.
+    const xworker = await PyWorker(program, { config, version: interpreter });
+    // The wheel's name has a "+" (its local version): sent as %2B, which every static host reads as
+    // "+" (some read a bare "+" in a path as a space) and the site's service worker stores it under.
+    await xworker.sync.install(new URL(document.body.dataset.wheel, root).href.replace(/\+/g, "%2B"));
+    xworker.sync.cell_output = (text, stream) => this.onOutput?.(String(text), String(stream));
+    let interrupt = null;
+    if (globalThis.crossOriginIsolated) {
+      interrupt = new Int32Array(new SharedArrayBuffer(4));
+      await xworker.sync.set_interrupt(interrupt);
+    }
+    return { xworker, interrupt };
+  }
+
+  /** Run cell name with code; resolves with pylib.web.cells.run's result (status stopped if terminated). */
+  async run(name, code, onOutput) {
+    const xworker = await this.start();
+    if (this.interrupt) Atomics.store(this.interrupt, 0, 0);
+    this.onOutput = onOutput;
+    const aborted = new Promise((resolve) => {
+      this.abortRun = () => resolve({ status: "stopped", message: "Stopped: Python was restarted.", restarted: true });
+    });
+    const call = xworker.sync.run(name, code, new URL("data/", siteRoot()).href).then((json) => JSON.parse(json));
+    this.running = Promise.race([call, aborted]);
+    try {
+      return await this.running;
+    } finally {
+      this.running = null;
+      this.abortRun = null;
+      this.onOutput = null;
+    }
+  }
+
+  /** Stop the current run: interrupt it, or replace the worker if it does not stop in time. */
+  async stop() {
+    const running = this.running;
+    if (!running) return;
+    if (this.interrupt) {
+      Atomics.store(this.interrupt, 0, 2); // SIGINT: KeyboardInterrupt at the next bytecode check
+      const stopped = await Promise.race([
+        running.then(() => true, () => true),
+        new Promise((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS)),
+      ]);
+      if (stopped) return;
+    }
+    this.restart();
+  }
+
+  restart() {
+    this.xworker?.terminate();
+    this.xworker = null;
+    this.ready = null;
+    this.abortRun?.();
+    this.start().catch(() => {}); // warm again for the next Run; a failure shows then
+  }
+}
+
+const worker = new CellWorker();
+let busyCell = null; // the cell whose run is in progress
+
+// ---------------------------------------------------------------------------
+// The editor: PyScript's CodeMirror, coloured with the site's code classes (Pygments' names, so
+// site.css's light and dark code colours apply), keyboard-usable
+
+let editorKit = null;
+
+function loadEditorKit() {
+  if (editorKit) return editorKit;
+  editorKit = (async () => {
+    const { codemirror } = await loadPyScript();
+    const [core, state, python, language, view, commands] = await Promise.all([
+      codemirror.core, codemirror.state, codemirror.python, codemirror.language, codemirror.view, codemirror.commands,
+    ]);
+    return { core, state, python, language, view, commands, highlight: pygmentsHighlight(python, language) };
+  })();
+  return editorKit;
+}
+
+// The highlight tags of the Python grammar by name (CodeMirror names its standard tags), mapped to
+// the Pygments classes the static code blocks use. Tags are found on the grammar's own node types,
+// as PyScript's bundle does not export @lezer/highlight's tag list.
+const TAG_CLASSES = {
+  keyword: "k", controlKeyword: "k", definitionKeyword: "k", moduleKeyword: "kn", operatorKeyword: "ow",
+  bool: "kc", null: "kc", self: "bp",
+  string: "s", docString: "sd", special: "si",
+  comment: "c1", lineComment: "c1",
+  number: "m", integer: "mi", float: "mf",
+  operator: "o", arithmeticOperator: "o", compareOperator: "o", logicOperator: "o", updateOperator: "o",
+  className: "nc", typeName: "nc", meta: "nd",
+};
+
+function pygmentsHighlight(python, language) {
+  const byName = new Map();
+  const modifiedFunctionNames = new Set();
+  for (const type of python.pythonLanguage.parser.nodeSet.types) {
+    for (const prop of Object.values(type.props || {})) {
+      for (const tag of prop?.tags || []) {
+        for (const t of tag.set || []) if (t?.name && !byName.has(t.name)) byName.set(t.name, t);
+        // function(definition(variableName)): a def's name; CodeMirror marks it with two modifiers
+        if (tag.base?.name === "variableName" && (tag.modified?.length || 0) >= 2) modifiedFunctionNames.add(tag);
+      }
+    }
+  }
+  const specs = [];
+  for (const [name, cls] of Object.entries(TAG_CLASSES)) {
+    const tag = byName.get(name);
+    if (tag) specs.push({ tag, class: cls });
+  }
+  for (const tag of modifiedFunctionNames) specs.push({ tag, class: "nf" });
+  if (!specs.length) return null;
+  return language.syntaxHighlighting(language.HighlightStyle.define(specs));
+}
+
+// Colours through the site's variables, so the editor follows light and dark.
+function editorTheme(core) {
+  return core.EditorView.theme({
+    "&": { color: "var(--fg, var(--text))", backgroundColor: "var(--surface, var(--panel))" },
+    ".cm-content": { caretColor: "var(--fg, var(--text))", fontFamily: "var(--mono, ui-monospace, monospace)" },
+    ".cm-cursor, .cm-dropCursor": { borderLeftColor: "var(--fg, var(--text))" },
+    ".cm-gutters": {
+      backgroundColor: "var(--surface, var(--panel))", color: "var(--muted)",
+      borderRight: "1px solid var(--border, var(--rule))",
+    },
+    ".cm-activeLine": { backgroundColor: "transparent" },
+    ".cm-activeLineGutter": { backgroundColor: "transparent", color: "var(--fg, var(--text))" },
+    "&.cm-focused": { outline: "3px solid var(--focus, var(--accent))", outlineOffset: "2px" },
+    "&.cm-focused > .cm-scroller > .cm-selectionLayer .cm-selectionBackground, .cm-selectionBackground, .cm-content ::selection":
+      { backgroundColor: "color-mix(in srgb, var(--accent) 30%, transparent)" },
+    ".cm-matchingBracket, &.cm-focused .cm-matchingBracket": {
+      backgroundColor: "color-mix(in srgb, var(--accent) 22%, transparent)", outline: "1px solid var(--accent)",
+    },
+  });
+}
+
+function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
+  const { core, state, python, language, view, commands, highlight } = kit;
+  const run = () => {
+    onRun();
+    return true;
+  };
+  const extensions = [
+    view.lineNumbers(),
+    view.highlightSpecialChars(),
+    commands.history(),
+    view.drawSelection(),
+    language.indentOnInput(),
+    language.bracketMatching(),
+    language.indentUnit.of("    "),
+    python.python(),
+    view.keymap.of([
+      { key: "Ctrl-Enter", run, preventDefault: true },
+      { key: "Mod-Enter", run, preventDefault: true },
+      { key: "Shift-Enter", run, preventDefault: true },
+      ...commands.defaultKeymap,
+      ...commands.historyKeymap,
+      commands.indentWithTab, // Tab indents; Esc then Tab leaves (CodeMirror's tab-focus escape)
+    ]),
+    core.EditorView.contentAttributes.of({ "aria-label": label, "aria-describedby": describedBy }),
+    // Long lines wrap and the editor grows with its code: nothing scrolls inside it, and a phone
+    // never scrolls sideways.
+    core.EditorView.lineWrapping,
+    editorTheme(core),
+  ];
+  if (highlight) extensions.push(highlight);
+  return new core.EditorView({ state: state.EditorState.create({ doc, extensions }), parent });
+}
+
+// ---------------------------------------------------------------------------
+// One cell
+
+function formatSeconds(s) {
+  return s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`;
+}
+
+async function mount(root) {
+  const $ = (role) => root.querySelector(`[data-role="${role}"]`);
+  const source = root.dataset.source.replace(/\n+$/, ""); // no empty last line in the editor
+  const name = root.dataset.codeCell;
+  const attr = name.split(".").pop();
+  const [runButton, stopButton, resetButton, statusBox, output, outputFrame] =
+    ["run", "stop", "reset", "status", "output", "output-frame"].map($);
+
+  const setStatus = (status, text) => {
+    root.dataset.status = status;
+    if (text !== undefined) statusBox.textContent = text;
+  };
+
+  let kit;
+  try {
+    kit = await loadEditorKit();
+  } catch (err) {
+    setStatus("error", `The editor could not be loaded (${err.message}); the code above is pylib's.`);
+    return;
+  }
+  const keys = $("keys");
+  const editor = makeEditor(kit, $("editor"), source, {
+    label: `Code of ${attr}, editable`,
+    describedBy: `${root.querySelector(".cell-summary").id} ${keys.id}`,
+    onRun: () => runButton.click(),
+  });
+  $("static").hidden = true;
+  $("editor").hidden = false;
+  $("controls").hidden = false;
+  keys.hidden = false;
+
+  // Start Python when the reader first shows interest in a cell, so Run is quicker.
+  const warm = () => worker.start().catch(() => {});
+  editor.contentDOM.addEventListener("focus", warm, { once: true });
+
+  let current = null; // the run in progress: {cancelled}
+  let outputChars = 0;
+  const appendOutput = (text, stream) => {
+    outputFrame.hidden = false;
+    if (outputChars >= OUTPUT_CHARS) return;
+    const kept = text.slice(0, OUTPUT_CHARS - outputChars);
+    outputChars += kept.length;
+    const atBottom = output.scrollTop + output.clientHeight >= output.scrollHeight - 4;
+    if (stream === "err") {
+      const span = document.createElement("span");
+      span.className = "cell-stderr";
+      span.textContent = kept;
+      output.append(span);
+    } else {
+      output.append(document.createTextNode(kept));
+    }
+    if (atBottom) output.scrollTop = output.scrollHeight;
+  };
+  const clearOutput = () => {
+    output.replaceChildren();
+    outputChars = 0;
+  };
+
+  runButton.addEventListener("click", async () => {
+    if (busyCell && busyCell !== root) {
+      setStatus(root.dataset.status, "Another cell on this page is running: stop it or wait for it first.");
+      return;
+    }
+    if (busyCell) return;
+    busyCell = root;
+    runButton.disabled = true;
+    stopButton.disabled = false;
+    clearOutput();
+    delete root.dataset.result;
+    const t0 = performance.now();
+    let firstOutput = null;
+    const onOutput = (text, stream) => {
+      if (firstOutput === null) {
+        firstOutput = (performance.now() - t0) / 1000;
+        root.dataset.firstOutput = firstOutput.toFixed(3); // seconds from Run to the first output (bench/)
+      }
+      appendOutput(text, stream);
+    };
+    if (!worker.xworker) setStatus("loading", "Starting Python for the cells (a few seconds the first time)…");
+    const attempt = { cancelled: false };
+    current = attempt;
+    try {
+      await worker.start();
+      if (attempt.cancelled) {
+        setStatus("stopped", "Stopped before it ran.");
+        return;
+      }
+      setStatus("running", `Running ${attr}…`);
+      const result = await worker.run(name, editor.state.doc.toString(), onOutput);
+      if (result.result !== undefined && result.result !== null) root.dataset.result = JSON.stringify(result.result);
+      const seconds = formatSeconds((performance.now() - t0) / 1000);
+      if (result.status === "done") setStatus("done", `Finished in ${seconds}.`);
+      else if (result.status === "stopped") {
+        if (result.restarted) {
+          appendOutput("\nStopped: the code did not stop when asked, so Python was restarted.\n", "err");
+        }
+        setStatus("stopped", result.restarted ? "Stopped (Python was restarted)." : "Stopped.");
+      } else setStatus("error", `Error: ${result.message}`);
+    } catch (err) {
+      // Python did not start (or its worker failed): a short status, the details in the output.
+      appendOutput(`${err && err.message ? err.message : err}\n`, "err");
+      setStatus("error", "Error: Python could not be started for this cell; the output says why.");
+    } finally {
+      current = null;
+      busyCell = null;
+      runButton.disabled = false;
+      stopButton.disabled = true;
+      // Stop had focus and is now disabled: keep the keyboard where the reader was.
+      if (document.activeElement === stopButton || document.activeElement === document.body) runButton.focus();
+    }
+  });
+
+  stopButton.addEventListener("click", () => {
+    if (busyCell !== root) return;
+    if (current && root.dataset.status === "loading") {
+      current.cancelled = true; // Python is still starting: the code will not run
+      statusBox.textContent = "Stopping: the code will not run…";
+      return;
+    }
+    setStatus("running", "Stopping…");
+    worker.stop();
+  });
+
+  resetButton.addEventListener("click", () => {
+    editor.dispatch({ changes: { from: 0, to: editor.state.doc.length, insert: source } });
+    if (busyCell !== root) {
+      clearOutput();
+      outputFrame.hidden = true;
+      delete root.dataset.result;
+      setStatus("idle", "The code is pylib's again.");
+    }
+  });
+
+  // The editor's text, for the browser tests (they edit through the keyboard, as a reader does).
+  root.cellCode = () => editor.state.doc.toString();
+  root.dataset.mounted = "true";
+}
+
+// ---------------------------------------------------------------------------
+// Mount each cell when it comes near the screen (the editor's code is then loaded once)
+
+const cells = [...document.querySelectorAll("[data-code-cell]")].filter((el) => !el.dataset.mounted);
+const mountOnce = (el) => {
+  if (el.dataset.mounting) return;
+  el.dataset.mounting = "true";
+  mount(el).catch((err) => {
+    el.dataset.status = "error";
+    const box = el.querySelector('[data-role="status"]');
+    if (box) box.textContent = `This cell failed to start: ${err.message}`;
+  });
+};
+if ("IntersectionObserver" in globalThis) {
+  const seen = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (entry.isIntersecting) {
+        seen.unobserve(entry.target);
+        mountOnce(entry.target);
+      }
+    }
+  }, { rootMargin: "800px 0px" });
+  for (const el of cells) seen.observe(el);
+} else {
+  for (const el of cells) mountOnce(el);
+}

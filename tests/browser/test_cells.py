@@ -1,0 +1,446 @@
+"""The editable code cells in a real browser: PyScript's worker on the site's Pyodide, running the
+reader's edited pylib function (pylib.web.cells) next to pylib's own.
+
+Each test edits through the keyboard (select all, then type the new code), presses the buttons a
+reader presses and reads what the cell shows. The chapter fixtures also fail a test on any console
+error or request leaving 127.0.0.1 (conftest.py)."""
+
+import functools
+import http.server
+import inspect
+import json
+import re
+import textwrap
+import threading
+
+import pytest
+from playwright.sync_api import expect
+
+import build
+from conftest import ROOT, SITE, PageLog, chapter_fixture, chapter_url, result, wait_settled, widget
+
+chapter3 = chapter_fixture("03-")
+chapter5 = chapter_fixture("05-")
+chapter6 = chapter_fixture("06-")
+chapter9 = chapter_fixture("09-")
+chapter11 = chapter_fixture("11-")
+
+TIMEOUT = 240_000  # a cold cell starts its own Python, on a machine other tests share
+ENDED = ("done", "error", "stopped")
+
+
+def pylib_source(name):
+    """The source the cell must show: what build.py's code(name) shows, from the pylib on disk."""
+    from pylib.web import cells
+    module, attr = cells.resolve(name)
+    return textwrap.dedent(inspect.getsource(getattr(module, attr)))
+
+
+def cell(page, name):
+    """The cell for pylib function name, scrolled to and mounted (its editor is up)."""
+    c = page.locator(f'[data-code-cell="{name}"]')
+    c.scroll_into_view_if_needed()
+    expect(c).to_have_attribute("data-mounted", "true", timeout=60_000)
+    return c
+
+
+def code_of(c):
+    return c.evaluate("el => el.cellCode()")
+
+
+def type_code(c, code):
+    """Replace the editor's text as a reader would: click into it, select all, type."""
+    c.locator(".cm-content").click()
+    c.page.keyboard.press("Control+a")
+    c.page.keyboard.insert_text(code)
+    assert code_of(c) == code
+
+
+def run(c, timeout=TIMEOUT):
+    """Press Run and wait for the run to end; returns the cell's data-status."""
+    c.evaluate("el => { el.dataset.status = 'waiting'; }")
+    c.get_by_role("button", name="Run").click()
+    return wait_settled(c, ENDED, timeout=timeout)
+
+
+def status_text(c):
+    return c.locator('[data-role="status"]').inner_text()
+
+
+def output(c):
+    return c.get_by_role("region", name=re.compile("^Output of")).inner_text()
+
+
+def edited(name, old, new):
+    source = pylib_source(name)
+    assert source.count(old) == 1, f"{old!r} is not in {name}'s source any more: update the test"
+    return source.replace(old, new)
+
+
+# ---------------------------------------------------------------------------
+# What a cell shows, and its keyboard and screen-reader parts
+
+ROUND = "pylib.systems.precision.round_to"
+
+
+def test_cell_shows_pylibs_own_source_with_named_controls(chapter9):
+    c = cell(chapter9, ROUND)
+    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
+    for name in ("Run", "Stop", "Reset"):
+        expect(c.get_by_role("button", name=name)).to_be_visible()
+    expect(c.get_by_role("button", name="Stop")).to_be_disabled()
+    editor = c.get_by_role("textbox", name="Code of round_to, editable")
+    expect(editor).to_be_visible()
+    assert "Esc and then Tab" in c.locator('[data-role="keys"]').inner_text()
+    # The static block is the no-JavaScript view: the same code, hidden once the editor is up.
+    assert c.locator('[data-role="static"]').inner_text().strip() == pylib_source(ROUND).strip()
+    expect(c.locator('[data-role="static"]')).to_be_hidden()
+
+
+def test_tab_indents_in_the_editor_and_esc_then_tab_leaves_it(chapter9):
+    page = chapter9
+    c = cell(page, ROUND)
+    c.locator(".cm-content").click()
+    page.keyboard.press("Control+Home")
+    page.keyboard.press("Tab")
+    assert code_of(c).startswith("    def round_to"), "Tab should indent inside the editor"
+    assert page.evaluate("document.activeElement.classList.contains('cm-content')")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")
+    assert not page.evaluate("document.activeElement.closest('.cm-editor')"), "Esc then Tab must leave the editor"
+    c.get_by_role("button", name="Reset").click()
+    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
+
+
+def test_cell_has_no_serious_accessibility_violations_before_and_after_a_run(chapter9):
+    page = chapter9
+    c = cell(page, ROUND)
+    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+
+    def violations():
+        found = page.evaluate("""async () => {
+            // The code's token colours are site.css's Pygments palette, shared with every static code
+            // block and checked on every page by the site-wide axe test; the rest of the cell is here.
+            const r = await axe.run({include: ['[data-code-cell]'], exclude: ['.cm-line span']},
+                                    {resultTypes: ['violations']});
+            return r.violations.filter(v => ['serious', 'critical'].includes(v.impact))
+                .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '));
+        }""")
+        return found
+
+    found = violations()
+    assert not found, "\n".join(found)
+    assert run(c) == "done"
+    found = violations()
+    assert not found, "\n".join(found)
+
+
+def test_editor_follows_the_theme_through_the_sites_colours(chapter9):
+    page = chapter9
+    c = cell(page, ROUND)
+    for theme in ("light", "dark"):
+        page.evaluate("t => { document.documentElement.dataset.theme = t; }", theme)
+        colours = c.locator(".cm-editor").evaluate("""el => {
+            const probe = document.createElement('span');
+            probe.style.color = 'var(--surface, var(--panel))';
+            document.body.append(probe);
+            const want = getComputedStyle(probe).color;
+            probe.style.color = 'var(--fg, var(--text))';
+            const fg = getComputedStyle(probe).color;
+            probe.remove();
+            const s = getComputedStyle(el);
+            return {background: s.backgroundColor, want, color: s.color, fg};
+        }""")
+        assert colours["background"] == colours["want"] and colours["color"] == colours["fg"], (theme, colours)
+    page.evaluate("document.documentElement.dataset.theme = 'light'")
+
+
+# ---------------------------------------------------------------------------
+# Edit, run, errors, Reset
+
+
+def test_edit_run_and_see_the_output(chapter9):
+    c = cell(chapter9, ROUND)
+    code = edited(ROUND, "    r &= np.uint32(1)  # the kept LSB: ties go to even\n",
+                  "    r &= np.uint32(0)  # edited: a tie always rounds towards zero\n")
+    code = code.replace('"""\n', '"""\n    print("my round_to", fmt)\n', 1)
+    type_code(c, code)
+    assert run(c) == "done"
+    text = output(c)
+    assert "my round_to bf16" in text
+    # 1 + 3 * 2^-8 is a bfloat16 tie: pylib rounds it to the even 1.015625, the edit down to
+    # 1.0078125, and the table marks the difference with *
+    row = next(line for line in text.splitlines() if line.strip().startswith("1.0117188"))
+    assert row.split()[1] == "1.00781*"
+    r = json.loads(c.get_attribute("data-result"))
+    assert set(r["formats"]) == {"bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}
+    assert status_text(c).startswith("Finished in")
+
+
+def test_syntax_error_names_the_line_and_nothing_runs(chapter9):
+    c = cell(chapter9, ROUND)
+    type_code(c, edited(ROUND, '    if fmt == "fp32":\n', '    if fmt == "fp32"\n'))
+    assert run(c) == "error"
+    assert status_text(c) == "Error: SyntaxError on line 3: expected ':'."
+    text = output(c)
+    assert 'if fmt == "fp32"' in text and "^" in text
+    assert "bfloat16" not in text  # the driver never ran
+
+
+def test_runtime_error_says_where_in_the_cell(chapter9):
+    c = cell(chapter9, ROUND)
+    type_code(c, edited(ROUND, '    _layout(fmt)\n', '    _layout(fmt)\n    x = 1 / 0\n'))
+    assert run(c) == "error"
+    assert status_text(c) == "Error: ZeroDivisionError (line 6 of the cell): division by zero"
+    assert 'File "<cell>", line 6, in round_to' in output(c)
+
+
+def test_output_is_text_never_markup(chapter9):
+    page = chapter9
+    c = cell(page, ROUND)
+    type_code(c, edited(ROUND, '"""\n', '"""\n    print("<img src=x onerror=alert(1)><b class=injected>hi</b>")\n'
+                                         '    import sys; print("<b class=injected>err</b>", file=sys.stderr)\n'))
+    assert run(c) == "done"
+    assert "<b class=injected>hi</b>" in output(c)
+    assert page.locator("[data-code-cell] b.injected, [data-code-cell] img[src='x']").count() == 0
+
+
+def test_reset_restores_the_shown_code(chapter9):
+    c = cell(chapter9, ROUND)
+    type_code(c, "print('not pylib')\n")
+    c.get_by_role("button", name="Reset").click()
+    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
+    assert status_text(c) == "The code is pylib's again."
+    assert run(c) == "done"  # and it is pylib's code that runs
+    assert all(v["same"] == v["of"] for v in json.loads(c.get_attribute("data-result"))["formats"].values())
+
+
+# ---------------------------------------------------------------------------
+# A runaway loop is stopped; the page keeps working
+
+
+def rounding_widget_works(page, raw="0.1"):
+    """The page's rounding calculator (the widgets' own worker) still answers."""
+    w = widget(page, "rounding")
+    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    w.locator('input[name="value"]').fill(raw)
+    w.locator('[data-action="run"]').click()
+    assert wait_settled(w, ("done", "error")) == "done"
+    return result(w)
+
+
+def test_infinite_loop_is_stopped_and_the_page_keeps_working(chapter9):
+    page = chapter9
+    isolated = page.evaluate("crossOriginIsolated")
+    c = cell(page, ROUND)
+    type_code(c, "while True:\n    pass\n")
+    c.evaluate("el => { el.dataset.status = 'waiting'; }")
+    c.get_by_role("button", name="Run").click()
+    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+    page.wait_for_timeout(1000)
+    assert c.get_attribute("data-status") == "running"
+    assert rounding_widget_works(page, "65519")["formats"]  # a widget runs while the cell loops
+    c.get_by_role("button", name="Stop").click()
+    assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+    # Cross-origin isolated, the interrupt stops the loop and Python stays up; otherwise it is restarted.
+    assert status_text(c) == ("Stopped." if isolated else "Stopped (Python was restarted).")
+    if isolated:
+        assert "KeyboardInterrupt" not in output(c) and "Stopped by the reader." in output(c)
+    assert rounding_widget_works(page, "0.1")["formats"]
+    c.get_by_role("button", name="Reset").click()
+    assert run(c) == "done"  # the cell runs again
+
+
+def test_code_that_ignores_the_interrupt_is_stopped_by_restarting_python(chapter9):
+    page = chapter9
+    c = cell(page, ROUND)
+    type_code(c, "sum(range(10**15))  # one C call: Python never checks for the interrupt inside it\n")
+    c.evaluate("el => { el.dataset.status = 'waiting'; }")
+    c.get_by_role("button", name="Run").click()
+    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+    c.get_by_role("button", name="Stop").click()
+    assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+    assert status_text(c) == "Stopped (Python was restarted)."
+    assert rounding_widget_works(page, "3e-8")["formats"]
+    c.get_by_role("button", name="Reset").click()
+    assert run(c) == "done"
+
+
+# ---------------------------------------------------------------------------
+# The optimiser and schedule cells train the course model with the edited function
+
+ADAMW = "pylib.optim.adamw_step"
+
+
+def test_adamw_cell_trains_unedited_like_pylib_and_edited_with_zero_rate_not_at_all(chapter5):
+    c = cell(chapter5, ADAMW)
+    assert run(c) == "done"
+    r = json.loads(c.get_attribute("data-result"))
+    assert r["yours"] == r["reference"], "the unedited function must train exactly as pylib's does"
+    assert r["reference_change"] < -0.5  # pylib's AdamW lowers the validation loss
+    assert "Validation loss from step 0" in output(c)
+
+    type_code(c, edited(ADAMW, '    state["t"] += 1\n', '    state["t"] += 1\n    lr = 0.0 * lr  # edited\n'))
+    assert run(c) == "done"
+    r = json.loads(c.get_attribute("data-result"))
+    vals = [row["val"] for row in r["yours"]]
+    assert len(set(vals)) == 1, f"a zero learning rate must leave the loss where it started: {vals}"
+    assert r["yours_change"] == 0.0 and r["reference_change"] < -0.5
+    assert r["yours"][0]["val"] == r["reference"][0]["val"]  # the same model at step 0
+    yours_line = output(c).splitlines()[-2]
+    assert re.fullmatch(r"  yours   ([0-9.]+) → \1  \(change \+0\.0000\)", yours_line), yours_line
+
+
+SCHEDULE = "pylib.schedules.wsd_lr"
+
+
+def test_schedule_cell_trains_with_the_edited_schedule(chapter6):
+    from pylib import train
+    c = cell(chapter6, SCHEDULE)
+    type_code(c, edited(SCHEDULE, "    if step < warmup_steps:\n",
+                        "    return max_lr  # edited: no warmup, no decay\n    if step < warmup_steps:\n"))
+    assert run(c) == "done"
+    r = json.loads(c.get_attribute("data-result"))
+    peak = train.TrainConfig().lr  # the cell's run keeps the default peak rate
+    assert all(row["lr"] == pytest.approx(peak) for row in r["yours"])
+    assert r["reference"][0]["lr"] < peak / 5  # pylib's warms up from a small rate
+    assert r["yours"][1]["val"] != r["reference"][1]["val"]  # and the loss curve shows the difference
+    assert "lr: yours" in output(c)
+
+
+# ---------------------------------------------------------------------------
+# The other cells run against the live pylib and agree with it unedited
+
+
+def test_loss_cell_matches_pylib_unedited(chapter3):
+    c = cell(chapter3, "pylib.loss.cross_entropy_forward")
+    assert run(c) == "done"
+    r = json.loads(c.get_attribute("data-result"))
+    assert r["same"] is True and len(r["cases"]) == 4
+    assert "Every case matches pylib exactly." in output(c)
+
+
+def test_ring_cell_matches_pylib_unedited(chapter11):
+    c = cell(chapter11, "pylib.systems.collectives.ring_all_reduce_steps")
+    assert run(c) == "done"
+    checks = json.loads(c.get_attribute("data-result"))["checks"]
+    assert all(k["workers_agree"] and k["same_as_pylib"] and k["steps"] == 2 * (k["workers"] - 1) for k in checks)
+    assert "the sum: 111 222 333 444 555 666" in output(c)
+
+
+# ---------------------------------------------------------------------------
+# One download of Pyodide for the widgets' worker and the cells' worker
+
+
+class CountingHandler(build.SiteHandler):
+    """The site's handler, counting the full (200) responses it sends per path: a 304 sends no body."""
+    counts = {}
+    lock = threading.Lock()
+
+    def send_response(self, code, message=None):
+        if code == 200:
+            with self.lock:
+                self.counts[self.path] = self.counts.get(self.path, 0) + 1
+        super().send_response(code, message)
+
+
+def test_widgets_and_cells_download_the_pyodide_wasm_once(browser_type, tmp_path):
+    """In a browser profile with a disk cache (as a reader's has), the cells' worker loads
+    pyodide.asm.wasm from the same URL as the widgets' worker, so the server sends it once, also
+    when Stop restarts the cells' Python. Service workers are blocked here: this is the HTTP cache's
+    part (with the site's service worker, both workers' requests are answered from its copy)."""
+    CountingHandler.counts = {}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(CountingHandler, directory=str(SITE)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser_type.launch_persistent_context(str(tmp_path / "profile"), executable_path=build.CHROMIUM,
+                                                     args=build.CHROMIUM_ARGS, viewport={"width": 1100, "height": 1000},
+                                                     service_workers="block")
+    try:
+        page = context.new_page()
+        off_host = []
+        page.on("request", lambda r: off_host.append(r.url) if not r.url.startswith(
+            (f"http://127.0.0.1:{server.server_port}/", "blob:", "data:")) else None)
+        page.goto(chapter_url(f"http://127.0.0.1:{server.server_port}/", "09-"))
+        page.wait_for_selector("html[data-pyodide=ready]", timeout=TIMEOUT)
+        c = cell(page, ROUND)
+        assert run(c) == "done"
+        type_code(c, "sum(range(10**15))\n")  # Stop can only restart Python here: a second start
+        c.get_by_role("button", name="Run").click()
+        expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+        c.get_by_role("button", name="Stop").click()
+        assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+        c.get_by_role("button", name="Reset").click()
+        assert run(c) == "done"
+        wasm = {p: n for p, n in CountingHandler.counts.items() if p.endswith("pyodide.asm.wasm")}
+        assert wasm == {"/pyodide/pyodide.asm.wasm": 1}, wasm
+        assert off_host == []
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+
+
+# ---------------------------------------------------------------------------
+# Without cross-origin isolation (a static host without the headers, before the service worker
+# adds them): PyScript's worker still runs, and Stop restarts Python
+
+
+class NotIsolatedHandler(build.SiteHandler):
+    def end_headers(self):
+        http.server.SimpleHTTPRequestHandler.end_headers(self)  # no COOP/COEP headers
+
+
+def test_cells_run_and_stop_without_cross_origin_isolation(browser):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(NotIsolatedHandler, directory=str(SITE)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
+    try:
+        page = context.new_page()
+        log = PageLog(page)
+        page.goto(chapter_url(f"http://127.0.0.1:{server.server_port}/", "09-"))
+        page.wait_for_selector("html[data-pyodide=ready]", timeout=TIMEOUT)
+        assert page.evaluate("crossOriginIsolated") is False
+        c = cell(page, ROUND)
+        type_code(c, edited(ROUND, '"""\n', '"""\n    print("not isolated", fmt)\n'))
+        assert run(c) == "done"
+        assert "not isolated fp8_e5m2" in output(c)
+        type_code(c, "while True:\n    pass\n")
+        c.get_by_role("button", name="Run").click()
+        expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+        c.get_by_role("button", name="Stop").click()
+        assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+        assert status_text(c) == "Stopped (Python was restarted)."
+        assert rounding_widget_works(page, "1e-7")["formats"]
+        c.get_by_role("button", name="Reset").click()
+        assert run(c) == "done"
+        assert log.problems() == []
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+
+
+# ---------------------------------------------------------------------------
+# Offline: after one visit, a cell runs with the server gone (the site's service worker answers the
+# cells' worker as it answers the page)
+
+
+def test_a_cell_runs_offline_after_one_visit(browser):
+    url, server = build.serve_in_thread(SITE)
+    context = browser.new_context(viewport={"width": 1100, "height": 1000})
+    try:
+        page = context.new_page()
+        log = PageLog(page)
+        page.goto(chapter_url(url, "05-"))
+        page.wait_for_selector("html[data-offline=ready]", timeout=TIMEOUT)
+        server.shutdown()
+        server.server_close()
+        page.goto(chapter_url(url, "09-"))
+        c = cell(page, ROUND)
+        type_code(c, edited(ROUND, '"""\n', '"""\n    print("offline", fmt)\n'))
+        assert run(c) == "done"
+        assert "offline bf16" in output(c)
+        assert log.problems() == []
+    finally:
+        context.close()
+        server.shutdown()
