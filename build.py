@@ -15,6 +15,7 @@ Chapters are Jinja templates before they are Markdown. They can call:
                          the verdict is not the one the chapter's wording expects
     cited(text, source)  a number quoted from a publication, with its source
     code(name)           the source of a pylib function or class, by dotted name
+    editable(name)       the same source as a cell the reader edits and runs (pylib.web.cells)
     test(name)           the source of a test, by function name
     widget(name)         a live widget, from site/templates/widgets/<name>.html
 Every figure is rendered with its label (measured, derived or cited).
@@ -56,6 +57,10 @@ from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 import glossary
+import navigation
+import offline
+import results_page
+import search_index
 
 ROOT = pathlib.Path(__file__).resolve().parent
 OUT = ROOT / "_site"
@@ -97,7 +102,8 @@ def sha256_bytes(data):
 
 
 def copy_pyodide(dest):
-    """Pyodide core from node_modules, plus the lock's wheels after checking each sha256."""
+    """Pyodide core from node_modules, plus the lock's wheels after checking each sha256; the standard
+    library and NumPy compiled to bytecode (offline.compiled)."""
     core = NODE_MODULES / "pyodide"
     if not core.is_dir():
         raise BuildError("node_modules/pyodide is missing: run scripts/setup.sh (it runs npm ci)")
@@ -105,19 +111,39 @@ def copy_pyodide(dest):
         raise BuildError(f"{PYODIDE_ASSETS.relative_to(ROOT)} is missing: run scripts/setup.sh")
     dest.mkdir(parents=True, exist_ok=True)
     for name in PYODIDE_CORE:
-        copy_if_changed(core / name, dest / name)
+        if name not in ("pyodide-lock.json", "python_stdlib.zip"):  # those two are written below
+            copy_if_changed(core / name, dest / name)
     lock = json.loads((core / "pyodide-lock.json").read_text())
+    # The standard library and NumPy go compiled to bytecode (offline.compiled): the lock gets the
+    # compiled wheel's sha256, once the original's is checked against Pyodide's lock.
+    outputs = {dest / "python_stdlib.zip": ((core / "python_stdlib.zip").read_bytes(), offline.STDLIB_PREFIX)}
     with zipfile.ZipFile(PYODIDE_ASSETS) as bundle:
         for package in PYODIDE_PACKAGES:
             entry = lock["packages"][package]
             target = dest / entry["file_name"]
-            if target.is_file() and sha256_bytes(target.read_bytes()) == entry["sha256"]:
+            if package not in offline.COMPILED_WHEELS and target.is_file() and sha256_bytes(target.read_bytes()) == entry["sha256"]:
                 continue
             data = bundle.read(PYODIDE_ASSETS_DIR + entry["file_name"])
             if sha256_bytes(data) != entry["sha256"]:
                 raise BuildError(f"{entry['file_name']}: sha256 {sha256_bytes(data)} does not match "
                                  f"pyodide-lock.json ({entry['sha256']}); refusing to vendor it")
+            if package in offline.COMPILED_WHEELS:
+                outputs[target] = (data, offline.SITE_PACKAGES)
+            else:
+                target.write_bytes(data)
+    try:
+        done = offline.compiled([(data, "sourceless", prefix) for data, prefix in outputs.values()])
+    except offline.OfflineError as e:
+        raise BuildError(str(e)) from e
+    for target, data in zip(outputs, done):
+        if not (target.is_file() and target.read_bytes() == data):
             target.write_bytes(data)
+        package = next((p for p in PYODIDE_PACKAGES if lock["packages"][p]["file_name"] == target.name), None)
+        if package:
+            lock["packages"][package]["sha256"] = sha256_bytes(data)
+    text = json.dumps(lock)  # Pyodide's own layout: only the compiled wheels' sha256 differ
+    if not (dest / "pyodide-lock.json").is_file() or (dest / "pyodide-lock.json").read_text() != text:
+        (dest / "pyodide-lock.json").write_text(text)
 
 
 def copy_if_changed(src, dst):
@@ -141,6 +167,14 @@ def copy_vendor(dest):
     uplot = NODE_MODULES / "uplot" / "dist"
     for name in ["uPlot.iife.min.js", "uPlot.min.css"]:
         copy_if_changed(uplot / name, dest / "uplot" / name)
+    pyscript = NODE_MODULES / "@pyscript" / "core"  # the editable cells' worker and editor (site/js/cells.js)
+    for path in sorted((pyscript / "dist").glob("*")):
+        if path.suffix in (".js", ".css"):  # not the source maps
+            copy_if_changed(path, dest / "pyscript" / path.name)
+    copy_if_changed(pyscript / "LICENSE", dest / "pyscript" / "LICENSE")
+    minisearch = NODE_MODULES / "minisearch"  # site search (site/js/search.js), its ES module build
+    for src, name in [("dist/es/index.js", "index.js"), ("dist/es/index.js.map", "index.js.map"), ("LICENSE.txt", "LICENSE.txt")]:
+        copy_if_changed(minisearch / src, dest / "minisearch" / name)
 
 
 # ---------------------------------------------------------------------------
@@ -267,8 +301,12 @@ def format_number(value, fmt):
     return format(value, fmt) if fmt else (f"{value:,}" if isinstance(value, int) else f"{value:.4g}")
 
 
-def figure(kind, text, title):
-    """A number with its provenance label; the template's CSS draws the label."""
+def figure(kind, text, title, href=None):
+    """A number with its provenance label; the template's CSS draws the label. href: where the number
+    links to (a measured one: its row on results.html)."""
+    if href:
+        return markupsafe.Markup('<span class="fig {k}" title="{t}"><a class="fig-link" href="{h}">{x}</a>'
+                                 '<sup class="fig-tag">{k}</sup></span>').format(k=kind, t=title, x=text, h=href)
     return markupsafe.Markup('<span class="fig {k}" title="{t}">{x}<sup class="fig-tag">{k}</sup></span>').format(
         k=kind, t=title, x=text)
 
@@ -278,7 +316,9 @@ class ChapterContext:
 
     def __init__(self, env, results, chapter_name):
         self.env, self.results, self.chapter_name = env, results, chapter_name
+        self.results_href = "../results.html"  # results.html from the page (a chapter, in chapters/)
         self.widget_count = 0
+        self.cell_count = 0  # editable() cells on the page
         self.blocks = []  # block HTML kept out of markdown-it's way; see _block and fill_blocks
 
     def measured(self, key, fmt=None, unit=""):
@@ -287,12 +327,13 @@ class ChapterContext:
         if key not in values and isinstance(timing, (int, float)) and not isinstance(timing, bool):
             # a timing or a rate derived from one: kept out of the deterministic sections
             return figure("measured", format_number(timing, fmt) + unit,
-                          f"measured, a timing (differs from run to run): results.json timings key {key}")
+                          f"measured, a timing (differs from run to run): results.json timings key {key}",
+                          self._row(key))
         if key not in values:
             raise BuildError(f"{self.chapter_name}: unknown results key {key!r} "
                              f"(run `python build.py --measure`, or fix the key)")
         return figure("measured", format_number(values[key], fmt) + unit,
-                      f"measured: results.json key {key}")
+                      f"measured: results.json key {key}", self._row(key))
 
     def measured_pm(self, key, fmt=".3f"):
         """'mean ± sd' of a measured quantity stored as key.mean and key.sd."""
@@ -301,14 +342,15 @@ class ChapterContext:
             raise BuildError(f"{self.chapter_name}: {key} has no mean (a seed diverged): quote its seeds instead")
         n = self.results.get("values", {}).get(f"{key}.n", 3)
         text = f"{format_number(mean, fmt)} ± {format_number(sd, fmt)}"
-        return figure("measured", text, f"measured: results.json keys {key}.mean, {key}.sd ({n} seeds, sample sd)")
+        return figure("measured", text, f"measured: results.json keys {key}.mean, {key}.sd ({n} seeds, sample sd)",
+                      self._row(f"{key}.mean"))
 
     def measured_seeds(self, key, fmt=".3f"):
         """Each seed's value of an arm, in seed order: 'seed 0: 2.41, seed 1: 2.43, seed 2: 2.52'."""
         per_seed = self._value(f"{key}.per_seed")
         text = ", ".join(f"seed {s}: " + ("diverged" if v is None else format_number(v, fmt))
                          for s, v in sorted(per_seed.items(), key=lambda kv: int(kv[0])))
-        return figure("measured", text, f"measured: results.json key {key}.per_seed")
+        return figure("measured", text, f"measured: results.json key {key}.per_seed", self._row(f"{key}.per_seed"))
 
     def compare(self, key_a, key_b, expect, margin=0.0, unit="nats", fmt=".3f"):
         """Arm a minus arm b, paired by seed, with its 95% t-interval and verdict (pylib.compare).
@@ -334,7 +376,12 @@ class ChapterContext:
                 f"{c.words(unit)}")
         return figure("measured", markupsafe.escape(text),
                       f"measured, paired by seed: results.json {key_a} minus {key_b}; verdict from the "
-                      f"95% t-interval (pylib.compare)" + (f", margin ±{margin:g} {unit}" if margin else ""))
+                      f"95% t-interval (pylib.compare)" + (f", margin ±{margin:g} {unit}" if margin else ""),
+                      self._row(f"{key_a}.per_seed"))
+
+    def _row(self, key):
+        """The link to key's row on results.html (results_page: an arm's parts share their base key's row)."""
+        return f"{self.results_href}#{results_page.anchor(key, self.results.get('values', {}))}"
 
     def _value(self, key):
         values = self.results.get("values", {})
@@ -353,13 +400,31 @@ class ChapterContext:
 
     def code(self, name):
         """Highlighted source of pylib.<module>.<name>, pulled from the code that runs."""
+        source, caption = self._source("code", name)
+        return self._code_block(source, caption)
+
+    def _source(self, helper, name):
+        """(dedented source, caption) of pylib.<module>.<name>; an unknown name fails the build."""
         module_name, _, attr = name.rpartition(".")
         try:
             obj = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError, ValueError) as e:
-            raise BuildError(f"{self.chapter_name}: code({name!r}): no such function or class ({e})")
-        source = textwrap.dedent(inspect.getsource(obj))
-        return self._code_block(source, f"{name} ({_relpath(inspect.getsourcefile(obj))})")
+            raise BuildError(f"{self.chapter_name}: {helper}({name!r}): no such function or class ({e})")
+        return textwrap.dedent(inspect.getsource(obj)), f"{name} ({_relpath(inspect.getsourcefile(obj))})"
+
+    def editable(self, name):
+        """code(name) as a cell the reader can edit and run (site/templates/cell.html, site/js/cells.js):
+        the same source, and pylib.web.cells.CELLS[name] says what Run does with the edited function."""
+        from pylib.web import cells
+        source, caption = self._source("editable", name)
+        if name not in cells.CELLS:
+            raise BuildError(f"{self.chapter_name}: editable({name!r}): pylib.web.cells.CELLS has no cell for it "
+                             f"(known: {', '.join(sorted(cells.CELLS))})")
+        self.cell_count += 1
+        html = self.env.get_template("cell.html").render(
+            uid=f"cell{self.cell_count}", name=name, attr=name.rpartition(".")[2], source=source, caption=caption,
+            highlighted=self._highlight(source), summary=cells.CELLS[name].summary)
+        return self._block(html.strip())
 
     def test(self, name):
         """Highlighted source of the test function called name, from tests/."""
@@ -370,10 +435,13 @@ class ChapterContext:
         raise BuildError(f"{self.chapter_name}: test({name!r}): no such test in tests/")
 
     def _code_block(self, source, caption):
-        html = pygments.highlight(source, pygments.lexers.PythonLexer(),
-                                  pygments.formatters.HtmlFormatter(cssclass="highlight"))
         return self._block(markupsafe.Markup('<figure class="code"><figcaption>{}</figcaption>{}</figure>').format(
-            caption, markupsafe.Markup(html)))
+            caption, self._highlight(source)))
+
+    @staticmethod
+    def _highlight(source):
+        return markupsafe.Markup(pygments.highlight(source, pygments.lexers.PythonLexer(),
+                                                    pygments.formatters.HtmlFormatter(cssclass="highlight")))
 
     def _block(self, html):
         """A placeholder for block HTML: a blank line inside it would end Markdown's HTML block."""
@@ -398,7 +466,7 @@ class ChapterContext:
 
     def functions(self):
         return {name: getattr(self, name) for name in
-                ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget"]}
+                ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget", "editable"]}
 
 
 def _relpath(path):
@@ -458,12 +526,13 @@ def link_chapter_references(state, links):
         block.children = children
 
 
-def markdown_to_html(source, chapter_links=None, terms=None):
+def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False):
     """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML.
 
     Section headings (## and ###) get GitHub-style ids, so the glossary and other pages can link to
     a section. chapter_links: {chapter number: href}; "chapter N" in running text links to it.
-    terms: [glossary.Term]; the first use of each on the page links to its glossary entry."""
+    terms: [glossary.Term]; the first use of each on the page links to its glossary entry.
+    heading_links: each section heading also gets a "#" link to itself (a chapter page)."""
     maths = []  # (tex, display) in order of first appearance
 
     def collect(content, options):
@@ -479,6 +548,8 @@ def markdown_to_html(source, chapter_links=None, terms=None):
         md.core.ruler.push("chapter_links", lambda state: link_chapter_references(state, chapter_links))
     if terms:
         md.core.ruler.push("glossary_terms", lambda state: glossary.link_terms(state, terms))
+    if heading_links:  # a "#" link beside each section heading (navigation.py)
+        md.core.ruler.push("heading_links", navigation.heading_links)
     html = md.render(source)
     rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
     return re.sub("\x00MATH(\\d+)\x00", lambda m: rendered[int(m.group(1))], html)
@@ -531,13 +602,14 @@ def render_chapter(env, chapter, results, chapters=(), terms=None):
         raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
     links = {c.number: f"{c.slug}.html" for c in chapters if c.number != chapter.number}
-    return ctx.fill_blocks(markdown_to_html(source, links, terms))
+    return ctx.fill_blocks(markdown_to_html(source, links, terms, heading_links=True))
 
 
 def render_glossary(env, results, entries):
     """Each entry's sentence as HTML, through the chapters' Jinja calls and one markdown-it pass (so
     KaTeX runs once), and as plain text for the chapters' hover definitions: ({anchor: html}, {anchor: text})."""
     ctx = ChapterContext(env, results, _relpath(GLOSSARY))
+    ctx.results_href = "results.html"  # the glossary is at the site's root
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
     try:
         sentences = [chapter_env.from_string(e.sentence).render(ctx.functions()) for e in entries]
@@ -564,6 +636,10 @@ def build_site(out=OUT, only_chapters=None):
     copy_tree(ROOT / "site" / "css", out / "static" / "css")
     copy_tree(ROOT / "site" / "js", out / "static" / "js")
     wheel = build_wheel(out / "wheels", keep_old=bool(only_chapters))
+    try:  # with its bytecode, so the page's Python does not compile it (offline.compiled)
+        offline.compile_wheel(out / "wheels" / wheel)
+    except offline.OfflineError as e:
+        raise BuildError(str(e)) from e
     write_corpus(out / "data")
     chapters = find_chapters()
     if not chapters:
@@ -584,8 +660,9 @@ def build_site(out=OUT, only_chapters=None):
             if target.exists():
                 pages[chapter.number] = target.read_text(encoding="utf-8")
             continue
+        body = render_chapter(env, chapter, results, chapters, terms[chapter.number])
         page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
-                "body": render_chapter(env, chapter, results, chapters, terms[chapter.number]),
+                "body": body, "contents": navigation.contents(body),
                 "prev": links[i - 1] if i > 0 else None,
                 "next": links[i + 1] if i + 1 < len(chapters) else None}
         html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page)
@@ -604,9 +681,37 @@ def build_site(out=OUT, only_chapters=None):
              for e in entries]
     (out / "glossary.html").write_text(env.get_template("glossary.html").render(
         site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
-    index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links)
+    index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links,
+                                                  live_run=render_live_run(env, results, links, pages))
     (out / "index.html").write_text(index, encoding="utf-8")
+    write_navigation(out, env, results, site, links, pages, entries, definitions)
+    try:  # last: it hashes every file written above (precompressed copies, offline manifest, sw.js)
+        offline.finish(out)
+    except offline.OfflineError as e:
+        raise BuildError(str(e)) from e
     return chapters
+
+
+def render_live_run(env, results, links, pages):
+    """The index's compact live run (widget mini-train), linking to chapter 1's section with the full one."""
+    first = links[0]
+    page = pages.get(first["number"], "")
+    train = glossary.widget_ids(page, "train")
+    section = navigation.section_of(page, train[0]) if train else ""
+    ctx = ChapterContext(env, results, "site/templates/index.html")
+    ctx.results_href = "results.html"
+    return markupsafe.Markup(ctx.fill_blocks(str(ctx.widget("mini-train", level=2, full=first["url"] + (f"#{section}" if section else "")))))
+
+
+def write_navigation(out, env, results, site, links, pages, entries, definitions):
+    """results.html (results.md and every value, each key with its anchor) and search-index.json."""
+    markdown = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.is_file() else "# Results\n\nNone yet: run `python build.py --measure`.\n"
+    (out / "results.html").write_text(results_page.render(
+        env, results, markdown, site=dict(site, root=""), chapters=links), encoding="utf-8")
+    by_number = {c["number"]: c for c in links}
+    glossary_items = [{"term": e.term, "anchor": e.anchor, "text": definitions[e.anchor], "chapter": by_number[e.chapter],
+                       "section": glossary.plain_text(e.section)} for e in entries]
+    search_index.write_index(out / "search-index.json", [(by_number[n], pages[n]) for n in sorted(pages)], glossary_items)
 
 
 # ---------------------------------------------------------------------------
@@ -614,12 +719,24 @@ def build_site(out=OUT, only_chapters=None):
 
 
 class SiteHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with the MIME types Pyodide needs (.mjs as JavaScript, .wasm as wasm)."""
+    """Static files with the MIME types Pyodide needs (.mjs as JavaScript, .wasm as wasm), and a file's
+    precompressed .br/.gz copy when the browser accepts it (offline.send_precompressed)."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
                       ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
                       ".json": "application/json", ".bin": "application/octet-stream",
                       ".whl": "application/zip", ".zip": "application/zip"}
+
+    def send_head(self):
+        answered, body = offline.send_precompressed(self)
+        return body if answered else super().send_head()
+
+    def end_headers(self):
+        # Cross-origin isolation: SharedArrayBuffer for the editable cells' PyScript worker (its
+        # synchronous calls and Pyodide's interrupt buffer, which Stop uses).
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        super().end_headers()
 
     def log_message(self, fmt, *args):
         pass

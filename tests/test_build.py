@@ -1,12 +1,22 @@
 """build.py as a program: unknown references fail the build, outputs are reproducible."""
 
+import email.utils
+import gzip
 import hashlib
+import io
 import json
+import os
+import subprocess
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 import zipfile
 
 import pytest
 
 import build
+import offline
 
 
 @pytest.fixture
@@ -149,7 +159,7 @@ def test_pyodide_wheel_with_wrong_sha_is_refused(tmp_path, monkeypatch):
 def test_built_site_has_checked_pyodide_and_pages():
     out = build.OUT
     assert (out / "index.html").is_file(), "run the README's setup command to build _site/"
-    lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())
+    lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())  # NumPy's sha256 is the stored wheel's
     for package in build.PYODIDE_PACKAGES:
         entry = lock["packages"][package]
         assert hashlib.sha256((out / "pyodide" / entry["file_name"]).read_bytes()).hexdigest() == entry["sha256"]
@@ -175,3 +185,175 @@ def test_chapter_references_link_to_chapters_that_exist():
     assert "chapter 12" in html and "chapter-ref\">chapter 12" not in html  # not written yet: plain
     assert "<code>chapter 2</code>" in html and '<a href="x.html">chapter 7</a>' in html
     assert '<h2 id="back-to-chapter-2">Back to chapter 2</h2>' in html  # headings get ids, not links
+
+
+# ---------------------------------------------------------------------------
+# offline.py: the precompressed files, the offline manifest and the service worker
+
+
+def _offline_site(root):
+    """A small built site: pages and scripts that compress, a font with its woff2 twin, a source map,
+    a file too small to compress and one that does not compress."""
+    files = {
+        "index.html": "<!doctype html><p>" + "The loss falls as the model learns. " * 120,
+        "chapters/01-a b.html": "<!doctype html><p>" + "Chapter one, with a space in its name. " * 100,
+        "static/js/main.js": "export const x = 1;\n" * 200,
+        "static/js/main.js.map": '{"version": 3}' * 200,
+        "vendor/katex/fonts/KaTeX_Main.woff2": "woff2",
+        "vendor/katex/fonts/KaTeX_Main.woff": "woff",
+        "vendor/katex/fonts/KaTeX_Main.ttf": "ttf",
+        "data/vocab.json": '{"chars": "abc"}',
+        "wheels/pylib-0.1.0+abc-py3-none-any.whl": "a wheel",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "data" / "noise.bin").write_bytes(os.urandom(4096))
+    return root
+
+
+def _brotli_decompress(path):
+    proc = subprocess.run(["node", "-e", "process.stdout.write(require('zlib').brotliDecompressSync("
+                           "require('fs').readFileSync(process.argv[1])))", str(path)], capture_output=True, check=True)
+    return proc.stdout
+
+
+def test_offline_manifest_lists_every_file_the_pages_use_with_its_sha256(tmp_path):
+    site = _offline_site(tmp_path)
+    manifest = offline.finish(site)
+    # Paths as URL.pathname has them: a space is %20, a "+" stays. No source map, no woff/ttf with a
+    # woff2 twin, no precompressed copies.
+    expected = {"index.html", "chapters/01-a%20b.html", "static/js/main.js", "vendor/katex/fonts/KaTeX_Main.woff2",
+                "data/vocab.json", "data/noise.bin", "wheels/pylib-0.1.0+abc-py3-none-any.whl"}
+    assert set(manifest["files"]) == expected
+    for path, digest in manifest["files"].items():
+        rel = urllib.parse.unquote(path)
+        assert hashlib.sha256((site / rel).read_bytes()).hexdigest() == digest
+    sw = (site / "sw.js").read_text()
+    build_line = next(line for line in sw.splitlines() if line.startswith("const BUILD = "))
+    written = json.loads(build_line[len("const BUILD = "):build_line.index("; // written by offline.py")])
+    assert written == {"version": manifest["version"], "files": [[p, manifest["files"][p]] for p in sorted(expected)]}
+    assert (site / "_headers").read_text() == ("/*\n  Cross-Origin-Opener-Policy: same-origin\n"
+                                               "  Cross-Origin-Embedder-Policy: require-corp\n")
+
+
+def test_the_build_version_changes_with_any_file_and_only_then(tmp_path):
+    site = _offline_site(tmp_path)
+    first = offline.finish(site)
+    sw = (site / "sw.js").read_bytes()
+    again = offline.finish(site)
+    assert again["version"] == first["version"] and (site / "sw.js").read_bytes() == sw  # same files: same worker
+    (site / "data" / "vocab.json").write_text('{"chars": "abd"}')  # one byte
+    changed = offline.finish(site)
+    assert changed["version"] != first["version"] and (site / "sw.js").read_bytes() != sw
+    assert changed["files"]["data/vocab.json"] != first["files"]["data/vocab.json"]
+
+
+def test_precompressed_copies_decompress_to_the_file_and_follow_it(tmp_path):
+    site = _offline_site(tmp_path)
+    offline.finish(site)
+    for rel in ("index.html", "chapters/01-a b.html", "static/js/main.js", "sw.js"):
+        original = (site / rel).read_bytes()
+        assert gzip.decompress((site / f"{rel}.gz").read_bytes()) == original, rel
+        assert _brotli_decompress(site / f"{rel}.br") == original, rel
+        assert (site / f"{rel}.br").stat().st_size < (site / f"{rel}.gz").stat().st_size < len(original) * 0.9
+    for rel in ("data/vocab.json", "data/noise.bin", "vendor/katex/fonts/KaTeX_Main.woff2"):  # too small, or random
+        assert not (site / f"{rel}.gz").exists() and not (site / f"{rel}.br").exists(), rel
+    (site / "static" / "js" / "main.js").write_text("export const y = 2;\n" * 300)
+    offline.finish(site)
+    assert gzip.decompress((site / "static/js/main.js.gz").read_bytes()) == (site / "static/js/main.js").read_bytes()
+    (site / "index.html").unlink()
+    offline.finish(site)
+    assert not (site / "index.html.gz").exists() and not (site / "index.html.br").exists()  # no stale copy left
+
+
+def test_the_server_sends_a_precompressed_copy_only_to_a_browser_that_accepts_it(tmp_path):
+    site = _offline_site(tmp_path)
+    offline.finish(site)
+    server = build.make_server(0, site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}/"
+
+    def get(path, **headers):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers)) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, b""
+
+    try:
+        page = (site / "index.html").read_bytes()
+        for accept, encoding, body in [("gzip, deflate, br", "br", (site / "index.html.br").read_bytes()),
+                                       ("gzip;q=1.0, br;q=0", "gzip", (site / "index.html.gz").read_bytes()),
+                                       ("identity", None, page)]:
+            for path in ("index.html", ""):  # a folder's index too
+                status, headers, data = get(path, **{"Accept-Encoding": accept})
+                assert status == 200 and data == body, (accept, path)
+                assert headers.get("Content-Encoding") == encoding
+                assert headers["Content-Type"].startswith("text/html")
+                assert headers["Cross-Origin-Opener-Policy"] == "same-origin"
+                assert headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+        status, headers, _ = get("static/js/main.js", **{"Accept-Encoding": "br"})
+        assert headers["Content-Type"] == "text/javascript" and headers["Vary"] == "Accept-Encoding"
+        later = email.utils.formatdate((site / "index.html").stat().st_mtime + 10, usegmt=True)
+        assert get("index.html", **{"Accept-Encoding": "br", "If-Modified-Since": later})[0] == 304
+        assert get("data/noise.bin", **{"Accept-Encoding": "br"})[1].get("Content-Encoding") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _zip(members):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in members.items():
+            z.writestr(name, text)
+    return buffer.getvalue()
+
+
+def test_python_is_compiled_to_bytecode_by_pyodide_reproducibly(tmp_path, monkeypatch):
+    source = _zip({"pkg/__init__.py": "", "pkg/mod.py": "VALUE = {'a', 'b'}\n" * 20,
+                   "pkg/broken.py": "def (:\n", "pkg/data.txt": "not Python"})
+    monkeypatch.setattr(offline, "PYC_CACHE", tmp_path / "a")
+    sourceless, pycache = offline.compiled([(source, "sourceless", "/lib/x/"), (source, "pycache", "/lib/x/")])
+    monkeypatch.setattr(offline, "PYC_CACHE", tmp_path / "b")  # a second node run, nothing cached
+    assert offline.compiled([(source, "sourceless", "/lib/x/")]) == [sourceless]
+    with zipfile.ZipFile(io.BytesIO(sourceless)) as z:
+        assert z.namelist() == ["pkg/__init__.pyc", "pkg/mod.pyc", "pkg/broken.py", "pkg/data.txt"]
+        mod = z.read("pkg/mod.pyc")
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+        header = z.read("pkg/mod.pyc")[:16]
+        assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, not checked against a source
+        assert z.read("pkg/data.txt") == b"not Python" and z.read("pkg/broken.py") == b"def (:\n"
+    with zipfile.ZipFile(io.BytesIO(pycache)) as z:
+        assert {"pkg/mod.py", "pkg/__pycache__/mod.cpython-312.pyc", "pkg/__init__.py"} <= set(z.namelist())
+        assert z.read("pkg/__pycache__/mod.cpython-312.pyc") == mod and z.read("pkg/mod.py") == b"VALUE = {'a', 'b'}\n" * 20
+
+
+def test_the_standard_library_and_numpy_are_vendored_compiled_and_the_lock_follows(tmp_path):
+    build.copy_pyodide(tmp_path / "pyodide")
+    upstream = json.loads((build.NODE_MODULES / "pyodide" / "pyodide-lock.json").read_text())
+    vendored = json.loads((tmp_path / "pyodide" / "pyodide-lock.json").read_text())
+    for package in build.PYODIDE_PACKAGES:
+        entry = vendored["packages"][package]
+        data = (tmp_path / "pyodide" / entry["file_name"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"]  # what Pyodide checks when it loads it
+        if package not in offline.COMPILED_WHEELS:
+            assert entry == upstream["packages"][package]
+    for package in offline.COMPILED_WHEELS:
+        del vendored["packages"][package]["sha256"], upstream["packages"][package]["sha256"]
+    assert vendored == upstream  # nothing else changed
+    entry = upstream["packages"]["numpy"]
+    with zipfile.ZipFile(build.PYODIDE_ASSETS) as bundle:
+        numpy = bundle.read(build.PYODIDE_ASSETS_DIR + entry["file_name"])
+    pairs = [(zipfile.ZipFile(io.BytesIO(numpy)), zipfile.ZipFile(tmp_path / "pyodide" / entry["file_name"])),
+             (zipfile.ZipFile(build.NODE_MODULES / "pyodide" / "python_stdlib.zip"),
+              zipfile.ZipFile(tmp_path / "pyodide" / "python_stdlib.zip"))]
+    for original, done in pairs:
+        names = set(done.namelist())
+        for name in original.namelist():  # every module is there, compiled; everything else as it was
+            if name.endswith(".py") and name + "c" in names:
+                assert name not in names
+            else:
+                assert done.read(name) == original.read(name), name
+        assert sum(n.endswith(".pyc") for n in names) > 0.95 * sum(n.endswith(".py") for n in original.namelist())

@@ -8,7 +8,12 @@ It does three things and no numerics of its own:
 1. validates what a reader typed (strings from form fields) against `LIMITS`, raising
    `InputError` with one reader-facing message per field;
 2. holds a `Session`: the corpus loaded once per page, and the current training run, which the
-   worker advances in short chunks so that a Stop message is handled between chunks;
+   worker advances in short chunks so that a Stop message is handled between chunks. The page
+   loads the vocabulary (data/vocab.json, 1 kB) with Python and the token files (data/train.bin
+   and val.bin, 4.8 MB) only when an op first needs them: the op raises `DataNotLoaded` naming
+   the files, `handle` answers {"kind": "data", "files": [...]}, and the worker fetches them,
+   loads them (op "load_data") and runs the op again. An op therefore asks for the corpus
+   (`Session._need_corpus()`) before it changes any state;
 3. speaks JSON: `handle(op, args_json) -> result_json`, so the worker needs no Python objects.
 
 Training, sampling and export are pylib.train, pylib.sample and pylib.export. The band check
@@ -235,40 +240,96 @@ def _clean(x):
     return x if math.isfinite(x) else None
 
 
+CORPUS_FILES = ("train.bin", "val.bin")  # uint8 token ids, as build.py writes them into data/
+VOCAB_FILE = "vocab.json"
+
+
+class DataNotLoaded(RuntimeError):
+    """An op needs corpus files the session has not loaded yet; `files` names them (in data/)."""
+
+    def __init__(self, files):
+        self.files = list(files)
+        super().__init__(f"the corpus is not loaded yet (this needs data/{', data/'.join(self.files)})")
+
+
 class Session:
-    """The loaded corpus and the current run; one per page (one per worker)."""
+    """The loaded corpus and the current run; one per page (one per worker).
+
+    train_tokens and val_tokens raise DataNotLoaded until they are loaded (or assigned)."""
 
     def __init__(self):
         self.vocab = None
-        self.train_tokens = None
-        self.val_tokens = None
+        self._tokens = {"train": None, "val": None}
         self.run = None
+
+    @property
+    def train_tokens(self):
+        return self._split("train")
+
+    @train_tokens.setter
+    def train_tokens(self, ids):
+        self._tokens["train"] = ids
+
+    @property
+    def val_tokens(self):
+        return self._split("val")
+
+    @val_tokens.setter
+    def val_tokens(self, ids):
+        self._tokens["val"] = ids
+
+    def _split(self, name):
+        if self._tokens[name] is None:
+            raise DataNotLoaded(self._missing() or CORPUS_FILES)
+        return self._tokens[name]
+
+    def _missing(self):
+        """The corpus files not loaded yet, in data/: what an op that needs the corpus waits for."""
+        missing = [] if self.vocab is not None else [VOCAB_FILE]
+        return missing + [f"{name}.bin" for name, ids in self._tokens.items() if ids is None]
 
     # --- corpus
 
     def load_corpus(self, folder):
         """Read train.bin, val.bin (uint8 ids) and vocab.json from folder."""
+        return self.load_data(folder, (VOCAB_FILE, *CORPUS_FILES))
+
+    def load_data(self, folder, files):
+        """Read the named corpus files (vocab.json, train.bin, val.bin) from folder; returns what is
+        loaded so far: {vocab_size, train_tokens, val_tokens} (None for what is not)."""
         folder = pathlib.Path(folder)
-        meta = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-        self.vocab = data.CharVocab(chars=tuple(meta["chars"]))
-        assert self.vocab.size == meta["size"] and self.vocab.eos_id == meta["eos_id"]
-        self.train_tokens = np.fromfile(folder / "train.bin", dtype=np.uint8)
-        self.val_tokens = np.fromfile(folder / "val.bin", dtype=np.uint8)
-        return {
-            "vocab_size": self.vocab.size,
-            "train_tokens": int(self.train_tokens.size),
-            "val_tokens": int(self.val_tokens.size),
-        }
+        unknown = set(files) - {VOCAB_FILE, *CORPUS_FILES}
+        if unknown:
+            raise ValueError(f"unknown corpus files {sorted(unknown)}")
+        if VOCAB_FILE in files:
+            meta = json.loads((folder / VOCAB_FILE).read_text(encoding="utf-8"))
+            vocab = data.CharVocab(chars=tuple(meta["chars"]))
+            if vocab.size != meta["size"] or vocab.eos_id != meta["eos_id"]:
+                raise ValueError(f"{VOCAB_FILE}: size {meta['size']} and eos_id {meta['eos_id']} do not match "
+                                 f"its {len(meta['chars'])} characters")
+            self.vocab = vocab
+        for name in CORPUS_FILES:
+            if name in files:
+                self._tokens[name.removesuffix(".bin")] = np.fromfile(folder / name, dtype=np.uint8)
+        sizes = {f"{k}_tokens": None if ids is None else int(ids.size) for k, ids in self._tokens.items()}
+        return {"vocab_size": None if self.vocab is None else self.vocab.size, **sizes}
+
+    def _need_vocab(self):
+        if self.vocab is None:
+            raise DataNotLoaded([VOCAB_FILE])
 
     def _need_corpus(self):
-        if self.vocab is None:
-            raise RuntimeError("the corpus is not loaded yet")
+        """Raises DataNotLoaded unless the vocabulary and both token files are loaded; an op that
+        trains or reads the corpus calls it first, before it changes any state."""
+        missing = self._missing()
+        if missing:
+            raise DataNotLoaded(missing)
 
     # --- tokenizer
 
     def vocab_table(self):
         """[{id, char, name}] for every id, with names for the invisible ones."""
-        self._need_corpus()
+        self._need_vocab()
         names = {"\n": "newline", " ": "space", "\t": "tab"}
         rows = [{"id": i, "char": ch, "name": names.get(ch, "")} for i, ch in enumerate(self.vocab.chars)]
         rows.append({"id": self.vocab.eos_id, "char": data.EOS_DISPLAY, "name": "end of document (EOS)"})
@@ -276,7 +337,7 @@ class Session:
 
     def tokenize(self, text):
         """Text -> ids (first LIMITS['ids_shown']), counts, and which characters were dropped."""
-        self._need_corpus()
+        self._need_vocab()
         text = validate_text(text)
         normalised = data.normalise_text(text)  # the corpus rule: dashes to ASCII, accents stripped
         ids, n_dropped = self.vocab.encode(normalised)
@@ -457,6 +518,7 @@ SESSION = Session()
 
 _OPS = {
     "load_corpus": lambda s, a: s.load_corpus(a["folder"]),
+    "load_data": lambda s, a: s.load_data(a["folder"], a.get("files") or ()),
     "vocab": lambda s, a: s.vocab_table(),
     "tokenize": lambda s, a: s.tokenize(a.get("text")),
     "band": lambda s, a: band_series(a.get("curve"), int(a.get("n_steps", 0)), a.get("shade", "sd")),
@@ -469,27 +531,51 @@ _OPS = {
 }
 
 
+def _ops_modules():
+    return sorted(info.name for info in pkgutil.iter_modules(__path__) if info.name.endswith("_ops"))
+
+
 @functools.cache
 def all_ops():
     """This module's ops plus OPS from every pylib/web/<topic>_ops.py: each chapter's widgets bring theirs."""
     ops = dict(_OPS)
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.endswith("_ops"):
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            clash = set(ops) & set(module.OPS)
-            if clash:
-                raise RuntimeError(f"{module.__name__} redefines ops {sorted(clash)}")
-            ops.update(module.OPS)
+    for name in _ops_modules():
+        module = importlib.import_module(f"{__name__}.{name}")
+        clash = set(ops) & set(module.OPS)
+        if clash:
+            raise RuntimeError(f"{module.__name__} redefines ops {sorted(clash)}")
+        ops.update(module.OPS)
     return ops
+
+
+_FOUND = dict(_OPS)  # the ops of the modules imported so far
+_IMPORTED = set()
+
+
+def find_op(op):
+    """The op's function, importing no more than it needs: importing every <topic>_ops module (and
+    the pylib modules behind them) is a good part of the page's start-up. The core ops first, then
+    the module whose name starts like the op (data_window: data_ops), then the others in turn.
+    all_ops() imports them all and checks that no two define the same op (tests call it)."""
+    if op in _FOUND:
+        return _FOUND[op]
+    topic = op.split("_")[0] + "_"
+    for name in sorted(_ops_modules(), key=lambda n: not n.startswith(topic)):
+        if name in _IMPORTED:
+            continue
+        _FOUND.update({k: v for k, v in importlib.import_module(f"{__name__}.{name}").OPS.items() if k not in _FOUND})
+        _IMPORTED.add(name)
+        if op in _FOUND:
+            return _FOUND[op]
+    raise KeyError(f"unknown op {op!r}")
 
 
 def handle(op, args_json="{}"):
     """Run one op with JSON args; returns JSON {"ok": true, "value": ...} or {"ok": false, ...}."""
     try:
-        ops = all_ops()
-        if op not in ops:
-            raise KeyError(f"unknown op {op!r}")
-        value = ops[op](SESSION, json.loads(args_json or "{}"))
+        value = find_op(op)(SESSION, json.loads(args_json or "{}"))
         return json.dumps({"ok": True, "value": value}, allow_nan=False)
     except InputError as e:
         return json.dumps({"ok": False, "kind": "input", "message": str(e), "errors": e.errors})
+    except DataNotLoaded as e:  # the worker loads e.files and runs the op again
+        return json.dumps({"ok": False, "kind": "data", "message": str(e), "files": e.files})

@@ -66,10 +66,9 @@ def _positive(raw, key, label, hi):
 
 def worker_gradients(session, p, seed=0):
     """p workers' flat float32 gradients of the summed loss, each on its share of one batch."""
+    session._need_corpus()
     cfg = _cfg(session)
     params = model.init_params(cfg, seed)
-    if session.train_tokens is None:
-        raise InputError({"workers": "The corpus is not loaded yet."})
     x, y = data.get_batch(session.train_tokens, LIMITS["gradient_batch"], cfg.block_size, np.random.default_rng([seed, 7]))
     return [g for _, _, g in dp.worker_sums(params, cfg, x, y, p)]
 

@@ -1,7 +1,12 @@
 // Finds every [data-widget] element on the page and mounts its widget module.
-// Python starts at page load when the page has widgets (loading takes a few seconds).
+// Python starts when the page has widgets (pyodide-client.js starts it at the first widget, from
+// <head>; this is the fallback).
 
 import * as client from "./pyodide-client.js";
+import "./offline.js"; // the service worker: the site saved for offline use after this visit
+import { watchScrollers } from "./scrollers.js";
+
+watchScrollers(); // code, tables and formulas that scroll sideways take keyboard focus while they overflow
 
 function widgetFailed(root, message) {
   root.dataset.status = "error";

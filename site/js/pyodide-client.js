@@ -1,6 +1,10 @@
-// The page's one Python worker: started lazily (or at load when the page has widgets), shared by
-// every widget. call(op, args, {onEvent}) returns a promise for the op's result; long ops (training)
-// stream events to onEvent. The page root (<html>) gets data-pyodide="loading" | "ready" | "error".
+// The page's one Python worker, shared by every widget. call(op, args, {onEvent}) returns a promise
+// for the op's result; long ops (training) stream events to onEvent. The page root (<html>) gets
+// data-pyodide="loading" | "ready" | "error".
+//
+// It starts as early as it can: base.html also loads this module from <head> (async), and the module
+// starts Python as soon as the parser reaches the page's first widget, before the rest of the page
+// is parsed or main.js runs. Pages without widgets never start it.
 
 let worker = null;
 let ready = null;
@@ -8,7 +12,8 @@ let nextId = 1;
 const pending = new Map(); // id -> {resolve, reject, onEvent}
 const progressListeners = new Set();
 
-/** Subscribe to loading progress: fn(message, fraction in [0, 1]). Returns an unsubscribe function. */
+/** Subscribe to loading progress: fn(message, fraction in [0, 1], or null when it cannot say).
+ *  Returns an unsubscribe function. */
 export function onProgress(fn) {
   progressListeners.add(fn);
   return () => progressListeners.delete(fn);
@@ -28,27 +33,41 @@ function statusElements() {
   };
 }
 
+// Before the parser has reached the status bar, what it should show waits for it.
+let shown = null; // {message, fraction} | "hidden" | {error}
+function render() {
+  const { box, text, bar, error } = statusElements();
+  if (!box || !shown) return;
+  if (shown.error !== undefined) {
+    box.hidden = true;
+    if (!error) return;
+    error.textContent = shown.error;
+    error.hidden = false;
+    return;
+  }
+  box.hidden = shown === "hidden";
+  if (shown === "hidden") return;
+  text.textContent = shown.message;
+  if (shown.fraction === null || shown.fraction === undefined) bar.removeAttribute("value"); // indeterminate
+  else bar.value = shown.fraction;
+}
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", render);
+
 function showProgress(message, fraction) {
   for (const fn of progressListeners) fn(message, fraction);
-  const { box, text, bar } = statusElements();
-  if (!box) return;
-  box.hidden = false;
-  text.textContent = message;
-  bar.value = fraction;
+  shown = { message, fraction };
+  render();
 }
 
 function hideProgress() {
-  const { box } = statusElements();
-  if (box) box.hidden = true;
+  shown = "hidden";
+  render();
 }
 
 /** A visible page-level error (text only). */
 export function showPageError(message) {
-  const { error } = statusElements();
-  hideProgress();
-  if (!error) return;
-  error.textContent = message;
-  error.hidden = false;
+  shown = { error: message };
+  render();
 }
 
 export class WorkerError extends Error {
@@ -79,15 +98,18 @@ function onMessage(event) {
   }
 }
 
-/** Start the worker (once); resolves with the corpus info when Python is ready. */
+const CANNOT_RUN = "The live widgets on this page cannot run; the text, the measured numbers and the code are all here.";
+
+/** Start the worker (once); resolves with {python: version} when Python and pylib are ready. */
 export function start() {
   if (ready) return ready;
   const root = siteRoot();
   document.documentElement.dataset.pyodide = "loading";
   showProgress("Starting Python…", 0.02);
+  let started = false; // the worker has reported ready
   ready = new Promise((resolve, reject) => {
     const fatal = (message) => {
-      const text = `Python could not be loaded in this page, so the live widgets cannot run. ${message}`;
+      const text = `${message} ${CANNOT_RUN}`;
       document.documentElement.dataset.pyodide = "error";
       showPageError(text);
       failAll(text);
@@ -96,24 +118,31 @@ export function start() {
     try {
       worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
     } catch (err) {
-      fatal(String(err && err.message ? err.message : err));
+      fatal(`The page could not start its Python worker (${err && err.message ? err.message : err}).`);
       return;
     }
     worker.addEventListener("message", (event) => {
       const m = event.data;
       if (m.type === "ready") {
+        started = true;
         document.documentElement.dataset.pyodide = "ready";
         hideProgress();
         resolve(m.info);
       } else if (m.type === "fatal") {
         fatal(m.message);
+      } else if (m.type === "data-error") {
+        showPageError(m.message); // Python runs: only the widgets that need the file fail
+      } else if (m.type === "progress-done") {
+        if (started) hideProgress();
       } else {
         onMessage(event);
       }
     });
     worker.addEventListener("error", (event) => {
       event.preventDefault();
-      fatal(`The worker failed: ${event.message || "unknown error"}.`);
+      const why = event.message || "its script static/js/worker.js did not load or did not run";
+      fatal(started ? `The Python worker stopped with an error (${why}).`
+        : `The page could not start its Python worker (${why}).`);
     });
     worker.postMessage({
       type: "init",
@@ -139,3 +168,22 @@ export async function call(op, args = {}, { onEvent } = {}) {
 export function stop() {
   if (worker) worker.postMessage({ type: "stop" });
 }
+
+// Start Python as soon as the parser reaches the page's first widget (this module is also loaded
+// async from <head>); main.js starts it too, once the page is parsed, if this has not.
+function startAtFirstWidget() {
+  if (document.querySelector("[data-widget]")) {
+    start().catch(() => {}); // failures are shown on the page
+    return;
+  }
+  if (document.readyState !== "loading") return;
+  const watch = new MutationObserver(() => {
+    if (document.querySelector("[data-widget]")) {
+      watch.disconnect();
+      start().catch(() => {});
+    }
+  });
+  watch.observe(document.documentElement, { childList: true, subtree: true });
+  document.addEventListener("DOMContentLoaded", () => watch.disconnect());
+}
+startAtFirstWidget();

@@ -126,10 +126,12 @@ def test_no_page_scrolls_sideways_on_a_360_px_phone(browser, site_url):
     assert not wide, f"pages wider than the 360 px screen: {wide}"
 
 
-def test_enter_in_a_widget_field_never_reloads_the_page_even_when_its_code_cannot_load(page, site_url):
+def test_enter_in_a_widget_field_never_reloads_the_page_even_when_its_code_cannot_load(browser, site_url):
     """The NaN-sources form has one text field and no submit button, so Enter submits it (HTML's
     implicit submission) unless the page stops it; with the widget's module and Python both failing
     to load, no widget code ever runs, and main.js must stop it."""
+    context = browser.new_context(service_workers="block")  # page.route does not see what a service worker serves
+    page = context.new_page()
     page.route("**/pyodide/**", lambda route: route.abort())
     page.route("**/static/js/widgets/nan-sources.js", lambda route: route.abort())
     page.goto(site_url + "chapters/08-stability.html")
@@ -140,6 +142,7 @@ def test_enter_in_a_widget_field_never_reloads_the_page_even_when_its_code_canno
     page.wait_for_timeout(500)
     assert page.evaluate("window.__marker") == "still here"  # no navigation, nothing typed lost
     assert field.input_value() == "0.5"
+    context.close()
 
 
 def test_without_javascript_the_page_says_why_nothing_runs(browser, site_url):

@@ -1,0 +1,225 @@
+"""Offline after one visit, in a real browser: the service worker (sw.js, written by offline.py)
+saves the whole built site under a cache named by the build's version; with the server stopped,
+another chapter opens and trains from that copy. A rebuilt site (another version) replaces the
+copy and deletes the old cache; a file that does not match its build is never saved. The pages are
+served under /course/, by a plain static server (no compression, no headers) for the offline test,
+so the cross-origin-isolation headers the page ends up with come from the service worker."""
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+import urllib.parse
+import urllib.request
+
+import pytest
+from playwright.sync_api import expect
+
+import build
+import offline
+from conftest import SITE, PageLog, corpus
+
+PREFIX = "/course/"
+SAVE_TIMEOUT = 300_000  # ms: saving the whole site (about 60 MB unpacked) on a busy 2-core machine
+RUN_TIMEOUT = 180_000
+
+
+def subpath_handler(base):
+    class Handler(base):
+        """The site under /course/ only; anything else is a 404, as on a shared host."""
+
+        def translate_path(self, path):
+            if not urllib.parse.urlsplit(path).path.startswith(PREFIX):
+                return "/nonexistent" + path
+            return super().translate_path("/" + path[len(PREFIX):])
+
+        def log_message(self, *args):
+            pass
+
+    Handler.extensions_map = {**build.SiteHandler.extensions_map}
+    return Handler
+
+
+class PlainHandler(http.server.SimpleHTTPRequestHandler):
+    """A static host that sends files as they are: no precompressed copies, no extra headers."""
+
+
+class Server:
+    def __init__(self, directory, base=build.SiteHandler):
+        handler = functools.partial(subpath_handler(base), directory=str(directory))
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}{PREFIX}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def wait_ready(page, log):
+    """Wait for Python; on a timeout, fail with what the page showed and logged."""
+    try:
+        page.wait_for_selector("html[data-pyodide=ready]", timeout=RUN_TIMEOUT)
+    except Exception:
+        shown = page.evaluate("[document.documentElement.dataset.pyodide, document.documentElement.dataset.offline, "
+                              "document.querySelector('[data-role=pyodide-status]').textContent, "
+                              "document.querySelector('[data-role=page-error]').textContent]")
+        pytest.fail(f"Python not ready: {shown}\n" + "\n".join(log.console), pytrace=False)
+
+
+def manifest(directory):
+    return json.loads((directory / offline.MANIFEST_NAME).read_text())
+
+
+def wait_saved(page, version):
+    """Wait until this page's build is saved and the service worker controls the page."""
+    page.wait_for_function("v => document.documentElement.dataset.offline === 'ready' && "
+                           "document.documentElement.dataset.offlineVersion === v && !!navigator.serviceWorker.controller",
+                           arg=version, timeout=SAVE_TIMEOUT)
+
+
+def cache_state(page):
+    """{cache name: number of entries} of every cache the site's origin holds."""
+    return page.evaluate("""async () => {
+      const out = {};
+      for (const name of await caches.keys()) out[name] = (await (await caches.open(name)).keys()).length;
+      return out;
+    }""")
+
+
+def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stopped(browser):
+    site = manifest(SITE)
+    server = Server(SITE, PlainHandler)
+    context = browser.new_context()
+    page = context.new_page()
+    log = PageLog(page)
+    try:
+        # The first visit: chapter 14, whose widgets never read the corpus, so the page itself
+        # never fetches data/train.bin: only the service worker's copy of the site holds it.
+        page.goto(server.url + "chapters/" + next(p.name for p in (SITE / "chapters").glob("14-*.html")))
+        wait_ready(page, log)
+        assert page.evaluate("crossOriginIsolated") is False  # the plain server sends no headers
+        wait_saved(page, site["version"])
+        caches = cache_state(page)
+        assert caches == {f"course-site:{PREFIX}:{site['version']}": len(site["files"])}
+    finally:
+        server.stop()
+    with pytest.raises(OSError):  # the server is really gone
+        urllib.request.urlopen(server.url + "index.html", timeout=5)
+
+    page.goto(server.url + "chapters/" + next(p.name for p in (SITE / "chapters").glob("01-*.html")))
+    wait_ready(page, log)
+    assert page.evaluate("crossOriginIsolated") is True  # the service worker's headers
+    w = page.locator('[data-widget="train"]').first
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
+    settings = {"steps": 20, "seed": 1, "lr": 0.01, "batch_size": 8}
+    for name, value in settings.items():
+        w.locator(f'input[name="{name}"]').fill(str(value))
+    w.locator('[data-action="run"]').click()
+    page.wait_for_function("el => ['done', 'error', 'stopped'].includes(el.dataset.status)",
+                           arg=w.element_handle(), timeout=RUN_TIMEOUT)
+    assert w.get_attribute("data-status") == "done", w.locator('[data-role="message"]').text_content()
+    r = json.loads(w.get_attribute("data-result"))
+    # The same run in CPython on the built corpus: the page trained on the saved train.bin and val.bin.
+    import dataclasses
+
+    from pylib import model, train
+    _, tr, va = corpus()
+    _, history = train.train(model.GPTConfig(), dataclasses.replace(train.TrainConfig(), **settings), tr, va)
+    assert r["steps"] == 20
+    assert abs(r["final_train_loss"] - history[-1]["loss"]) < 1e-5
+    assert not log.problems(), log.problems()
+    context.close()
+
+
+def test_every_page_opens_from_the_saved_copy_cross_origin_isolated(browser):
+    """Once saved, every page of the site opens with the server stopped, with the service worker's
+    isolation headers (Cross-Origin-Embedder-Policy: require-corp blocks nothing: every file is
+    same-origin), no request fails, and Python starts on every page that has widgets."""
+    site = manifest(SITE)
+    server = Server(SITE, PlainHandler)
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        page.goto(server.url + "glossary.html")
+        wait_saved(page, site["version"])
+    finally:
+        server.stop()
+    log = PageLog(page)
+    failed = []
+    # ERR_ABORTED: a request of the page left behind (its widgets were still loading the corpus)
+    page.on("requestfailed", lambda request: request.failure == "net::ERR_ABORTED"
+            or failed.append(f"{request.url}: {request.failure}"))
+    pages = sorted(p for p in site["files"] if p.endswith(".html"))
+    assert len(pages) >= 3 + len(build.find_chapters())
+    for path in pages:
+        page.goto(server.url + path, wait_until="load")
+        assert page.evaluate("crossOriginIsolated") is True, path
+        expect(page.locator("h1").first).to_be_visible()
+        page.evaluate("document.fonts.ready")  # KaTeX's fonts, from the copy
+        if page.locator("[data-widget]").count():  # and Python starts, before the next page stops it
+            wait_ready(page, log)
+        assert not failed, (path, failed)
+    assert not log.problems(), log.problems()
+    context.close()
+
+
+def copy_site(tmp_path):
+    target = tmp_path / "site"
+    shutil.copytree(SITE, target)
+    return target
+
+
+def test_a_rebuilt_site_replaces_the_saved_copy_and_deletes_the_old_cache(browser, tmp_path):
+    site = copy_site(tmp_path)
+    first = manifest(site)
+    server = Server(site)
+    context = browser.new_context()
+    page = context.new_page()
+    log = PageLog(page)
+    glossary = server.url + "glossary.html"
+    try:
+        page.goto(glossary)
+        wait_saved(page, first["version"])
+        assert set(cache_state(page)) == {f"course-site:{PREFIX}:{first['version']}"}
+
+        # A new build: one stylesheet changes; offline.finish (the build's last step) gives a new version.
+        css = site / "static" / "css" / "status.css"
+        css.write_text(css.read_text() + "\n/* rebuilt */\n")
+        second = offline.finish(site)
+        assert second["version"] != first["version"]
+
+        page.goto(glossary)  # the visit sees the new sw.js, saves the new build and takes over
+        wait_saved(page, second["version"])
+        assert cache_state(page) == {f"course-site:{PREFIX}:{second['version']}": len(second["files"])}
+    finally:
+        server.stop()
+    text = page.evaluate("async () => (await fetch('static/css/status.css')).text()")  # from the new copy
+    assert text.endswith("/* rebuilt */\n")
+    page.goto(glossary)  # offline too
+    expect(page.locator("h1")).to_be_visible()
+    assert not log.problems(), log.problems()
+    context.close()
+
+
+def test_a_file_that_does_not_match_its_build_is_never_saved(browser, tmp_path):
+    """The site changes under the service worker (a deploy half done): its install fails, nothing
+    of that build is served, and the page says so with data-offline="error"."""
+    site = copy_site(tmp_path)
+    css = site / "static" / "css" / "status.css"
+    for sibling in (".br", ".gz"):
+        (site / f"static/css/status.css{sibling}").unlink(missing_ok=True)
+    css.write_text(css.read_text() + "\n/* changed after the build */\n")
+    server = Server(site)
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        page.goto(server.url + "glossary.html")
+        page.wait_for_function("document.documentElement.dataset.offline === 'error'", timeout=SAVE_TIMEOUT)
+        assert page.evaluate("navigator.serviceWorker.getRegistration().then((r) => !!(r && r.active))") is False
+        page.goto(server.url + "glossary.html")
+        assert page.evaluate("!!navigator.serviceWorker.controller") is False
+    finally:
+        server.stop()
+        context.close()
