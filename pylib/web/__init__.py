@@ -396,16 +396,16 @@ class Session:
     def train_chunk(self, seconds=None):
         """Run steps for about `seconds` (at least one step); returns the new records and the run's state."""
         from pylib import train
+        from pylib.web.chunks import chunk_steps
 
         run = self.run
         if run is None:
             raise RuntimeError("no run: start one first")
-        budget = LIMITS["chunk_seconds"] if seconds is None else float(seconds)
         cfg = run["train_cfg"]
         out = []
-        t0 = time.perf_counter()
         state = run["state"]
-        while state["step"] < cfg.steps and not state["diverged"]:
+        done = lambda: state["step"] >= cfg.steps or state["diverged"]  # noqa: E731
+        for _ in chunk_steps(done, None if seconds is None else float(seconds)):
             t_step = time.perf_counter()
             records = train.train_steps(
                 run["state"], run["model_cfg"], cfg, self.train_tokens, self.val_tokens, 1
@@ -414,14 +414,11 @@ class Session:
             run["steps_timed"] += 1
             for rec in records:
                 out.append(self._record(rec))
-            if time.perf_counter() - t0 >= budget:
-                break
-        done = state["step"] >= cfg.steps or state["diverged"]
         return {
             "records": out,
             "step": state["step"],
             "steps": cfg.steps,
-            "done": done,
+            "done": done(),
             "diverged_at": run["diverged_at"],
             "outside_band": run["outside_band"],
             "left_band": run["left_band"],

@@ -14,20 +14,6 @@
 // Status without a run: makeStatus(root). Charts: site/js/plot.js. Read nothing into innerHTML.
 // Examples: widgets/train.js (runStreamed + LossChart), widgets/lr-sweep.js (log slider over the
 // measured U-curve, release to run, SVG chart), widgets/memory-calculator.js (calculator + sliders).
-//
-// Below the new API: the older helpers (widgetParts … wireStop), kept until every widget has moved.
-
-// The usual parts of a widget: a scoped querySelector ($), its form, message, Run and Stop (null when absent).
-export function widgetParts(root) {
-  const $ = (sel) => root.querySelector(sel);
-  return {
-    $,
-    form: $('[data-role="form"]'),
-    message: $('[data-role="message"]'),
-    runButton: $('[data-action="run"]'),
-    stopButton: $('[data-action="stop"]'),
-  };
-}
 
 // The widget's JSON config, from its <script data-role="config"> element.
 export const readConfig = (root) => JSON.parse(root.querySelector('[data-role="config"]').textContent);
@@ -35,32 +21,6 @@ export const readConfig = (root) => JSON.parse(root.querySelector('[data-role="c
 // Every [data-readout] element in the widget, by its data-readout name.
 export const readoutMap = (root) =>
   Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((el) => [el.dataset.readout, el]));
-
-// setStatus(status, text): sets root's data-status and, when text is given, the message's text.
-export const statusSetter = (root, message) => (status, text) => {
-  root.dataset.status = status;
-  if (text !== undefined) message.textContent = text;
-};
-
-// markInvalid(errors): aria-invalid on each named field that errors lists, removed from the others.
-export const invalidMarker = (fields, fieldFor) => (errors) => {
-  for (const name of fields) {
-    const input = fieldFor(name);
-    if (errors && errors[name]) input.setAttribute("aria-invalid", "true");
-    else input.removeAttribute("aria-invalid");
-  }
-};
-
-// A failed run: reader-input errors mark their fields and are listed one per line; anything else
-// (a worker or Python error) is shown as its message.
-export function showRunError(err, setStatus, markInvalid) {
-  if (err.kind === "input" && err.errors) {
-    markInvalid(err.errors);
-    setStatus("error", Object.values(err.errors).join("\n"));
-  } else {
-    setStatus("error", err.message);
-  }
-}
 
 // Disables buttons, shows "Loading Python…", starts Python and runs setUp; false (error shown) on failure.
 export async function startPython(client, setStatus, buttons, setUp = null) {
@@ -75,17 +35,6 @@ export async function startPython(client, setStatus, buttons, setUp = null) {
   }
   return true;
 }
-
-// Stop asks the worker to stop after the current chunk (only while isRunning()) and disables itself.
-export function wireStop(stopButton, client, message, isRunning = () => true, text = "Stopping after this chunk…") {
-  stopButton.addEventListener("click", () => {
-    if (!isRunning()) return;
-    client.stop();
-    stopButton.disabled = true;
-    message.textContent = text;
-  });
-}
-
 
 // ---------------------------------------------------------------------------
 // The announcer: a polite live region (the status macro's [data-role=announcer])

@@ -4,10 +4,13 @@ request leaving 127.0.0.1. A test fails on either, and prints the page's console
 It also holds the helpers the chapters' browser tests share (widget, wait_settled, result,
 no_injected_markup, corpus)."""
 
+import functools
+import http.server
 import json
 import os
 import pathlib
 import re
+import threading
 import urllib.parse
 
 import pytest
@@ -30,6 +33,27 @@ def site_url():
                     ".venv/bin/python build.py) before the browser tests", pytrace=False)
     url, server = build.serve_in_thread(SITE)
     yield url
+    server.shutdown()
+    server.server_close()
+
+
+class SubpathHandler(build.SiteHandler):
+    """The built site under /course/ only, as on a shared host: anything outside it is a 404."""
+    prefix = "/course/"
+
+    def translate_path(self, path):
+        if not urllib.parse.urlsplit(path).path.startswith(self.prefix):
+            return "/nonexistent/" + path
+        return super().translate_path("/" + path[len(self.prefix):])
+
+
+@pytest.fixture(scope="session")
+def subpath_url():
+    """The built site served under http://127.0.0.1:<port>/course/ (SubpathHandler)."""
+    handler = functools.partial(SubpathHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/course/"
     server.shutdown()
     server.server_close()
 

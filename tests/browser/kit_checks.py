@@ -3,21 +3,21 @@ the chapters' browser tests: every field labelled and tied to its hint and error
 by the keyboard with its number field following (and the reverse), and bad input shown in the slot of
 the field it concerns. (axe-core itself runs over every page in test_a11y.py.)"""
 
-# Every input, select and textarea of the widget's form: its label text (label[for], a wrapping label or
-# aria-label), the ids its aria-describedby names and which of them do not exist, and whether it is a
-# kit field (inside [data-field]) and which id its error slot has.
-FIELDS = """root => [...root.querySelectorAll('[data-role="form"] :is(input, select, textarea)')]
-  .filter((el) => !["hidden", "submit", "button"].includes(el.type))
+# Every input, select and textarea of the widget (and any file input): its label text (label[for], a
+# wrapping label or aria-label), the ids its aria-describedby names and which of them do not exist, and
+# which id its error slot ([data-error-for=name]) has. Sliders, checkboxes, radios and file inputs need a
+# label only; every other field also needs a hint/error description that exists, its error slot among it.
+FIELDS = """root => [...root.querySelectorAll('[data-role="form"] :is(input, select, textarea), form :is(input, select, textarea), input[type=file]')]
+  .filter((el, i, all) => !["hidden", "submit", "button"].includes(el.type) && all.indexOf(el) === i)
   .map((el) => {
     const byFor = el.id ? document.querySelector(`label[for="${CSS.escape(el.id)}"]`) : null;
     const wrap = el.closest("label");
     const described = (el.getAttribute("aria-describedby") || "").split(/\\s+/).filter(Boolean);
-    const field = el.closest("[data-field]");
-    const slot = field && field.querySelector("[data-error-for]");
+    const slot = el.name ? root.querySelector(`[data-error-for="${CSS.escape(el.name)}"]`) : null;
     return {
       name: el.name || `slider for ${el.dataset.sliderFor}`, type: el.type,
       label: ((byFor && byFor.textContent) || (wrap && wrap.textContent) || el.getAttribute("aria-label") || "").trim(),
-      kit: Boolean(field) && !el.dataset.sliderFor, described,
+      described: !["range", "checkbox", "radio", "file"].includes(el.type), ids: described,
       missing: described.filter((id) => !document.getElementById(id)),
       slot: slot ? slot.id : null,
     };
@@ -25,48 +25,67 @@ FIELDS = """root => [...root.querySelectorAll('[data-role="form"] :is(input, sel
 
 
 def assert_fields_labelled(w):
-    """Every field has a label; every kit field's aria-describedby names ids that exist, its error slot
-    among them. Returns the fields' names."""
+    """Every field has a label; every field but sliders, checkboxes, radios and file inputs has an
+    aria-describedby naming ids that exist, its error slot among them. Returns the fields' names."""
     fields = w.evaluate(FIELDS)
     assert fields, "the widget has no form fields"
     for f in fields:
         assert f["label"], f"unlabelled field: {f}"
-        if f["kit"]:
-            assert f["described"] and not f["missing"], f"aria-describedby names no element, or a missing one: {f}"
-            assert f["slot"] and f["slot"] in f["described"], f"the error slot is not in aria-describedby: {f}"
+        if f["described"]:
+            assert f["ids"] and not f["missing"], f"aria-describedby names no element, or a missing one: {f}"
+            assert f["slot"] and f["slot"] in f["ids"], f"no error slot, or not in aria-describedby: {f}"
     return [f["name"] for f in fields]
 
 
-def drive_slider(w, name, end, typed):
+def drive_slider(w, name, end, typed, typed_pos=None):
     """Focus the slider of field `name`, press End: the field reads `end` (the slider's maximum, as the
-    field writes it); ArrowLeft lowers it; the slider's aria-valuetext is the field's text. Then type
-    `typed` in the field: the slider moves, and the field keeps the text as typed. Returns the slider
-    positions (at the end, after ArrowLeft, after typing)."""
+    field writes it) and so does the slider's aria-valuetext; ArrowLeft lowers it one position and
+    ArrowRight brings it back. Then type `typed` in the field: the slider moves (to position typed_pos
+    when given), and the field keeps the text as typed. Returns the slider positions (at the end, after
+    ArrowLeft, after typing)."""
     page = w.page
     field = w.locator(f'[name="{name}"]')
     slider = w.locator(f'[data-slider-for="{name}"]')
     slider.focus()
     page.keyboard.press("End")
     assert field.input_value() == end
+    assert slider.get_attribute("aria-valuetext") == end
     at_end = int(slider.input_value())
     assert at_end == int(slider.get_attribute("max"))
     page.keyboard.press("ArrowLeft")
-    left = float(field.input_value())
-    assert left < float(end)
+    assert float(field.input_value()) < float(end)
     assert int(slider.input_value()) == at_end - 1
     assert slider.get_attribute("aria-valuetext") == field.input_value()
+    page.keyboard.press("ArrowRight")
+    assert field.input_value() == end
     field.fill(typed)
     assert field.input_value() == typed
     after = int(slider.input_value())
-    assert after != at_end - 1
+    if typed_pos is not None:
+        assert after == typed_pos
+    else:
+        assert after != at_end
     return at_end, at_end - 1, after
 
 
-def assert_error_in_slot(w, name):
-    """The field `name` is marked invalid and its error slot, named by its aria-describedby, says why."""
-    field = w.locator(f'[name="{name}"]')
+def error_slot(w, name):
+    """The field's error slot, checked to be one its aria-describedby names."""
     slot = w.locator(f'[data-error-for="{name}"]')
-    assert field.get_attribute("aria-invalid") == "true"
+    assert slot.get_attribute("id") in (w.locator(f'[name="{name}"]').first.get_attribute("aria-describedby") or "").split()
+    return slot
+
+
+def assert_error_in_slot(w, name, text=None, status_line='[data-role="message"]'):
+    """The field `name` is marked invalid, its error slot (named by its aria-describedby) is visible and
+    says why (containing text, when given), and the status line (a widget with two forms has one for
+    each) tells the reader to check the form.
+    Returns the slot's text."""
+    from playwright.sync_api import expect
+    slot = error_slot(w, name)
+    expect(slot).to_be_visible()
     assert slot.inner_text().strip(), f"no message under the field {name}"
-    assert slot.get_attribute("id") in (field.get_attribute("aria-describedby") or "").split()
+    if text:
+        expect(slot).to_contain_text(text)
+    expect(w.locator(f'[name="{name}"]').first).to_have_attribute("aria-invalid", "true")
+    expect(w.locator(status_line)).to_contain_text("check")
     return slot.inner_text()

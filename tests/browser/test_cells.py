@@ -63,6 +63,14 @@ def run(c, timeout=TIMEOUT):
     return wait_settled(c, ENDED, timeout=timeout)
 
 
+def run_and_stop(c):
+    """Press Run, wait until the code is running, press Stop; returns the status it ends in."""
+    c.get_by_role("button", name="Run").click()
+    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+    c.get_by_role("button", name="Stop").click()
+    return wait_settled(c, ENDED, timeout=30_000)
+
+
 def status_text(c):
     return c.locator('[data-role="status"]').inner_text()
 
@@ -256,10 +264,7 @@ def test_code_that_ignores_the_interrupt_is_stopped_by_restarting_python(chapter
     c = cell(page, ROUND)
     type_code(c, "sum(range(10**15))  # one C call: Python never checks for the interrupt inside it\n")
     c.evaluate("el => { el.dataset.status = 'waiting'; }")
-    c.get_by_role("button", name="Run").click()
-    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
-    c.get_by_role("button", name="Stop").click()
-    assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+    assert run_and_stop(c) == "stopped"
     assert status_text(c) == "Stopped (Python was restarted)."
     assert rounding_widget_works(page, "3e-8")["formats"]
     c.get_by_role("button", name="Reset").click()
@@ -365,10 +370,7 @@ def test_widgets_and_cells_download_the_pyodide_wasm_once(browser_type, tmp_path
         c = cell(page, ROUND)
         assert run(c) == "done"
         type_code(c, "sum(range(10**15))\n")  # Stop can only restart Python here: a second start
-        c.get_by_role("button", name="Run").click()
-        expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
-        c.get_by_role("button", name="Stop").click()
-        assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+        assert run_and_stop(c) == "stopped"
         c.get_by_role("button", name="Reset").click()
         assert run(c) == "done"
         wasm = {p: n for p, n in CountingHandler.counts.items() if p.endswith("pyodide.asm.wasm")}
@@ -405,10 +407,7 @@ def test_cells_run_and_stop_without_cross_origin_isolation(browser):
         assert run(c) == "done"
         assert "not isolated fp8_e5m2" in output(c)
         type_code(c, "while True:\n    pass\n")
-        c.get_by_role("button", name="Run").click()
-        expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
-        c.get_by_role("button", name="Stop").click()
-        assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+        assert run_and_stop(c) == "stopped"
         assert status_text(c) == "Stopped (Python was restarted)."
         assert rounding_widget_works(page, "1e-7")["formats"]
         c.get_by_role("button", name="Reset").click()

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter12 = chapter_fixture("12-")
 
@@ -24,69 +25,6 @@ def wait_result(page, w, predicate_js):
     page.wait_for_function(f"el => el.dataset.result && (r => {predicate_js})(JSON.parse(el.dataset.result))",
                            arg=w.element_handle(), timeout=TIMEOUT)
     return result(w)
-
-
-# ---------------------------------------------------------------------------
-# Checks of the widget kit's form (site/templates/macros.html, site/js/widget-kit.js), shared by the
-# tests of chapters 12 to 16 (they import them from here)
-
-
-def assert_fields_labelled(w):
-    """Every field of widget w has a label (label[for], or a label around it) and every text field or
-    select an aria-describedby whose ids all exist, one of them its error slot; every slider has an
-    accessible name."""
-    problems = w.evaluate("""root => {
-        const out = [];
-        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea, input[type=file]');
-        if (!fields.length) out.push('no fields');
-        for (const f of fields) {
-            const label = (f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`)) || f.closest('label');
-            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
-            if (f.type === 'checkbox' || f.type === 'radio' || f.type === 'file') continue;
-            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
-            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
-            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
-            const slot = root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`);
-            if (!slot) out.push(`${f.name}: no error slot`);
-            else if (!ids.includes(slot.id)) out.push(`${f.name}: its error slot is not in its aria-describedby`);
-        }
-        for (const s of root.querySelectorAll('input[type=range]'))
-            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
-        return out;
-    }""")
-    assert problems == []
-
-
-def assert_error_in_slot(w, field, text=None):
-    """The bad-input message sits in the field's error slot (named by the field's aria-describedby), the
-    field is marked invalid, and the status line names the field."""
-    slot = w.locator(f'[data-error-for="{field}"]')
-    expect(slot).to_be_visible()
-    assert slot.inner_text().strip()
-    if text:
-        expect(slot).to_contain_text(text)
-    box = w.locator(f'[name="{field}"]').first
-    assert slot.get_attribute("id") in box.get_attribute("aria-describedby").split()
-    expect(box).to_have_attribute("aria-invalid", "true")
-    expect(w.locator('[data-role="message"]')).to_contain_text("check")
-
-
-def slider_and_field_follow_each_other(page, w, name, end_value, typed, typed_pos):
-    """The slider of field name, driven by the keyboard: End writes end_value into the field, ArrowLeft
-    moves it down one position (a smaller number); typing typed into the field moves the slider to
-    position typed_pos and leaves the text as typed. Returns the field's value after End."""
-    box, slider = w.locator(f'[name="{name}"]'), w.locator(f'[data-slider-for="{name}"]')
-    slider.focus()
-    page.keyboard.press("End")
-    assert box.input_value() == end_value
-    assert slider.get_attribute("aria-valuetext") == end_value
-    page.keyboard.press("ArrowLeft")
-    assert float(box.input_value()) < float(end_value)
-    page.keyboard.press("ArrowRight")
-    assert box.input_value() == end_value
-    box.fill(typed)
-    assert box.input_value() == typed
-    assert int(slider.input_value()) == typed_pos
 
 
 # ---------------------------------------------------------------------------
@@ -260,7 +198,7 @@ def test_gantt_stage_slider_works_by_keyboard_and_follows_the_field(chapter12):
     w.locator('select[name="schedule"]').select_option("1f1b")
     for name, value in [("microbatches", "16"), ("chunks", "1"), ("ratio", "2")]:
         w.locator(f'input[name="{name}"]').fill(value)
-    slider_and_field_follow_each_other(chapter12, w, "stages", "16", "5", 4)
+    drive_slider(w, "stages", "16", "5", typed_pos=4)
     clear_status(w)
     w.locator('[data-slider-for="stages"]').focus()
     chapter12.keyboard.press("End")  # the keyboard recomputes, as a drag does

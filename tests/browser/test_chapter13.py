@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter13 = chapter_fixture("13-")
 
@@ -176,7 +176,7 @@ def test_queue_load_slider_works_by_keyboard_and_follows_the_field(chapter13):
     w = widget(chapter13, "queue")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     fill(w, rho="0.5", service_ms="10", workers="8", step_ms="100", spread_ms="20")
-    slider_and_field_follow_each_other(chapter13, w, "rho", "0.98", "0.5", 48)
+    drive_slider(w, "rho", "0.98", "0.5", typed_pos=48)
     w.locator('[data-slider-for="rho"]').focus()
     chapter13.keyboard.press("End")  # the keyboard simulates again, as a drag does
     w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.rho === 0.98",

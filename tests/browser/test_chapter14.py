@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter14 = chapter_fixture("14-")
 
@@ -148,7 +148,7 @@ def test_isoflop_budget_slider_works_by_keyboard_and_predicts_as_it_moves(chapte
     w = widget(chapter14, "isoflop")
     w.locator('input[name="custom_budget"]').fill("1e11")
     assert run(w) == "done"
-    slider_and_field_follow_each_other(chapter14, w, "custom_budget", "1e+25", "1e12", 60)  # 320 positions over 16 decades
+    drive_slider(w, "custom_budget", "1e+25", "1e12", typed_pos=60)  # 320 positions over 16 decades
     w.locator('[data-slider-for="custom_budget"]').focus()
     chapter14.keyboard.press("End")
     chapter14.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).prediction.budget === 1e25",
@@ -178,7 +178,7 @@ def test_calculator_mfu_slider_works_by_keyboard(chapter14):
     w = widget(chapter14, "compute-calculator")
     fill_calc(w)
     assert run(w) == "done"
-    slider_and_field_follow_each_other(chapter14, w, "mfu_percent", "100", "40", 39)
+    drive_slider(w, "mfu_percent", "100", "40", typed_pos=39)
     w.locator('[data-slider-for="mfu_percent"]').focus()
     chapter14.keyboard.press("End")
     chapter14.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).llama.mfu_percent === 100",

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter15 = chapter_fixture("15-")
 
@@ -366,7 +366,7 @@ def test_goodput_interval_slider_works_by_keyboard_and_follows_the_field(chapter
     from pylib.systems import goodput
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done"
-    slider_and_field_follow_each_other(chapter15, w, "M", "100000", "1000", 600)  # 1 to 100,000 min in 1,000 positions
+    drive_slider(w, "M", "100000", "1000", typed_pos=600)  # 1 to 100,000 min in 1,000 positions
     w.locator('[data-slider-for="tau"]').focus()
     chapter15.keyboard.press("Home")  # the keyboard simulates again, as a drag does
     chapter15.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).chosen.tau === 0.1",

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import SITE, chapter_fixture, no_injected_markup, result, wait_settled, widget
-from test_chapter12 import assert_error_in_slot, assert_fields_labelled, slider_and_field_follow_each_other
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
 
 chapter16 = chapter_fixture("16-")
 
@@ -209,7 +209,7 @@ def test_every_field_is_labelled_and_described(chapter16):
 
 def test_beta_slider_works_by_keyboard_and_follows_the_field(chapter16):
     w = widget(chapter16, "sft-dpo")
-    slider_and_field_follow_each_other(chapter16, w, "beta", "100", "0.1", 50)  # 0.01 to 100 in 200 positions
+    drive_slider(w, "beta", "100", "0.1", typed_pos=50)  # 0.01 to 100 in 200 positions
 
 
 def test_the_loss_chart_has_a_text_alternative(chapter16):

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, wait_settled
+from kit_checks import assert_error_in_slot, assert_fields_labelled
 
 chapter4 = chapter_fixture("04-")
 TIMEOUT = 120_000  # ms
@@ -20,37 +21,6 @@ def nudge_widget(page):
 
 def check_widget(page):
     return page.locator('[data-widget="grad-check"]').first
-
-
-def assert_fields_labelled(w):
-    """Every field of widget w has a label (label[for]) and an aria-describedby whose ids all exist (the
-    hint and the error slot); every slider has an accessible name."""
-    problems = w.evaluate("""root => {
-        const out = [];
-        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea');
-        if (!fields.length) out.push('no fields');
-        for (const f of fields) {
-            const label = f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`);
-            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
-            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
-            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
-            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
-            if (!root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`)) out.push(`${f.name}: no error slot`);
-        }
-        for (const s of root.querySelectorAll('input[type=range]'))
-            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
-        return out;
-    }""")
-    assert problems == []
-
-
-def assert_error_in_slot(w, field):
-    """The bad-input message sits in the field's error slot, which the field's aria-describedby names."""
-    slot = w.locator(f'[data-error-for="{field}"]')
-    expect(slot).to_be_visible()
-    assert slot.inner_text().strip()
-    assert slot.get_attribute("id") in w.locator(f'[name="{field}"]').get_attribute("aria-describedby").split()
-    expect(w.locator('[data-role="message"]')).to_contain_text("check")
 
 
 def compare(page, name, index, h):

@@ -12,41 +12,12 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled as wait_status, widget
+from kit_checks import assert_fields_labelled, error_slot
 
 chapter6 = chapter_fixture("06-")
 
 TIMEOUT = 180_000  # ms: the longest op here is a few short training runs in the page
 BAD = ["", "NaN", "-1", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
-
-
-def assert_fields_labelled(w):
-    """Every field of widget w has a label (label[for]) and an aria-describedby whose ids all exist (the
-    hint and the error slot); every slider has an accessible name."""
-    problems = w.evaluate("""root => {
-        const out = [];
-        const fields = root.querySelectorAll('form input:not([type=range]), form select, form textarea');
-        if (!fields.length) out.push('no fields');
-        for (const f of fields) {
-            const label = f.id && root.querySelector(`label[for="${CSS.escape(f.id)}"]`);
-            if (!label || !label.textContent.trim()) out.push(`${f.name}: no label`);
-            const ids = (f.getAttribute('aria-describedby') || '').split(/\\s+/).filter(Boolean);
-            if (!ids.length) out.push(`${f.name}: no aria-describedby`);
-            for (const id of ids) if (!document.getElementById(id)) out.push(`${f.name}: no element #${id}`);
-            if (!root.querySelector(`[data-error-for="${CSS.escape(f.name)}"]`)) out.push(`${f.name}: no error slot`);
-        }
-        for (const s of root.querySelectorAll('input[type=range]'))
-            if (!(s.getAttribute('aria-label') || '').trim()) out.push(`${s.id}: slider without a name`);
-        return out;
-    }""")
-    assert problems == []
-
-
-def error_slot(w, field):
-    """The field's error slot (the bad-input message sits under the field), checked to be the one the
-    field's aria-describedby names."""
-    slot = w.locator(f'[data-error-for="{field}"]')
-    assert slot.get_attribute("id") in w.locator(f'[name="{field}"]').get_attribute("aria-describedby").split()
-    return slot
 
 
 def clear_status(w):

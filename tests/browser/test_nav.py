@@ -5,11 +5,8 @@ keyboard, the results page that every measured figure links to, and the compact 
 of chapter 1 and of the index. Every page here fails its test on a console error or a request that
 leaves 127.0.0.1."""
 
-import functools
-import http.server
 import json
 import re
-import threading
 import urllib.parse
 
 import pytest
@@ -37,27 +34,7 @@ def close_clean(page):
     assert not problems, "the page reported problems:\n" + "\n".join(problems)
 
 
-class SubpathHandler(http.server.SimpleHTTPRequestHandler):
-    """The built site under /course/ only, as on a shared host: anything outside it is a 404."""
-    prefix = "/course/"
-    extensions_map = {**build.SiteHandler.extensions_map}
 
-    def translate_path(self, path):
-        if not urllib.parse.urlsplit(path).path.startswith(self.prefix):
-            return "/nonexistent/" + path
-        return super().translate_path("/" + path[len(self.prefix):])
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="module")
-def course_url():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SubpathHandler, directory=str(SITE)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/course/"
-    server.shutdown()
-    server.server_close()
 
 
 SECTION_HEADINGS = "article.chapter > h2[id], article.chapter > h3[id]"
@@ -166,8 +143,8 @@ def search(page, text):
     return status
 
 
-def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_subpath(browser, course_url):
-    page = open_page(browser, course_url + chapter_path("03-"))
+def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_subpath(browser, subpath_url):
+    page = open_page(browser, subpath_url + chapter_path("03-"))
     status = search(page, "AdamW bias correction")
     expect(status).to_have_text(re.compile(r"^\d+ results? for “AdamW bias correction”"))
     results = page.locator(".site-search-result")
@@ -180,7 +157,7 @@ def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_
     expect(section.locator(".site-search-heading")).not_to_have_text("")
     assert section.locator("mark").count() >= 1  # the matched words, marked
     href = section.get_attribute("href")
-    assert href.startswith(course_url) and "#" in href  # under the subpath, to the section itself
+    assert href.startswith(subpath_url) and "#" in href  # under the subpath, to the section itself
     page.locator("#site-search-input").press("ArrowDown")
     assert page.evaluate("document.activeElement.href") == results.first.get_attribute("href")
     page.keyboard.press("ArrowDown")
@@ -195,11 +172,11 @@ def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_
     close_clean(page)
 
 
-def test_search_covers_the_glossary_and_enter_opens_the_first_result(browser, course_url):
-    page = open_page(browser, course_url + "index.html")
+def test_search_covers_the_glossary_and_enter_opens_the_first_result(browser, subpath_url):
+    page = open_page(browser, subpath_url + "index.html")
     search(page, "perplexity")
     glossary = page.locator(".site-search-result", has=page.locator(".site-search-where", has_text="Glossary"))
-    expect(glossary.first).to_have_attribute("href", course_url + "glossary.html#term-perplexity")
+    expect(glossary.first).to_have_attribute("href", subpath_url + "glossary.html#term-perplexity")
     first = page.locator(".site-search-result").first.get_attribute("href")
     page.locator("#site-search-input").press("Enter")
     expect(page).to_have_url(first)

@@ -2,17 +2,12 @@
 keyboard focus, every glossary link lands on a section or widget that exists, and the whole site
 works when it is served under a subpath (every link and asset on every page resolves there)."""
 
-import functools
-import http.server
 import re
-import threading
 import urllib.parse
 
-import pytest
 from playwright.sync_api import expect
 
 import build
-from conftest import SITE
 
 
 def test_a_terms_definition_shows_on_hover_and_on_focus(page, site_url):
@@ -50,30 +45,7 @@ def test_every_glossary_link_lands_on_what_it_names(page, site_url):
             assert page.locator(f"[id='{fragment}']").count() == 1, f"{url}#{fragment}"
 
 
-class SubpathHandler(http.server.SimpleHTTPRequestHandler):
-    """The built site under /course/ only: anything outside it is a 404, as on a shared host."""
-    prefix = "/course/"
 
-    def translate_path(self, path):
-        if not urllib.parse.urlsplit(path).path.startswith(self.prefix):
-            return "/nonexistent/" + path
-        return super().translate_path("/" + path[len(self.prefix):])
-
-    def log_message(self, *args):
-        pass
-
-
-SubpathHandler.extensions_map = {**build.SiteHandler.extensions_map}
-
-
-@pytest.fixture(scope="module")
-def subpath_url():
-    handler = functools.partial(SubpathHandler, directory=str(SITE))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/course/"
-    server.shutdown()
-    server.server_close()
 
 
 def test_every_link_and_asset_resolves_when_served_under_a_subpath(page, subpath_url):
