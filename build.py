@@ -103,7 +103,8 @@ def sha256_bytes(data):
 
 def copy_pyodide(dest):
     """Pyodide core from node_modules, plus the lock's wheels after checking each sha256; the standard
-    library and NumPy compiled to bytecode (offline.compiled)."""
+    library and NumPy compiled to bytecode (offline.compiled). Returns NumPy's wheel's file name (the
+    page's worker unpacks it itself: site/js/worker.js)."""
     core = NODE_MODULES / "pyodide"
     if not core.is_dir():
         raise BuildError("node_modules/pyodide is missing: run scripts/setup.sh (it runs npm ci)")
@@ -127,6 +128,8 @@ def copy_pyodide(dest):
             if sha256_bytes(data) != entry["sha256"]:
                 raise BuildError(f"{entry['file_name']}: sha256 {sha256_bytes(data)} does not match "
                                  f"pyodide-lock.json ({entry['sha256']}); refusing to vendor it")
+            if package == "numpy":
+                data = offline.without_unused(data)
             if package in offline.COMPILED_WHEELS:
                 outputs[target] = (data, offline.SITE_PACKAGES)
             else:
@@ -144,6 +147,7 @@ def copy_pyodide(dest):
     text = json.dumps(lock)  # Pyodide's own layout: only the compiled wheels' sha256 differ
     if not (dest / "pyodide-lock.json").is_file() or (dest / "pyodide-lock.json").read_text() != text:
         (dest / "pyodide-lock.json").write_text(text)
+    return lock["packages"]["numpy"]["file_name"]
 
 
 def copy_if_changed(src, dst):
@@ -631,7 +635,7 @@ def build_site(out=OUT, only_chapters=None):
     the others' pages are left as they were, and the glossary checks its targets against them)."""
     results = load_results()
     env = make_env()
-    copy_pyodide(out / "pyodide")
+    numpy_wheel = copy_pyodide(out / "pyodide")
     copy_vendor(out / "vendor")
     copy_tree(ROOT / "site" / "css", out / "static" / "css")
     copy_tree(ROOT / "site" / "js", out / "static" / "js")
@@ -650,7 +654,7 @@ def build_site(out=OUT, only_chapters=None):
         raise BuildError(str(e)) from e
     sentences, definitions = render_glossary(env, results, entries)
     terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
-    site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}"}
+    site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}", "numpy": f"pyodide/{numpy_wheel}"}
     links = [c.as_dict() for c in chapters]
     pages = {}  # chapter number -> rendered page, for the glossary's targets
     (out / "chapters").mkdir(parents=True, exist_ok=True)
@@ -665,7 +669,8 @@ def build_site(out=OUT, only_chapters=None):
                 "body": body, "contents": navigation.contents(body),
                 "prev": links[i - 1] if i > 0 else None,
                 "next": links[i + 1] if i + 1 < len(chapters) else None}
-        html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page)
+        html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page,
+                                                       widgets="data-widget=" in body)
         target.write_text(html, encoding="utf-8")
         pages[chapter.number] = html
     written = {c.number for c in chapters}
@@ -681,7 +686,7 @@ def build_site(out=OUT, only_chapters=None):
              for e in entries]
     (out / "glossary.html").write_text(env.get_template("glossary.html").render(
         site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
-    index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links,
+    index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links, widgets=True,
                                                   live_run=render_live_run(env, results, links, pages))
     (out / "index.html").write_text(index, encoding="utf-8")
     write_navigation(out, env, results, site, links, pages, entries, definitions)

@@ -74,6 +74,33 @@ def sha256_file(path):
 # Python bytecode. Pyodide ships its standard library and its wheels as source, so the page's Python
 # compiles every module it imports, every time: for the standard library that is most of its
 # start-up. The build compiles them once, with the Pyodide the site ships (tools/pycompile.mjs).
+# Members of NumPy's wheel that nothing in the page can use: f2py (it needs a C compiler), the C
+# headers and static libraries, type stubs, Cython declarations and the extension modules that only
+# NumPy's own test suite imports (f2py and _pyinstaller are named in numpy/__init__.py only inside
+# functions that nothing here calls). They are half the wheel's files; the page's worker unpacks the
+# wheel at every start, and leaving them out measured about 0.1 s faster (bench/bench_load.py).
+NUMPY_UNUSED = re.compile(
+    r"(^|/)tests/|^numpy/f2py/|\.pyi$|\.pxd$|^numpy/py\.typed$|^numpy/_pyinstaller/"
+    r"|^numpy/_core/(include|lib)/|^numpy/random/(lib|_examples)/"
+    r"|^numpy/_core/_(operand_flag_tests|rational_tests|struct_ufunc_tests|umath_tests|simd)\.")
+# (_multiarray_tests stays: numpy._core._add_newdocs imports it at `import numpy`.)
+
+
+def without_unused(wheel, unused=NUMPY_UNUSED):
+    """The wheel's bytes without the members whose names match unused (their RECORD lines too)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(wheel)) as zin, zipfile.ZipFile(out, "w") as zout:
+        for info in zin.infolist():
+            if unused.search(info.filename):
+                continue
+            data = zin.read(info)
+            if info.filename.endswith(".dist-info/RECORD"):
+                data = b"".join(line for line in data.splitlines(keepends=True)
+                                if not unused.search(line.split(b",")[0].decode("utf-8", "replace")))
+            zout.writestr(info, data)
+    return out.getvalue()
+
+
 COMPILED_WHEELS = ("numpy",)  # Pyodide packages vendored compiled (build.py updates their sha256 in the lock)
 STDLIB_PREFIX = "/lib/python312.zip/"  # where Pyodide mounts python_stdlib.zip
 SITE_PACKAGES = "/lib/python3.12/site-packages/"

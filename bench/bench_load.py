@@ -42,6 +42,10 @@ RECORDER = r"""(() => {
   const t = { marks: [] };
   window.__load = t;
   const now = () => performance.now();
+  document.addEventListener("python-ready", (e) => {  // the worker's own steps, on the page's clock
+    t.boot = e.detail.boot;
+    t.steps = (e.detail.steps || []).map(([name, at]) => [name, Math.round(at - performance.timeOrigin)]);
+  });
   let first = null;
   new MutationObserver((records) => {
     for (const r of records) {
@@ -153,6 +157,14 @@ def fmt_ms(values):
     return f"{statistics.median(values) / 1000:.2f} s ({min(values) / 1000:.2f}-{max(values) / 1000:.2f})"
 
 
+def median_steps(visits):
+    """'how Python started: step at ms (median), ...' over visits (the page's clock, ms since navigation)."""
+    boots = sorted({boot or "?" for boot, _ in visits})
+    names = list(dict.fromkeys(name for _, steps in visits for name, _ in steps))
+    at = {n: [ms for _, steps in visits for name, ms in steps if name == n] for n in names}
+    return f"Python {'/'.join(boots)}): " + ", ".join(f"{n} {statistics.median(v):.0f} ms" for n, v in at.items())
+
+
 def fmt_mb(values):
     return f"{statistics.median(values) / 1e6:.2f} MB" if values else "n/a"
 
@@ -166,7 +178,7 @@ def bench_sites(browser, sites, chapter, runs):
         url, server = serve(site, log)
         page_path = next(pathlib.Path(site, "chapters").glob(f"{chapter}*.html"))
         out.append({"site": spec, "block_sw": variant == "nosw", "chapter": page_path.name, "cold": [], "warm": [], "cold_bytes": [],
-                    "warm_bytes": [], "saved": [], "marks": None, "log": log, "server": server,
+                    "warm_bytes": [], "saved": [], "marks": None, "steps": {"cold": [], "warm": []}, "log": log, "server": server,
                     "url": f"{url}chapters/{page_path.name}",
                     "has_sw": pathlib.Path(site, "sw.js").is_file() and variant != "nosw"})
     try:
@@ -177,11 +189,13 @@ def bench_sites(browser, sites, chapter, runs):
                 page = context.new_page()
                 t, n, _rows = visit(page, r["url"], r["log"])
                 r["cold"].append(t.get("ready"))
+                r["steps"]["cold"].append((t.get("boot"), t.get("steps") or []))
                 r["cold_bytes"].append(n)
                 r["marks"] = r["marks"] or t.get("marks")
                 r["saved"].append(settle(page, r["log"], r["has_sw"]))
                 t, n, _rows = visit(page, r["url"], r["log"])
                 r["warm"].append(t.get("ready"))
+                r["steps"]["warm"].append((t.get("boot"), t.get("steps") or []))
                 r["warm_bytes"].append(n)
                 context.close()
     finally:
@@ -232,6 +246,8 @@ def main():
             print(f"  bytes sent until ready, cold:     {fmt_mb(r['cold_bytes'])}")
             print(f"  bytes sent until ready, second:   {fmt_mb(r['warm_bytes'])}")
             print(f"  saved for offline after the first visit (service worker): {fmt_mb(r['saved'])}")
+            for visit_kind in ("cold", "warm"):
+                print(f"  worker's start-up steps, {visit_kind} ({median_steps(r['steps'][visit_kind])})")
             if r["marks"]:
                 print("  loading steps of the first cold visit (ms: status bar): " +
                       "; ".join(f"{ms}: {text}" for ms, text in r["marks"]))

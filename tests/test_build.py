@@ -349,11 +349,22 @@ def test_the_standard_library_and_numpy_are_vendored_compiled_and_the_lock_follo
     pairs = [(zipfile.ZipFile(io.BytesIO(numpy)), zipfile.ZipFile(tmp_path / "pyodide" / entry["file_name"])),
              (zipfile.ZipFile(build.NODE_MODULES / "pyodide" / "python_stdlib.zip"),
               zipfile.ZipFile(tmp_path / "pyodide" / "python_stdlib.zip"))]
-    for original, done in pairs:
+    for (original, done), unused in zip(pairs, [offline.NUMPY_UNUSED, None]):
         names = set(done.namelist())
-        for name in original.namelist():  # every module is there, compiled; everything else as it was
+        kept = [n for n in original.namelist() if not (unused and unused.search(n))]
+        if unused:  # NumPy without what the page cannot use: f2py, headers, stubs, test-only modules
+            assert all(unused.search(n) for n in set(original.namelist()) - set(kept))
+            assert not any(unused.search(n) for n in names)
+            assert not any(n.startswith("numpy/f2py/") for n in names) and len(kept) < 0.6 * len(original.namelist())
+            assert "numpy/_core/_multiarray_tests.cpython-312-wasm32-emscripten.so" in names  # import numpy needs it
+        for name in kept:  # every module is there, compiled; everything else as it was
             if name.endswith(".py") and name + "c" in names:
                 assert name not in names
+            elif name.endswith(".dist-info/RECORD") and unused:
+                assert done.read(name).splitlines() == [line for line in original.read(name).splitlines()
+                                                        if not unused.search(line.split(b",")[0].decode())]
             else:
                 assert done.read(name) == original.read(name), name
-        assert sum(n.endswith(".pyc") for n in names) > 0.95 * sum(n.endswith(".py") for n in original.namelist())
+        assert sum(n.endswith(".pyc") for n in names) > 0.95 * sum(n.endswith(".py") for n in kept)
+        # Members stored, not deflated: the page's worker writes them out itself (worker.js unpackStored).
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in done.infolist())

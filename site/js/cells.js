@@ -98,7 +98,7 @@ class CellWorker {
     const xworker = await PyWorker(program, { config, version: interpreter });
     // The wheel's name has a "+" (its local version): sent as %2B, which every static host reads as
     // "+" (some read a bare "+" in a path as a space) and the site's service worker stores it under.
-    await xworker.sync.install(new URL(document.body.dataset.wheel, root).href.replace(/\+/g, "%2B"));
+    await xworker.sync.install(new URL(document.documentElement.dataset.wheel, root).href.replace(/\+/g, "%2B"));
     xworker.sync.cell_output = (text, stream) => this.onOutput?.(String(text), String(stream));
     let interrupt = null;
     if (globalThis.crossOriginIsolated) {

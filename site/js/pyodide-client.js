@@ -2,9 +2,11 @@
 // for the op's result; long ops (training) stream events to onEvent. The page root (<html>) gets
 // data-pyodide="loading" | "ready" | "error".
 //
-// It starts as early as it can: base.html also loads this module from <head> (async), and the module
-// starts Python as soon as the parser reaches the page's first widget, before the rest of the page
-// is parsed or main.js runs. Pages without widgets never start it.
+// It starts as early as it can: on a page the build marked html[data-widgets], python-start.js (a
+// classic script in <head>) has created the worker and sent it "init" before the body is parsed;
+// start() takes that worker over. Elsewhere start() creates it, through the same python-start.js,
+// when the parser reaches a widget (this module is loaded async from <head>) or main.js asks.
+// Pages without widgets never start it.
 
 let worker = null;
 let ready = null;
@@ -21,7 +23,7 @@ export function onProgress(fn) {
 
 /** The site root as an absolute URL (a worker cannot resolve relative URLs against the page). */
 export function siteRoot() {
-  return new URL(document.body.dataset.siteRoot || "./", document.baseURI).href;
+  return new URL(document.documentElement.dataset.siteRoot || "./", document.baseURI).href;
 }
 
 function statusElements() {
@@ -103,7 +105,6 @@ const CANNOT_RUN = "The live widgets on this page cannot run; the text, the meas
 /** Start the worker (once); resolves with {python: version} when Python and pylib are ready. */
 export function start() {
   if (ready) return ready;
-  const root = siteRoot();
   document.documentElement.dataset.pyodide = "loading";
   showProgress("Starting Python…", 0.02);
   let started = false; // the worker has reported ready
@@ -115,18 +116,22 @@ export function start() {
       failAll(text);
       reject(new WorkerError(text, { kind: "fatal" }));
     };
+    let takeOver;
     try {
-      worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+      if (!window.__coursePython) throw new Error("its starter static/js/python-start.js did not load");
+      ({ worker, takeOver } = window.__coursePython.start());
     } catch (err) {
       fatal(`The page could not start its Python worker (${err && err.message ? err.message : err}).`);
       return;
     }
-    worker.addEventListener("message", (event) => {
+    const onWorkerMessage = (event) => {
       const m = event.data;
       if (m.type === "ready") {
         started = true;
         document.documentElement.dataset.pyodide = "ready";
+        document.documentElement.dataset.pythonBoot = m.info.boot; // "snapshot" or "booted" (worker.js)
         hideProgress();
+        document.dispatchEvent(new CustomEvent("python-ready", { detail: m.info }));
         resolve(m.info);
       } else if (m.type === "fatal") {
         fatal(m.message);
@@ -137,19 +142,17 @@ export function start() {
       } else {
         onMessage(event);
       }
-    });
-    worker.addEventListener("error", (event) => {
+    };
+    const onWorkerError = (event) => {
       event.preventDefault();
       const why = event.message || "its script static/js/worker.js did not load or did not run";
       fatal(started ? `The Python worker stopped with an error (${why}).`
         : `The page could not start its Python worker (${why}).`);
-    });
-    worker.postMessage({
-      type: "init",
-      pyodideURL: new URL("pyodide/", root).href,
-      wheelURL: new URL(document.body.dataset.wheel, root).href,
-      dataURL: new URL("data/", root).href,
-    });
+    };
+    // What the worker said before this module ran (python-start.js kept it), then what it says next.
+    for (const event of takeOver()) (event.type === "error" ? onWorkerError : onWorkerMessage)(event);
+    worker.addEventListener("message", onWorkerMessage);
+    worker.addEventListener("error", onWorkerError);
   });
   return ready;
 }
@@ -169,10 +172,11 @@ export function stop() {
   if (worker) worker.postMessage({ type: "stop" });
 }
 
-// Start Python as soon as the parser reaches the page's first widget (this module is also loaded
-// async from <head>); main.js starts it too, once the page is parsed, if this has not.
+// Start Python at once on a page the build marked as having widgets (html[data-widgets]: this module
+// is loaded async from <head>, so before the body is parsed), else as soon as the parser reaches a
+// widget; main.js starts it too, once the page is parsed, if this has not.
 function startAtFirstWidget() {
-  if (document.querySelector("[data-widget]")) {
+  if (document.documentElement.hasAttribute("data-widgets") || document.querySelector("[data-widget]")) {
     start().catch(() => {}); // failures are shown on the page
     return;
   }

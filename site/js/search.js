@@ -11,7 +11,7 @@ const SHOWN = 20; // results listed
 const SNIPPET = 170; // characters of context around the first match
 const INDEX_VERSION = 1; // search_index.VERSION
 
-const siteRoot = () => new URL(document.body.dataset.siteRoot || "./", document.baseURI).href;
+const siteRoot = () => new URL(document.documentElement.dataset.siteRoot || "./", document.baseURI).href;
 
 let engine = null; // a promise of {mini, docs}, made on first use
 

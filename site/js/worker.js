@@ -1,6 +1,6 @@
 // The module Web Worker that runs Python: Pyodide + NumPy + the pylib wheel, and the corpus when an
 // op needs it.
-// Protocol (page -> worker):  {type: "init", pyodideURL, wheelURL, dataURL}
+// Protocol (page -> worker):  {type: "init", pyodideURL, wheelURL, numpyURL, dataURL}
 //                             {type: "call", id, op, args}     {type: "stop"}
 // (worker -> page):           {type: "progress", message, fraction}   {type: "progress-done"}
 //                             {type: "ready", info}   {type: "fatal", message}
@@ -10,11 +10,20 @@
 // Every op but "train" and "run:<name>" is one call of pylib.web.handle(op, json). Those two run
 // in chunks of about LIMITS.chunk_seconds, yielding between chunks so a "stop" is seen.
 //
-// Start-up does only what every widget needs: Pyodide, then NumPy, the pylib wheel unpacked
-// straight into site-packages (no micropip), and the 1 kB vocabulary (the last two downloaded while
-// Python boots). The token files (data/train.bin, val.bin)
-// load the first time an op asks for them: pylib.web answers {kind: "data", files}, and the op runs
-// again once they are in. A page whose widgets never train on the corpus never downloads it.
+// Start-up does only what every widget needs: Pyodide, then NumPy and the pylib wheel, each
+// unpacked straight into site-packages (no micropip, no loadPackage), and the 1 kB vocabulary; the
+// three downloads run while Python boots. NumPy's compiled modules load when `import numpy` needs
+// them: Pyodide's loadPackage would first link all 19 of them, which measured about 0.5 s slower.
+// The token files (data/train.bin, val.bin) load the first time an op asks for them: pylib.web
+// answers {kind: "data", files}, and the op runs again once they are in. A page whose widgets never
+// train on the corpus never downloads it.
+//
+// The first start in a browser also takes a memory snapshot of the freshly booted interpreter
+// (Pyodide's makeMemorySnapshot, before NumPy: the snapshot holds only the wasm memory, not the
+// compiled modules NumPy links in) and keeps it in Cache Storage once the page is ready. Later
+// starts restore it instead of booting Python again, which measured about 0.3 s faster. A snapshot
+// that does not restore (another Pyodide build, a damaged entry: see wellFormed) is deleted and
+// Python boots as on the first visit; info.boot in the ready message says which way it started.
 
 let pyodide = null;
 let web = null;
@@ -60,15 +69,13 @@ const shownPath = (url, root) => url.startsWith(root) ? url.slice(root.length) :
 
 // Pyodide 0.27 reports a failed download of its wasm or standard library on the console and then
 // waits forever. While it starts, the worker watches its own fetches of pyodide/ files: `failed`
-// rejects with a LoadError naming the file (NumPy's wheel gets NumPy's wording).
+// rejects with a LoadError naming the file.
 function watchDownloads(pyodideURL, root) {
   const original = self.fetch;
   let fail;
   const failed = early(new Promise((_, reject) => { fail = reject; }));
   const failure = (url, why) => {
-    const file = shownPath(url, root);
-    const what = /\/numpy-[^/]*\.whl$/.test(url) ? "NumPy could not be loaded into Python" : "Python (Pyodide) could not be loaded";
-    fail(new LoadError(`${what}: ${file} could not be downloaded (${why}).`));
+    fail(new LoadError(`Python (Pyodide) could not be loaded: ${shownPath(url, root)} could not be downloaded (${why}).`));
   };
   self.fetch = async (input, init) => {
     const url = new URL(input instanceof Request ? input.url : String(input), self.location.href).href;
@@ -85,48 +92,200 @@ function watchDownloads(pyodideURL, root) {
   return { failed, stop: () => { self.fetch = original; } };
 }
 
-async function init({ pyodideURL, wheelURL, dataURL: data }) {
+// Where the snapshot is kept: its own cache (the service worker deletes only its own caches, named
+// per build; a snapshot depends on Pyodide's build alone, which restoring checks).
+const SNAPSHOT_CACHE = "course-python-snapshot";
+const snapshotKey = (pyodideURL) => pyodideURL + "memory-snapshot";
+
+// A snapshot is Pyodide's header (a magic number, where the memory starts, its build id, ...) and
+// then the wasm memory, whole 64 KiB pages. Pyodide sizes the new memory from the snapshot before
+// it checks anything, and a damaged one makes the wasm fail to instantiate, after which Pyodide
+// waits forever. So the worker keeps, beside the bytes, their length and header as it wrote them
+// (X-Snapshot), and restores only a snapshot that still matches them; Pyodide then checks the
+// build id itself and throws on a mismatch.
+const headerOf = (bytes) => Array.from(bytes.subarray(0, 16), (b) => b.toString(16).padStart(2, "0")).join("");
+
+function wellFormed(bytes, kept) {
+  if (!kept || bytes.length < 64 || kept !== `${bytes.length} ${headerOf(bytes)}`) return false;
+  const memoryStart = new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true);
+  return memoryStart > 16 && memoryStart < bytes.length && (bytes.length - memoryStart) % 65536 === 0;
+}
+
+/** The stored snapshot's bytes, or null (none, a damaged one: dropped, or no Cache Storage: an
+ *  insecure origin or a private window). */
+async function storedSnapshot(pyodideURL) {
+  try {
+    if (typeof caches === "undefined") return null;
+    const hit = await (await caches.open(SNAPSHOT_CACHE)).match(snapshotKey(pyodideURL));
+    if (!hit) return null;
+    const bytes = new Uint8Array(await hit.arrayBuffer());
+    if (wellFormed(bytes, hit.headers.get("X-Snapshot"))) return bytes;
+    await dropSnapshot(pyodideURL);
+    return null;
+  } catch {
+    return null;
+  }
+}
+
+async function keepSnapshot(pyodideURL, bytes) {
+  try {
+    if (typeof caches === "undefined" || !bytes) return;
+    await (await caches.open(SNAPSHOT_CACHE)).put(snapshotKey(pyodideURL), new Response(bytes, {
+      headers: { "Content-Type": "application/octet-stream", "X-Snapshot": `${bytes.length} ${headerOf(bytes)}` },
+    }));
+  } catch {
+    // Quota or a private window: the next start boots Python again, which is all this costs.
+  }
+}
+
+async function dropSnapshot(pyodideURL) {
+  try {
+    if (typeof caches !== "undefined") await (await caches.open(SNAPSHOT_CACHE)).delete(snapshotKey(pyodideURL));
+  } catch {
+    // nothing kept, nothing to drop
+  }
+}
+
+// When each start-up step ended, in ms since the Unix epoch (performance.timeOrigin-based, so the page
+// can place them on its own clock): info.steps in the ready message, printed by bench/bench_load.py.
+const steps = [];
+const step = (name) => steps.push([name, performance.timeOrigin + performance.now()]);
+
+let newSnapshot = null; // taken at the first start; kept once the page is ready (see "ready" below)
+
+async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
+  step("init");
   dataURL = data;
   const root = new URL("../", pyodideURL).href;
   const wheelName = shownPath(wheelURL, root);
+  const numpyName = shownPath(numpyURL, root);
+  const snapshot = early(storedSnapshot(pyodideURL));
   const wheel = early(fetchBytes(wheelURL));
+  const numpy = early(fetchBytes(numpyURL));
   const vocab = early(fetchBytes(dataURL + "vocab.json"));
 
   progress("Loading Python (Pyodide 0.27.7)…", null); // no finer progress from Pyodide: indeterminate
   let loadPyodide;
   try {
     ({ loadPyodide } = await import(pyodideURL + "pyodide.mjs"));
+    step("pyodide.mjs");
   } catch (err) {
     throw new LoadError(`Python (Pyodide) could not be loaded: pyodide/pyodide.mjs did not load (${errorText(err)}).`);
   }
   const downloads = watchDownloads(pyodideURL, root);
+  let boot = "booted";
   try {
-    // NumPy is loaded after Python has booted, not with loadPyodide's `packages` (which fetches it
-    // during the boot): measured, that made the start-up slower by more than the download takes.
-    pyodide = await Promise.race([
-      loadPyodide({ indexURL: pyodideURL, stdout: () => {}, stderr: () => {} }), downloads.failed]);
-    progress("Loading NumPy…", 0.6);
-    const problems = [];
-    await Promise.race([
-      pyodide.loadPackage(["numpy"], { messageCallback: () => {}, errorCallback: (m) => problems.push(m) }),
-      downloads.failed]);
-    if (!pyodide.loadedPackages.numpy) {
-      const why = problems.map((p) => p.replace(/[:;.\s]+$/, "")).join("; ") || "unknown error";
-      throw new LoadError(`NumPy could not be loaded into Python (${why}).`);
+    const options = { indexURL: pyodideURL, stdout: () => {}, stderr: () => {} };
+    const saved = await snapshot;
+    if (saved) {
+      try {
+        pyodide = await Promise.race([loadPyodide({ ...options, _loadSnapshot: saved }), downloads.failed]);
+        boot = "snapshot";
+      } catch (err) {
+        if (err instanceof LoadError) throw err; // a download failed: booting again would not help
+        await dropSnapshot(pyodideURL); // another Pyodide build's, or damaged
+      }
+    }
+    if (!pyodide) {
+      pyodide = await Promise.race([loadPyodide({ ...options, _makeSnapshot: true }), downloads.failed]);
+      try {
+        newSnapshot = pyodide.makeMemorySnapshot();
+      } catch {
+        newSnapshot = null; // the next start boots again
+      }
     }
   } catch (err) {
     throw err instanceof LoadError ? err : new LoadError(`Python (Pyodide) could not be loaded: ${errorText(err)}.`);
   } finally {
     downloads.stop();
   }
+  step(`python (${boot})`);
+  try {
+    return await install({ root, wheel, wheelName, numpy, numpyName, vocab, boot });
+  } catch (err) {
+    if (boot === "snapshot") await dropSnapshot(pyodideURL); // in case the snapshot is to blame
+    throw err;
+  }
+}
+
+/**
+ * Writes a zip archive whose members are all stored (not deflated) into dir of Pyodide's file
+ * system, straight from JavaScript; returns false, having written nothing, for any other archive
+ * (deflated members, ZIP64, a damaged directory), which the caller then gives to unpackArchive.
+ * The build stores the members of NumPy's and pylib's wheels (offline.compiled): unpacked here
+ * they took about a fifth of the time Python's zipfile (unpackArchive) took.
+ */
+function unpackStored(bytes, dir) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u16 = (at) => view.getUint16(at, true);
+  const u32 = (at) => view.getUint32(at, true);
+  let end = bytes.length - 22; // the end-of-central-directory record (its comment is at most 64 kB)
+  while (end >= 0 && end >= bytes.length - 22 - 0xffff && u32(end) !== 0x06054b50) end--;
+  if (end < 0 || u32(end) !== 0x06054b50) return false;
+  const count = u16(end + 10);
+  let at = u32(end + 16);
+  if (count === 0xffff || at === 0xffffffff) return false; // ZIP64
+  const names = new TextDecoder();
+  const members = [];
+  for (let i = 0; i < count; i++) {
+    if (at + 46 > bytes.length || u32(at) !== 0x02014b50) return false;
+    const method = u16(at + 10), size = u32(at + 20), stored = u32(at + 24);
+    const nameLength = u16(at + 28), extra = u16(at + 30), comment = u16(at + 32), local = u32(at + 42);
+    const name = names.decode(bytes.subarray(at + 46, at + 46 + nameLength));
+    if (method !== 0 || size !== stored || local + 30 > bytes.length || u32(local) !== 0x04034b50) return false;
+    if (name.startsWith("/") || name.split("/").includes("..")) return false;
+    const start = local + 30 + u16(local + 26) + u16(local + 28);
+    if (start + size > bytes.length) return false;
+    members.push([name, start, size]);
+    at += 46 + nameLength + extra + comment;
+  }
+  for (const [name, start, size] of members) {
+    const path = `${dir}/${name}`;
+    if (name.endsWith("/")) {
+      pyodide.FS.mkdirTree(path);
+      continue;
+    }
+    pyodide.FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
+    pyodide.FS.writeFile(path, bytes.subarray(start, start + size), { canOwn: false });
+  }
+  return true;
+}
+
+/** Unpacks a wheel into dir; says how ("stored": unpackStored, "zipfile": Pyodide's unpackArchive). */
+function unpack(bytes, dir) {
+  if (unpackStored(bytes, dir)) return "stored";
+  pyodide.unpackArchive(bytes, "wheel", { extractDir: dir });
+  return "zipfile";
+}
+
+/** NumPy, pylib and the vocabulary, into the Python that init started. */
+async function install({ wheel, wheelName, numpy, numpyName, vocab, boot }) {
+  const unpacked = {};
+  progress("Loading NumPy…", 0.6);
+  const lib = pyodide.FS.readdir("/lib").find((name) => /^python3\.\d+$/.test(name)); // as Pyodide makes it
+  const sitePackages = `/lib/${lib}/site-packages`;
+  let bytes;
+  try {
+    bytes = await numpy;
+    step("numpy fetched");
+  } catch (err) {
+    throw new LoadError(`NumPy could not be loaded into Python: ${numpyName} could not be downloaded (${errorText(err)}).`);
+  }
+  try {
+    unpacked.numpy = unpack(bytes, sitePackages);
+    step("numpy unpacked");
+    pyodide.runPython("import importlib; importlib.invalidate_caches(); import numpy");
+    step("numpy");
+  } catch (err) {
+    throw new LoadError(`NumPy could not be loaded into Python (${numpyName}: ${errorText(err)}).`);
+  }
 
   progress("Installing pylib…", 0.8);
   try {
-    const lib = pyodide.FS.readdir("/lib").find((name) => /^python3\.\d+$/.test(name)); // as Pyodide makes it
-    const sitePackages = `/lib/${lib}/site-packages`;
-    pyodide.unpackArchive(await wheel, "wheel", { extractDir: sitePackages });
+    unpacked.pylib = unpack(await wheel, sitePackages);
     pyodide.runPython("import importlib; importlib.invalidate_caches()");
     web = pyodide.pyimport("pylib.web");
+    step("pylib");
   } catch (err) {
     throw new LoadError(`The course's Python library (${wheelName}) could not be loaded: ${errorText(err)}.`);
   }
@@ -140,7 +299,8 @@ async function init({ pyodideURL, wheelURL, dataURL: data }) {
   } catch (err) {
     post({ type: "data-error", message: dataFailure(["vocab.json"], err) });
   }
-  return { python: pyodide.version };
+  step("vocabulary");
+  return { python: pyodide.version, boot, unpacked, steps };
 }
 
 function dataFailure(files, err) {
@@ -254,7 +414,12 @@ self.addEventListener("message", (event) => {
   const m = event.data;
   if (m.type === "init") {
     initialised = init(m).then(
-      (info) => post({ type: "ready", info }),
+      (info) => {
+        post({ type: "ready", info });
+        const bytes = newSnapshot;
+        newSnapshot = null;
+        if (bytes) keepSnapshot(m.pyodideURL, bytes); // after "ready": storing 20 MB should not delay it
+      },
       (err) => post({ type: "fatal", message: err instanceof LoadError ? err.message
         : `Python could not be started: ${errorText(err)}.` }),
     );

@@ -10,6 +10,7 @@ import http.server
 import json
 import shutil
 import threading
+import time
 import urllib.parse
 import urllib.request
 
@@ -101,8 +102,12 @@ def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stoppe
         wait_ready(page, log)
         assert page.evaluate("crossOriginIsolated") is False  # the plain server sends no headers
         wait_saved(page, site["version"])
+        deadline = time.monotonic() + 60
+        while "course-python-snapshot" not in cache_state(page) and time.monotonic() < deadline:
+            time.sleep(0.2)  # kept by the worker once Python was ready (worker.js)
         caches = cache_state(page)
-        assert caches == {f"course-site:{PREFIX}:{site['version']}": len(site["files"])}
+        # the site's files, and the worker's memory snapshot of the booted interpreter (worker.js)
+        assert caches == {f"course-site:{PREFIX}:{site['version']}": len(site["files"]), "course-python-snapshot": 1}
     finally:
         server.stop()
     with pytest.raises(OSError):  # the server is really gone
@@ -111,6 +116,7 @@ def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stoppe
     page.goto(server.url + "chapters/" + next(p.name for p in (SITE / "chapters").glob("01-*.html")))
     wait_ready(page, log)
     assert page.evaluate("crossOriginIsolated") is True  # the service worker's headers
+    assert page.evaluate("document.documentElement.dataset.pythonBoot") == "snapshot"  # offline too
     w = page.locator('[data-widget="train"]').first
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
     settings = {"steps": 20, "seed": 1, "lr": 0.01, "batch_size": 8}
