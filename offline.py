@@ -77,8 +77,8 @@ def sha256_file(path):
 # Members of NumPy's wheel that nothing in the page can use: f2py (it needs a C compiler), the C
 # headers and static libraries, type stubs, Cython declarations and the extension modules that only
 # NumPy's own test suite imports (f2py and _pyinstaller are named in numpy/__init__.py only inside
-# functions that nothing here calls). They are half the wheel's files; the page's worker unpacks the
-# wheel at every start, and leaving them out measured about 0.1 s faster (bench/bench_load.py).
+# functions that nothing here calls). They are half the wheel's files (171 of 338, 1.8 of 12.7 MB),
+# and the page's worker writes the wheel out at every start.
 NUMPY_UNUSED = re.compile(
     r"(^|/)tests/|^numpy/f2py/|\.pyi$|\.pxd$|^numpy/py\.typed$|^numpy/_pyinstaller/"
     r"|^numpy/_core/(include|lib)/|^numpy/random/(lib|_examples)/"

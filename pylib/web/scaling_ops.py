@@ -64,8 +64,6 @@ def isoflop(session, args):
     index = args.get("budget_index")
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(series):
         raise InputError({"budget_index": "Choose one of the measured budgets."})
-    pts = [{"budget": s["budget"], "n": n, "d": d, "loss": l}
-           for s in series for n, d, l in zip(s["n"], s["d"], s["loss"])]
     optima = {s["budget"]: scaling.isoflop_optimum(s["n"], s["d"], s["loss"]) for s in series}
     found = [c for c in optima if optima[c] is not None]
     chosen = series[index]

@@ -13,7 +13,8 @@
 // Start-up does only what every widget needs: Pyodide, then NumPy and the pylib wheel, each
 // unpacked straight into site-packages (no micropip, no loadPackage), and the 1 kB vocabulary; the
 // three downloads run while Python boots. NumPy's compiled modules load when `import numpy` needs
-// them: Pyodide's loadPackage would first link all 19 of them, which measured about 0.5 s slower.
+// them: Pyodide's loadPackage would first link all 19 of them, which measured about 0.5 s slower
+// on the 2-core test machine.
 // The token files (data/train.bin, val.bin) load the first time an op asks for them: pylib.web
 // answers {kind: "data", files}, and the op runs again once they are in. A page whose widgets never
 // train on the corpus never downloads it.
@@ -21,9 +22,10 @@
 // The first start in a browser also takes a memory snapshot of the freshly booted interpreter
 // (Pyodide's makeMemorySnapshot, before NumPy: the snapshot holds only the wasm memory, not the
 // compiled modules NumPy links in) and keeps it in Cache Storage once the page is ready. Later
-// starts restore it instead of booting Python again, which measured about 0.3 s faster. A snapshot
-// that does not restore (another Pyodide build, a damaged entry: see wellFormed) is deleted and
-// Python boots as on the first visit; info.boot in the ready message says which way it started.
+// starts restore it instead of booting Python again, which measured about 0.3 s faster on the
+// same machine. A snapshot that does not restore (another Pyodide build, a damaged entry: see
+// wellFormed) is deleted and Python boots as on the first visit; info.boot in the ready message
+// says which way it started.
 
 let pyodide = null;
 let web = null;
@@ -212,8 +214,9 @@ async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
  * Writes a zip archive whose members are all stored (not deflated) into dir of Pyodide's file
  * system, straight from JavaScript; returns false, having written nothing, for any other archive
  * (deflated members, ZIP64, a damaged directory), which the caller then gives to unpackArchive.
- * The build stores the members of NumPy's and pylib's wheels (offline.compiled): unpacked here
- * they took about a fifth of the time Python's zipfile (unpackArchive) took.
+ * The build stores the members of NumPy's and pylib's wheels (offline.compiled). Measured on a
+ * second visit (bench/bench_load.py's worker steps), NumPy's wheel took 17-53 ms here against
+ * 114-344 ms through Python's zipfile (unpackArchive).
  */
 function unpackStored(bytes, dir) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);

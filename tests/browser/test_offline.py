@@ -117,6 +117,15 @@ def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stoppe
     wait_ready(page, log)
     assert page.evaluate("crossOriginIsolated") is True  # the service worker's headers
     assert page.evaluate("document.documentElement.dataset.pythonBoot") == "snapshot"  # offline too
+    # The wheel's name has a "+" (its local version): the saved copy answers it written either way,
+    # as the widgets' worker (+) and the editable cells (%2B, cells.js) ask for it.
+    wheel = page.evaluate("document.documentElement.dataset.wheel")
+    assert "+" in wheel
+    sizes = page.evaluate("""async (names) => Promise.all(names.map(async (n) => {
+      const r = await fetch('../' + n);
+      return [r.status, (await r.arrayBuffer()).byteLength];
+    }))""", [wheel, wheel.replace("+", "%2B")])
+    assert sizes[0] == sizes[1] and sizes[0][0] == 200 and sizes[0][1] == (SITE / wheel).stat().st_size, sizes
     w = page.locator('[data-widget="train"]').first
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
     settings = {"steps": 20, "seed": 1, "lr": 0.01, "batch_size": 8}
