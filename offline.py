@@ -330,6 +330,9 @@ def finish(out):
     Call it after every other file of the site is written."""
     out = pathlib.Path(out)
     old = read_manifest(out)
+    for sibling in old.get("precompressed", []):  # a copy of a file now gone (an older pylib wheel) goes too,
+        if not (out / sibling).with_suffix("").is_file():  # before it could be taken for a file of the site
+            (out / sibling).unlink(missing_ok=True)
     files = site_files(out)
     digests, stat = {}, {}
     for rel in files:

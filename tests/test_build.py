@@ -263,8 +263,11 @@ def test_precompressed_copies_decompress_to_the_file_and_follow_it(tmp_path):
     offline.finish(site)
     assert gzip.decompress((site / "static/js/main.js.gz").read_bytes()) == (site / "static/js/main.js").read_bytes()
     (site / "index.html").unlink()
-    offline.finish(site)
+    manifest = offline.finish(site)
     assert not (site / "index.html.gz").exists() and not (site / "index.html.br").exists()  # no stale copy left
+    # nor is one listed as a file of the site (the service worker would fail to save it, for ever)
+    assert not any(path.startswith("index.html") for path in manifest["files"]), sorted(manifest["files"])
+    assert all((site / urllib.parse.unquote(path)).is_file() for path in manifest["files"])
 
 
 def test_the_server_sends_a_precompressed_copy_only_to_a_browser_that_accepts_it(tmp_path):
