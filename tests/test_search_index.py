@@ -159,7 +159,7 @@ def test_the_results_page_gives_every_key_one_anchor_the_summary_first():
 
 
 def test_the_results_template_escapes_values_and_holds_every_anchor():
-    html = results_page.render(build.make_env(), RESULTS, SUMMARY, site={"title": "T", "root": "", "wheel": "w.whl"},
+    html = results_page.render(build.make_env(), RESULTS, SUMMARY, site={"title": "T", "root": "", "wheel": "w.whl", "numpy": "n.whl"},
                                chapters=[])
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold</b>" not in html
     for key in results_page.row_keys(RESULTS):

@@ -161,7 +161,7 @@ def test_valley_chart_has_a_text_alternative(chapter5):
     assert w.locator('[data-role="chart"]').get_attribute("aria-describedby") == summary.get_attribute("id")
     w.locator(".kit-chart-data summary").click()
     assert w.locator(".kit-chart-data thead th").all_text_contents()[:3] == ["step", "gradient descent x", "gradient descent y"]
-    assert w.locator(".kit-chart-data tbody tr").count() == 61  # steps 0 to 60
+    expect(w.locator(".kit-chart-data tbody tr")).to_have_count(61)  # steps 0 to 60 (filled on "toggle")
     w.locator(".kit-chart-data summary").click()
 
 
