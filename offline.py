@@ -71,9 +71,6 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-# Python bytecode. Pyodide ships its standard library and its wheels as source, so the page's Python
-# compiles every module it imports, every time: for the standard library that is most of its
-# start-up. The build compiles them once, with the Pyodide the site ships (tools/pycompile.mjs).
 # Members of NumPy's wheel that nothing in the page can use: f2py (it needs a C compiler), the C
 # headers and static libraries, type stubs, Cython declarations and the extension modules that only
 # NumPy's own test suite imports (f2py and _pyinstaller are named in numpy/__init__.py only inside
@@ -101,6 +98,9 @@ def without_unused(wheel, unused=NUMPY_UNUSED):
     return out.getvalue()
 
 
+# Python bytecode. Pyodide ships its standard library and its wheels as source, so the page's Python
+# compiles every module it imports, every time: for the standard library that is most of its
+# start-up. The build compiles them once, with the Pyodide the site ships (tools/pycompile.mjs).
 COMPILED_WHEELS = ("numpy",)  # Pyodide packages vendored compiled (build.py updates their sha256 in the lock)
 STDLIB_PREFIX = "/lib/python312.zip/"  # where Pyodide mounts python_stdlib.zip
 SITE_PACKAGES = "/lib/python3.12/site-packages/"

@@ -158,11 +158,14 @@ def fmt_ms(values):
 
 
 def median_steps(visits):
-    """'how Python started: step at ms (median), ...' over visits (the page's clock, ms since navigation)."""
-    boots = sorted({boot or "?" for boot, _ in visits})
+    """'Python <how it started>: <step> <ms> (median), ...' over visits (the page's clock, ms since
+    navigation), or 'n/a' for a build whose worker reports no steps."""
+    boots = sorted({boot for boot, _ in visits if boot})
     names = list(dict.fromkeys(name for _, steps in visits for name, _ in steps))
+    if not names:
+        return "n/a (this build's worker does not report them)"
     at = {n: [ms for _, steps in visits for name, ms in steps if name == n] for n in names}
-    return f"Python {'/'.join(boots)}): " + ", ".join(f"{n} {statistics.median(v):.0f} ms" for n, v in at.items())
+    return f"Python {'/'.join(boots)}: " + ", ".join(f"{n} {statistics.median(v):.0f} ms" for n, v in at.items())
 
 
 def fmt_mb(values):
@@ -247,7 +250,7 @@ def main():
             print(f"  bytes sent until ready, second:   {fmt_mb(r['warm_bytes'])}")
             print(f"  saved for offline after the first visit (service worker): {fmt_mb(r['saved'])}")
             for visit_kind in ("cold", "warm"):
-                print(f"  worker's start-up steps, {visit_kind} ({median_steps(r['steps'][visit_kind])})")
+                print(f"  worker's start-up steps, {visit_kind}: {median_steps(r['steps'][visit_kind])}")
             if r["marks"]:
                 print("  loading steps of the first cold visit (ms: status bar): " +
                       "; ".join(f"{ms}: {text}" for ms, text in r["marks"]))

@@ -203,7 +203,7 @@ async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
   }
   step(`python (${boot})`);
   try {
-    return await install({ root, wheel, wheelName, numpy, numpyName, vocab, boot });
+    return await install({ wheel, wheelName, numpy, numpyName, vocab, boot });
   } catch (err) {
     if (boot === "snapshot") await dropSnapshot(pyodideURL); // in case the snapshot is to blame
     throw err;

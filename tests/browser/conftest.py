@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -96,6 +97,17 @@ class PageLog:
 # Helpers for the chapters' tests
 
 SETTLED = ("done", "error", "stopped")  # a widget's data-status once a run or a call has ended
+
+
+def wait_until(page, script, arg=None, what="the page's condition holds", timeout=180_000):
+    """Poll page.evaluate(script, arg) until it returns true. page.wait_for_function does not await a
+    promise (an async function's promise counts as true at once), so async checks (Cache Storage)
+    need this."""
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(script, arg):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting until {what}", pytrace=False)
+        time.sleep(0.2)
 
 
 def widget(page, name):

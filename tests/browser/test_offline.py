@@ -10,7 +10,6 @@ import http.server
 import json
 import shutil
 import threading
-import time
 import urllib.parse
 import urllib.request
 
@@ -19,7 +18,7 @@ from playwright.sync_api import expect
 
 import build
 import offline
-from conftest import SITE, PageLog, corpus
+from conftest import SITE, PageLog, corpus, wait_until
 
 PREFIX = "/course/"
 SAVE_TIMEOUT = 300_000  # ms: saving the whole site (about 60 MB unpacked) on a busy 2-core machine
@@ -102,9 +101,8 @@ def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stoppe
         wait_ready(page, log)
         assert page.evaluate("crossOriginIsolated") is False  # the plain server sends no headers
         wait_saved(page, site["version"])
-        deadline = time.monotonic() + 60
-        while "course-python-snapshot" not in cache_state(page) and time.monotonic() < deadline:
-            time.sleep(0.2)  # kept by the worker once Python was ready (worker.js)
+        wait_until(page, "async () => (await caches.keys()).includes('course-python-snapshot')",
+                   what="the worker keeps its snapshot (once Python is ready: worker.js)", timeout=60_000)
         caches = cache_state(page)
         # the site's files, and the worker's memory snapshot of the booted interpreter (worker.js)
         assert caches == {f"course-site:{PREFIX}:{site['version']}": len(site["files"]), "course-python-snapshot": 1}

@@ -9,12 +9,11 @@
 Service workers are blocked here: the snapshot does not depend on them (test_offline covers them)."""
 
 import json
-import time
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import PageLog, chapter_url, result, wait_settled, widget
+from conftest import PageLog, chapter_url, result, wait_settled, wait_until, widget
 
 TIMEOUT = 180_000
 SNAPSHOT_CACHE = "course-python-snapshot"  # worker.js
@@ -50,22 +49,12 @@ def snapshot_key(page):
     return page.evaluate("new URL('pyodide/memory-snapshot', new URL(document.documentElement.dataset.siteRoot, location.href)).href")
 
 
-def wait_until(page, script, arg, what):
-    """Poll an async page function until it returns true (page.wait_for_function does not await a
-    promise: an async function's promise counts as true at once)."""
-    deadline = time.monotonic() + TIMEOUT / 1000
-    while not page.evaluate(script, arg):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting until {what}", pytrace=False)
-        time.sleep(0.2)
-
-
 def wait_snapshot_kept(page, size=None):
     """Wait until the worker has kept a snapshot (of this size, when given) with its X-Snapshot header."""
     wait_until(page, """async ([name, key, size]) => {
       const hit = await (await caches.open(name)).match(key);
       return !!hit && hit.headers.has("X-Snapshot") && (size === null || (await hit.arrayBuffer()).byteLength === size);
-    }""", [SNAPSHOT_CACHE, snapshot_key(page), size], "the snapshot is kept")
+    }""", [SNAPSHOT_CACHE, snapshot_key(page), size], "the snapshot is kept", TIMEOUT)
 
 
 def train(page):
