@@ -21,6 +21,7 @@ prints figures and asserts nothing; the machine is shared, so it prints the load
     .venv/bin/python bench/bench_load.py [--site DIR [DIR ...]] [--chapter 01-] [--runs 5]
     .venv/bin/python bench/bench_load.py --site /tmp/site-before _site --bytes-all   # every chapter once
     .venv/bin/python bench/bench_load.py --site _site _site#nosw   # with and without the service worker
+    .venv/bin/python bench/bench_load.py --profile   # each visit pair on a new browser profile (see contexts)
 """
 
 import argparse
@@ -28,8 +29,10 @@ import functools
 import http.server
 import os
 import pathlib
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 
@@ -172,8 +175,9 @@ def fmt_mb(values):
     return f"{statistics.median(values) / 1e6:.2f} MB" if values else "n/a"
 
 
-def bench_sites(browser, sites, chapter, runs):
-    """runs cold + second visits of chapter on each site, alternating between the sites."""
+def bench_sites(new_context, sites, chapter, runs):
+    """runs cold + second visits of chapter on each site, alternating between the sites.
+    new_context(service_workers=...): a fresh browser context (see contexts())."""
     out = []
     for spec in sites:
         site, _, variant = spec.partition("#")
@@ -187,7 +191,7 @@ def bench_sites(browser, sites, chapter, runs):
     try:
         for _ in range(runs):
             for r in out:
-                context = browser.new_context(service_workers="block" if r["block_sw"] else "allow")
+                context = new_context(service_workers="block" if r["block_sw"] else "allow")
                 context.add_init_script(RECORDER)
                 page = context.new_page()
                 t, n, _rows = visit(page, r["url"], r["log"])
@@ -206,6 +210,26 @@ def bench_sites(browser, sites, chapter, runs):
             r["server"].shutdown()
             r["server"].server_close()
     return out
+
+
+def contexts(playwright, browser, profile):
+    """A function that makes a fresh, empty browser context for one cold + second visit.
+
+    Without profile: browser.new_context(), Playwright's usual one, which is off the record, like a
+    private window. Chromium keeps no code cache there, so every visit compiles the page's wasm and
+    JavaScript again (measured: the fifth visit in one such context is no faster than the second).
+    With profile: a browser of its own on a new, empty profile folder, as a reader's browser is;
+    Chromium then keeps the compiled wasm of Pyodide in its code cache after the first visit."""
+    if not profile:
+        return browser.new_context
+
+    def new_context(**options):
+        folder = tempfile.mkdtemp(prefix="bench-profile-")
+        context = playwright.chromium.launch_persistent_context(
+            folder, executable_path=build.CHROMIUM, args=build.CHROMIUM_ARGS, headless=True, **options)
+        context.on("close", lambda _: shutil.rmtree(folder, ignore_errors=True))
+        return context
+    return new_context
 
 
 def bytes_per_chapter(browser, site):
@@ -235,6 +259,9 @@ def main():
     ap.add_argument("--chapter", default="01-", help="the chapter's file-name prefix (default 01-)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--bytes-all", action="store_true", help="also every chapter once, cold")
+    ap.add_argument("--profile", action="store_true",
+                    help="each cold + second visit in a browser on a new profile folder (code cache kept, as in a "
+                         "reader's browser) instead of an off-the-record context (none kept, as in a private window)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
@@ -242,7 +269,10 @@ def main():
         print(f"Chromium {browser.version}, headless; {os.cpu_count()} cores, load average before "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; the page's Python runs on one thread "
               f"(a Web Worker); server on 127.0.0.1 (no network delay)")
-        for r in bench_sites(browser, args.site, args.chapter, args.runs):
+        kind = ("a new profile each (code cache kept)" if args.profile
+                else "an off-the-record context each (no code cache, as in a private window)")
+        print(f"visits: {kind}")
+        for r in bench_sites(contexts(p, browser, args.profile), args.site, args.chapter, args.runs):
             print(f"\n{r['site']}: {r['chapter']}, {args.runs} visits each (median, min-max)")
             print(f"  first widget ready, cold:         {fmt_ms(r['cold'])}")
             print(f"  first widget ready, second visit: {fmt_ms(r['warm'])}")
