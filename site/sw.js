@@ -61,13 +61,19 @@ async function saveSite() {
   const todo = [...FILES.values()].filter(([path]) => !present.has(new URL(path, SCOPE).href));
   saved = FILES.size - todo.length;
   let next = 0;
+  let failed = false; // once one file fails, the install has failed: the other lanes stop, and say nothing
   async function lane() {
-    while (next < todo.length) {
+    while (next < todo.length && !failed) {
       const [path, sha256] = todo[next++];
-      const { body, type } = await fetchChecked(path, sha256);
-      await cache.put(new URL(path, SCOPE), new Response(body, { headers: { "Content-Type": type, ...ISOLATION } }));
+      try {
+        const { body, type } = await fetchChecked(path, sha256);
+        await cache.put(new URL(path, SCOPE), new Response(body, { headers: { "Content-Type": type, ...ISOLATION } }));
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
       saved += 1;
-      if (saved % 10 === 0) broadcast({ type: "offline", state: "saving", version: BUILD.version, done: saved, total: FILES.size });
+      if (saved % 10 === 0 && !failed) broadcast({ type: "offline", state: "saving", version: BUILD.version, done: saved, total: FILES.size });
     }
   }
   await Promise.all(Array.from({ length: PARALLEL }, lane));

@@ -54,8 +54,11 @@ async function register() {
     if (!worker) return;
     setState({ state: "saving" });
     // An install that fails (a file missing or changed while it was saved) leaves the old copy, if any.
+    // When this worker turns redundant, Chromium may not yet have cleared it from
+    // registration.installing, so "another worker on its way" means one that is not this one.
     worker.addEventListener("statechange", () => {
-      if (worker.state === "redundant" && !registration.installing && !registration.waiting) setState({ state: "error" });
+      const next = [registration.installing, registration.waiting].filter((w) => w && w !== worker);
+      if (worker.state === "redundant" && !next.length) setState({ state: "error" });
     });
   };
   registration.addEventListener("updatefound", () => follow(registration.installing));
