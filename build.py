@@ -456,6 +456,10 @@ class ChapterContext:
         return re.sub(r"<!--block:(\d+)-->", lambda m: self.blocks[int(m.group(1))], html)
 
     def widget(self, name, **options):
+        """site/templates/widgets/<name>.html; fig: the chapter's functions, so that a widget quotes a
+        results key as {{ fig.measured(key) }} or {{ fig.measured_pm(key) }}, linked to its row like
+        the chapter's own figures (a hand-typed fig span only labels whole curves or a family of keys, with no
+        single row)."""
         try:
             template = self.env.get_template(f"widgets/{name}.html")
         except jinja2.TemplateNotFound:
@@ -465,7 +469,7 @@ class ChapterContext:
         html = template.render(
             uid=f"w{self.widget_count}-{name}", options=options,
             defaults=dataclasses.asdict(train.TrainConfig()), model=dataclasses.asdict(model.GPTConfig()),
-            results=self.results, derived=derived_values(), limits=web.LIMITS)
+            results=self.results, derived=derived_values(), limits=web.LIMITS, fig=self.functions())
         return self._block(html.strip())
 
     def functions(self):

@@ -187,6 +187,25 @@ def test_a_measured_figure_links_to_its_row_and_keeps_its_label(ctx, call, href)
     assert f'href="{href}"' in html
 
 
+def test_a_widget_quotes_a_key_with_the_chapters_helpers():
+    """Chapter 2's mixture table: each mean ± sd is the chapter's own measured_pm, linked to its row; a
+    build without results leaves the table out, and a missing key fails the build."""
+    arms = [f"ch2.mix.w{w}.{source}" for w in (0, 25, 50, 75, 100) for source in ("comedies", "tragedies")]
+    values = {f"{arm}.{part}": v for i, arm in enumerate(arms) for part, v in (("mean", 2.5 + i / 100), ("sd", 0.01))}
+
+    def mixture(values):
+        ctx = build.ChapterContext(build.make_env(), {"values": values}, "chapters/test.md")
+        return ctx, ctx.fill_blocks(str(ctx.widget("mixture")))
+
+    ctx, html = mixture(values)
+    figures = re.findall(r'<span class="fig measured".*?</span>', html)
+    assert figures == [str(ctx.measured_pm(arm)) for arm in arms]
+    assert 'href="../results.html#key-ch2.mix.w75.tragedies"' in figures[7] and "2.570 ± 0.010" in figures[7]
+    assert "fig measured" not in mixture({})[1]
+    with pytest.raises(build.BuildError, match="ch2.mix.w100.tragedies.sd"):
+        mixture({k: v for k, v in values.items() if k != "ch2.mix.w100.tragedies.sd"})
+
+
 def test_figures_on_the_glossary_page_link_from_the_sites_root(ctx):
     ctx.results_href = "results.html"
     assert 'href="results.html#key-ch1.steps"' in str(ctx.measured("ch1.steps"))
