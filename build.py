@@ -646,11 +646,8 @@ def build_site(out=OUT, only_chapters=None):
     wheel = build_wheel(out / "wheels", keep_old=bool(only_chapters))
     try:  # with its bytecode, so the page's Python does not compile it (offline.compiled)
         offline.compile_wheel(out / "wheels" / wheel)
-        # what the worker imports before its memory snapshot (offline.startup_stdlib)
-        modules = offline.startup_stdlib([out / "pyodide" / numpy_wheel, out / "wheels" / wheel])
     except offline.OfflineError as e:
         raise BuildError(str(e)) from e
-    (out / "wheels" / "startup-modules.json").write_text(json.dumps(modules) + "\n")
     write_corpus(out / "data")
     chapters = find_chapters()
     if not chapters:

@@ -138,7 +138,7 @@ def compiled(jobs):
         if proc.returncode != 0:
             raise OfflineError(f"compiling Python to bytecode (node tools/pycompile.mjs) failed:\n{proc.stderr[-3000:]}")
     cutoff = time.time() - CACHE_DAYS * 86400
-    for old in [*PYC_CACHE.glob("*.zip"), *PYC_CACHE.glob("*.modules.json")]:
+    for old in PYC_CACHE.glob("*.zip"):
         if old.stat().st_mtime < cutoff:
             old.unlink(missing_ok=True)
     return [path.read_bytes() for path in paths]
@@ -178,31 +178,6 @@ def startup_modules(files, start="pylib/web/__init__.py"):
                 names = [mod] + [f"{mod}.{alias.name}" for alias in node.names]
             todo += [f for f in map(module_file, names) if f]
     return sorted(seen)
-
-
-def startup_stdlib(wheels):
-    """The standard-library modules that importing pylib.web (NumPy first) loads into a freshly
-    booted Pyodide, in the order they load ([name, ...]): node tools/startup_modules.mjs, with the
-    Pyodide the site ships and the given wheels (paths). The page's worker imports them before it
-    takes its memory snapshot (site/js/worker.js, importStdlib). Cached in .cache/pyc/ by input, as
-    compiled() is: a run takes a few seconds, most of it Pyodide's own start."""
-    tool = ROOT / "tools" / "startup_modules.mjs"
-    pyodide_version = json.loads((ROOT / "node_modules" / "pyodide" / "package.json").read_text())["version"]
-    digest = hashlib.sha256(tool.read_bytes() + pyodide_version.encode())
-    for wheel in wheels:
-        digest.update(hashlib.sha256(pathlib.Path(wheel).read_bytes()).digest())
-    PYC_CACHE.mkdir(parents=True, exist_ok=True)
-    target = PYC_CACHE / f"{digest.hexdigest()}.modules.json"
-    if target.is_file():
-        os.utime(target)
-        return json.loads(target.read_text())
-    proc = subprocess.run(["node", str(tool)], input=json.dumps({"wheels": [str(w) for w in wheels]}),
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise OfflineError(f"listing the start-up modules (node tools/startup_modules.mjs) failed:\n{proc.stderr[-3000:]}")
-    names = json.loads(proc.stdout)
-    target.write_text(json.dumps(names))
-    return names
 
 
 def compile_wheel(path):

@@ -371,19 +371,3 @@ def test_the_standard_library_and_numpy_are_vendored_compiled_and_the_lock_follo
         assert sum(n.endswith(".pyc") for n in names) > 0.95 * sum(n.endswith(".py") for n in kept)
         # Members stored, not deflated: the page's worker writes them out itself (worker.js unpackStored).
         assert all(i.compress_type == zipfile.ZIP_STORED for i in done.infolist())
-
-
-def test_the_start_up_modules_are_the_standard_librarys_that_numpy_and_pylib_web_import(tmp_path, monkeypatch):
-    numpy = build.copy_pyodide(tmp_path / "pyodide")
-    wheel = build.build_wheel(tmp_path / "wheels")
-    wheels = [tmp_path / "pyodide" / numpy, tmp_path / "wheels" / wheel]
-    monkeypatch.setattr(offline, "PYC_CACHE", tmp_path / "cache")
-    names = offline.startup_stdlib(wheels)
-    assert offline.startup_stdlib(wheels) == names  # the second answer comes from the cache
-    assert list((tmp_path / "cache").glob("*.modules.json"))
-    # json and dataclasses: pylib.web's; ctypes and pickle: NumPy's; nothing of theirs, nothing twice
-    assert {"json", "dataclasses", "ctypes", "pickle"} <= set(names), names
-    assert not [n for n in names if n.split(".")[0] in ("numpy", "pylib")]
-    assert len(set(names)) == len(names)
-    # modules Pyodide has loaded by the time it has booted are not listed again
-    assert not {"sys", "os", "random", "re"} & set(names)

@@ -21,14 +21,12 @@
 //
 // The first start in a browser also takes a memory snapshot of the freshly booted interpreter
 // (Pyodide's makeMemorySnapshot, before NumPy: the snapshot holds only the wasm memory, not the
-// compiled modules NumPy links in) and keeps it in Cache Storage once the page is ready. Before it
-// takes it, it imports the standard-library modules that NumPy and pylib.web will import (the
-// build lists them: see importStdlib), so that they are in the snapshot too. Later starts restore
-// it instead of booting Python again, which measured about 0.3 s faster on the same machine, and
-// reseed Python's random module, whose state would otherwise be the snapshot's on every visit. A
-// snapshot that does not restore (another Pyodide build, a damaged entry: see wellFormed) is
-// deleted and Python boots as on the first visit; info.boot in the ready message says which way it
-// started.
+// compiled modules NumPy links in) and keeps it in Cache Storage once the page is ready. Later
+// starts restore it instead of booting Python again, which measured about 0.3 s faster on the
+// same machine, and reseed Python's random module (Pyodide imports it while booting), whose state
+// would otherwise be the snapshot's on every visit. A snapshot that does not restore (another
+// Pyodide build, a damaged entry: see wellFormed) is deleted and Python boots as on the first
+// visit; info.boot in the ready message says which way it started.
 
 let pyodide = null;
 let web = null;
@@ -62,36 +60,6 @@ async function fetchBytes(url) {
   }
   if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`.trim());
   return new Uint8Array(await response.arrayBuffer());
-}
-
-/** The JSON at url (see fetchBytes for its errors). */
-async function fetchJSON(url) {
-  return JSON.parse(new TextDecoder().decode(await fetchBytes(url)));
-}
-
-// The standard-library modules that importing NumPy and pylib.web loads, in that order: the build
-// lists them (wheels/startup-modules.json, made by offline.startup_stdlib). At the first start the
-// worker imports them before it takes its memory snapshot, so later starts find them imported
-// instead of loading them from the standard library's archive. A name that is not a dotted
-// identifier is skipped, and one that does not import is left to the import that needs it.
-const MODULE_NAME = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$/;
-
-/** Imports the listed modules (in a namespace of their own, not __main__'s); returns how many of
- *  them Python then holds (sys.modules). */
-function importStdlib(names) {
-  const wanted = Array.isArray(names) ? names.filter((n) => typeof n === "string" && MODULE_NAME.test(n)) : [];
-  const namespace = pyodide.toPy({});
-  try {
-    return pyodide.runPython(`import importlib, sys
-for name in ${JSON.stringify(wanted)}:
-    try:
-        importlib.import_module(name)
-    except Exception:
-        pass
-sum(name in sys.modules for name in ${JSON.stringify(wanted)})`, { globals: namespace });
-  } finally {
-    namespace.destroy();
-  }
 }
 
 // A promise whose rejection is handled later (by whoever awaits it), not reported as unhandled now.
@@ -187,7 +155,6 @@ const steps = [];
 const step = (name) => steps.push([name, performance.timeOrigin + performance.now()]);
 
 let newSnapshot = null; // taken at the first start; kept once the page is ready (see "ready" below)
-let preimported = null; // how many listed standard-library modules the first start imported (importStdlib)
 
 async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
   step("init");
@@ -200,10 +167,6 @@ async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
   const numpy = early(fetchBytes(numpyURL));
   const vocab = early(fetchBytes(dataURL + "vocab.json"));
 
-  // Pyodide's loader imports pyodide.asm.js (1.2 MB of JavaScript) only once pyodide.mjs has run.
-  // Importing it now lets the browser fetch and compile both at once; the loader's own import then
-  // gets the same module (one module per URL), and reports a failure as it would have.
-  early(import(pyodideURL + "pyodide.asm.js"));
   progress("Loading Python (Pyodide 0.27.7)…", null); // no finer progress from Pyodide: indeterminate
   let loadPyodide;
   try {
@@ -229,11 +192,7 @@ async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
       }
     }
     if (!pyodide) {
-      const modules = early(fetchJSON(new URL("startup-modules.json", wheelURL).href));
       pyodide = await Promise.race([loadPyodide({ ...options, _makeSnapshot: true }), downloads.failed]);
-      step("python (booted)");
-      preimported = importStdlib(await modules.catch(() => []));
-      step("standard library");
       try {
         newSnapshot = pyodide.makeMemorySnapshot();
       } catch {
@@ -245,7 +204,7 @@ async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
   } finally {
     downloads.stop();
   }
-  if (boot === "snapshot") step("python (snapshot)");
+  step(`python (${boot})`);
   try {
     return await install({ wheel, wheelName, numpy, numpyName, vocab, boot });
   } catch (err) {
@@ -347,7 +306,7 @@ async function install({ wheel, wheelName, numpy, numpyName, vocab, boot }) {
     post({ type: "data-error", message: dataFailure(["vocab.json"], err) });
   }
   step("vocabulary");
-  return { python: pyodide.version, boot, unpacked, steps, preimported };
+  return { python: pyodide.version, boot, unpacked, steps };
 }
 
 function dataFailure(files, err) {

@@ -2,9 +2,8 @@
 
 - on a page with widgets the worker is created from <head>, before the body is parsed;
 - NumPy's and pylib's wheels are written out by the worker's own unzipper (their members are stored);
-- the first start imports the standard-library modules the build lists (wheels/startup-modules.json)
-  and keeps a memory snapshot of the booted interpreter in Cache Storage, a later visit restores it,
-  and Python then computes exactly what a booted one does; a list that cannot be read is skipped;
+- the first start keeps a memory snapshot of the booted interpreter in Cache Storage, a later visit
+  restores it, and Python then computes exactly what a booted one does;
 - a snapshot that does not restore is dropped and replaced, and the page works as on a first visit.
 
 Service workers are blocked here: the snapshot does not depend on them (test_offline covers them)."""
@@ -14,7 +13,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, PageLog, chapter_url, result, wait_settled, wait_until, widget
+from conftest import PageLog, chapter_url, result, wait_settled, wait_until, widget
 
 TIMEOUT = 180_000
 SNAPSHOT_CACHE = "course-python-snapshot"  # worker.js
@@ -81,40 +80,7 @@ def test_the_worker_is_created_from_head_before_the_body_is_parsed(context, site
     assert info["unpacked"] == {"numpy": "stored", "pylib": "stored"}, info["unpacked"]
     names = [name for name, _ in info["steps"]]
     assert names[:2] == ["init", "pyodide.mjs"] and names[-1] == "vocabulary", names
-    # a first start: every module the build listed was imported before the snapshot was taken
-    assert info["boot"] == "booted" and names[2:4] == ["python (booted)", "standard library"], names
-    listed = json.loads((SITE / "wheels" / "startup-modules.json").read_text())
-    assert {"json", "ctypes", "pickle"} <= set(listed), listed  # pylib.web and NumPy import them
-    assert info["preimported"] == len(listed), (info["preimported"], listed)
     assert not log.problems(), log.problems()
-
-
-# What the worker may find at wheels/startup-modules.json instead of the build's list.
-BAD_LISTS = {
-    "missing": dict(status=404, body="not here"),
-    "not JSON": dict(status=200, body="<html>oops</html>", content_type="text/html"),
-    # only "json" is a module name; the others are skipped, and a module that does not exist is left alone
-    "odd names": dict(status=200, content_type="application/json",
-                      body=json.dumps(["json", "os; import sys", "__import__('os')", 7, None, "no_such_module_here"])),
-}
-
-
-@pytest.mark.parametrize("bad", BAD_LISTS)
-def test_a_module_list_that_cannot_be_read_is_skipped_and_the_snapshot_still_restores(context, site_url, bad):
-    page = context.new_page()
-    log = PageLog(page)
-    page.route("**/wheels/startup-modules.json", lambda route: route.fulfill(**BAD_LISTS[bad]))
-    assert open_chapter1(page, site_url, log) == "booted"
-    info = page.evaluate("""() => new Promise((resolve) => import(new URL('../static/js/pyodide-client.js', location.href).href)
-                                   .then((m) => m.start()).then(resolve))""")
-    assert info["preimported"] == (1 if bad == "odd names" else 0), info["preimported"]
-    wait_snapshot_kept(page)
-    first = train(page)
-    assert open_chapter1(page, site_url, log) == "snapshot"
-    assert train(page)["final_train_loss"] == first["final_train_loss"]
-    # the page's own requests: the failed list is the worker's business, not an error the reader sees
-    expect(page.locator('[data-role="page-error"]')).to_be_hidden()
-    assert not [p for p in log.problems() if "startup-modules" not in p], log.problems()
 
 
 def test_a_second_visit_restores_the_snapshot_and_trains_exactly_as_the_first(context, site_url):
