@@ -89,3 +89,16 @@ def assert_error_in_slot(w, name, text=None, status_line='[data-role="message"]'
     expect(w.locator(f'[name="{name}"]').first).to_have_attribute("aria-invalid", "true")
     expect(w.locator(status_line)).to_contain_text("check")
     return slot.inner_text()
+
+
+def open_chart_data(scope):
+    """Open the chart frame's data table (its <details>) with a click and return the table, filled.
+    The table is written by the frame's "toggle" listener (Plot's, or an SVG chart's), and "toggle" fires
+    a task after the click, so reading the table at once can read it empty or stale. This waits for the
+    event: a listener added now runs after the chart's own, which the widget added when it started."""
+    details = scope.locator(".kit-chart-data")
+    details.evaluate("d => { d.toggled = new Promise((done) => d.addEventListener('toggle', done, { once: true })); }")
+    details.locator("summary").click()
+    details.evaluate("d => d.toggled.then(() => d.open)")
+    assert details.evaluate("d => d.open"), "the chart's data table did not open"
+    return details.locator("table")

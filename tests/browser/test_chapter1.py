@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import ROOT, corpus
-from kit_checks import assert_error_in_slot, assert_fields_labelled
+from kit_checks import assert_error_in_slot, assert_fields_labelled, open_chart_data
 
 RUN_TIMEOUT = 120_000  # ms; a 60-step run takes ~3 s, the default 400-step run ~20-40 s
 
@@ -355,7 +355,7 @@ def test_chart_has_a_text_alternative(chapter1):
     assert re.search(r"Validation loss went from [\d.]+ at step \d+ to [\d.]+ at step \d+", summary), summary
     chart = w.locator('[data-role="chart"]')
     assert chart.get_attribute("aria-describedby") == w.locator('[data-role="chart-summary"]').get_attribute("id")
-    w.locator(".kit-chart-data summary").click()
+    open_chart_data(w)
     table = w.locator(".kit-chart-data table")
     expect(table.locator("thead th").first).to_have_text("step")
     rows = table.locator("tbody tr")

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
 
 chapter12 = chapter_fixture("12-")
 
@@ -216,7 +216,7 @@ def test_gantt_chart_has_a_text_alternative(chapter12):
     r = wait_result(chapter12, w, "r.schedule === 'gpipe' && r.stages === 4 && r.microbatches === 8")
     summary = w.locator('[data-role="chart-summary"]')
     expect(summary).to_contain_text(f"idle {100 * r['bubble_fraction']:.1f}%")
-    w.locator(".kit-chart-data summary").click()
+    open_chart_data(w)
     rows = w.locator(".kit-chart-data tbody tr")
     expect(rows).to_have_count(4)
     cells = rows.first.locator("td").all_text_contents()

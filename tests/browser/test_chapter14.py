@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
 
 chapter14 = chapter_fixture("14-")
 
@@ -168,7 +168,7 @@ def test_isoflop_chart_has_a_text_alternative(chapter14):
     assert run(w) == "done"
     page = result(w)
     expect(w.locator('[data-role="plot-summary"]')).to_contain_text(f"{min(page['loss']):.3f}")
-    w.locator(".kit-chart-data summary").click()
+    open_chart_data(w)
     expect(w.locator(".kit-chart-data tbody tr")).to_have_count(len(series[0]["n"]))
     assert w.locator(".kit-chart-data thead th").count() == 2 + len(series[0]["loss_per_seed"][0])
     w.locator(".kit-chart-data summary").click()

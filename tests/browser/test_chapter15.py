@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
 
 chapter15 = chapter_fixture("15-")
 
@@ -380,7 +380,7 @@ def test_goodput_chart_has_a_text_alternative(chapter15):
     w, status = goodput_run(chapter15, delta=5, M=15, R=10, tau=9)
     assert status == "done"
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("At your τ = 9 min")
-    w.locator(".kit-chart-data summary").click()
+    open_chart_data(w)
     assert w.locator(".kit-chart-data thead th").all_text_contents() == ["checkpoint interval τ (min)", "simulated", "expected (exact)"]
     rows = w.locator(".kit-chart-data tbody tr")
     assert rows.count() >= 10

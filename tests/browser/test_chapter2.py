@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, wait_settled as wait_status, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
 
 chapter2 = chapter_fixture("02-")
 TIMEOUT = 120_000  # ms
@@ -186,7 +186,7 @@ def test_bpe_chart_has_a_text_alternative(chapter2):
     r = json.loads(w.get_attribute("data-result"))
     summary = w.locator('[data-role="chart-summary"]').text_content()
     assert f"{r['chars_per_token']:.3f} at {r['vocab_size']}" in summary and "1.000 characters per token at vocabulary 4" in summary
-    w.locator(".kit-chart-data summary").click()
+    open_chart_data(w)
     row = w.locator(".kit-chart-data tbody tr").filter(has=chapter2.locator("th", has_text=re.compile(r"^7$")))
     expect(row).to_have_count(1)  # the last merge: vocabulary 7, this text's characters per token
     assert row.locator("td").first.text_content() == f"{r['chars_per_token']:.4g}"
@@ -252,7 +252,7 @@ def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
     # the text alternatives: the mask's rows and each bar chart's values, in tables; sentences with the numbers
     for role in ("grid", "bars-masked", "bars-unmasked"):
         frame = w.locator(f'[data-chart="{role}"]')
-        frame.locator(".kit-chart-data summary").click()
+        open_chart_data(frame)
         expect(frame.locator(".kit-chart-data tbody tr")).to_have_count(64)
         frame.locator(".kit-chart-data summary").click()
     expect(w.locator('[data-role="bars-masked-summary"]')).to_contain_text(f"{leak['max_other_masked']:.2e}".replace("e+00", "e+0").replace("e-0", "e-"))

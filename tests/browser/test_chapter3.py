@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
 
 chapter3 = chapter_fixture("03-")
 
@@ -297,7 +297,7 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     assert r["max_abs_dloss"] < 1e-3 and expected < 1e-3  # seed 0: rounding only (results.md)
     # the chart's text alternative: a sentence with the last losses, and a table of both runs per step
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text(f"After {big.steps} steps")
-    w.locator(".kit-chart-data summary").click()
+    open_chart_data(w)
     expect(w.locator(".kit-chart-data thead th")).to_have_text(["step", "batch × 4", "accumulation"])
     last = w.locator(".kit-chart-data tbody tr").last.locator("th, td").all_text_contents()
     assert last[0] == str(big.steps - 1)

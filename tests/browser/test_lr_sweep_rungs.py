@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, wait_settled, widget
+from kit_checks import open_chart_data
 
 chapter6 = chapter_fixture("06-")
 
@@ -107,7 +108,7 @@ def test_dragging_the_rate_draws_the_nearest_rungs_measured_curves_and_letting_g
     frame = w.locator('[data-chart="curves"]')
     expect(frame.locator('[data-role="curves-summary"]')).to_contain_text(
         f"lr {vc['lrs'][below]:g} from {vc['mean'][below][0]:.3f} at step 0 to {vc['mean'][below][-1]:.3f}")
-    frame.locator(".kit-chart-data summary").click()
+    open_chart_data(frame)
     headers = frame.locator(".kit-chart-data thead th").all_text_contents()
     assert headers[:5] == ["step"] + [f"lr {vc['lrs'][i]:g} measured {c}" for i in (below, above) for c in ("mean", "sd")]
     rows = frame.locator(".kit-chart-data tbody tr").evaluate_all(
