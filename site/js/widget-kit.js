@@ -350,8 +350,10 @@ export function calculator(root, client, opts) {
     }
   }
 
-  /** Compute with the buttons disabled (Compute, a preset). */
+  /** Compute with the buttons disabled (Compute, a preset). A live update still waiting for the keys
+   * to pause is dropped: it would only compute the same fields again, just after. */
   async function run() {
+    cancelSoon();
     for (const b of buttons()) b.disabled = true;
     try { await compute(); } finally { for (const b of buttons()) b.disabled = false; }
   }
@@ -360,6 +362,7 @@ export function calculator(root, client, opts) {
   // request wins, the result announced at most every few seconds
   let inFlight = null, again = false;
   function schedule() {
+    cancelSoon();
     if (inFlight) { again = true; return inFlight; }
     inFlight = (async () => {
       do {
@@ -371,6 +374,17 @@ export function calculator(root, client, opts) {
     return inFlight;
   }
 
+  // soon(ms): schedule() once typing has paused for ms; a later soon(), schedule() or run() replaces it
+  let timer = null;
+  function cancelSoon() {
+    clearTimeout(timer);
+    timer = null;
+  }
+  function soon(ms) {
+    cancelSoon();
+    timer = setTimeout(schedule, ms);
+  }
+
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     run();
@@ -380,6 +394,7 @@ export function calculator(root, client, opts) {
     compute,
     run,
     schedule,
+    soon,
     setStatus,
     /** Starts Python (buttons disabled), runs setUp(); false (the error shown) on failure. */
     async ready(setUp = null) {

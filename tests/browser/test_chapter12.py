@@ -170,6 +170,27 @@ def test_planner_refuses_bad_layouts_and_recovers(chapter12, field):
     assert wait_settled(w, ["done"]) == "done"
 
 
+def test_run_pressed_while_typing_computes_once(chapter12):
+    """Run pressed while a typed value's live update still waits for the keys to pause: the kit's
+    calculator drops that update (calc.soon), so the plan is computed once, and the status does not
+    go back to "running" for a second computation of the same fields just after."""
+    w = widget(chapter12, "planner")
+    assert wait_settled(w, ["done", "error"]) == "done"
+    w.evaluate("""el => {
+        el.resultWrites = 0;
+        new MutationObserver((records) => { el.resultWrites += records.length; })
+          .observe(el, { attributes: true, attributeFilter: ["data-result"] });
+        const box = el.querySelector('input[name="tp"]');
+        box.value = box.value;  // typed: the live update is now 60 ms away
+        box.dispatchEvent(new Event("input", { bubbles: true }));
+        el.querySelector('[data-role="form"]').requestSubmit();  // and Run, before it
+    }""")
+    assert wait_settled(w, ["done", "error"]) == "done"
+    chapter12.wait_for_timeout(600)  # ten times the typing pause: a live update would have started
+    assert w.get_attribute("data-status") == "done"
+    assert w.evaluate("el => el.resultWrites") == 1
+
+
 def test_planner_names_a_product_that_misses_the_gpu_count(chapter12):
     w = widget(chapter12, "planner")
     w.locator('input[name="dp"]').fill("5")

@@ -68,8 +68,7 @@ export async function mount(root, client) {
       `${fast ? at(fast, n) : "none"}. At the chosen ${mbit(chosen)} Mb/s: ${v.winner ? NAMES[v.winner] : "none"}.`);
   }
 
-  let timer = null;
-  const fields = bindFields(root, { onSlide: () => { clearTimeout(timer); calc.schedule(); } });
+  const fields = bindFields(root, { onSlide: () => calc.schedule() });
   const calc = calculator(root, client, {
     op: "slow_link_race",
     fields,
@@ -86,9 +85,7 @@ export async function mount(root, client) {
   });
   // typing recomputes too, once the keys pause
   fields.form.addEventListener("input", (event) => {
-    if (event.target.dataset.sliderFor) return;
-    clearTimeout(timer);
-    timer = setTimeout(() => calc.schedule(), 120);
+    if (!event.target.dataset.sliderFor) calc.soon(120);
   });
 
   if (!(await calc.ready())) return;

@@ -99,12 +99,7 @@ export async function mount(root, client) {
 
   if (!(await calc.ready(async () => { examples = await client.call("objective_worked_examples"); }))) return;
 
-  let timer = null;
-  tbody.addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => calc.schedule(), 200);
-  });
-  fields.form.addEventListener("submit", () => clearTimeout(timer));
+  tbody.addEventListener("input", () => calc.soon(200));
   addButton.addEventListener("click", () => {
     addRow("1", "1");
     if (addButton.disabled) rows().at(-1).querySelector("input").focus(); // the table is full: Add can no longer hold the focus

@@ -90,13 +90,10 @@ export async function mount(root, client) {
   });
 
   // typing recomputes too, once the keys pause; the schedule's select at once
-  let timer = null;
   fields.form.addEventListener("input", (event) => {
-    if (event.target.dataset.sliderFor || event.target.tagName === "SELECT") return;
-    clearTimeout(timer);
-    timer = setTimeout(() => calc.schedule(), 60);
+    if (!event.target.dataset.sliderFor && event.target.tagName !== "SELECT") calc.soon(60);
   });
-  fields.input("schedule").addEventListener("change", () => { clearTimeout(timer); calc.schedule(); });
+  fields.input("schedule").addEventListener("change", () => calc.schedule());
 
   if (!(await calc.ready())) return;
   onResize(svg, () => last && draw(svg, last));

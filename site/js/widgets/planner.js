@@ -104,13 +104,11 @@ export async function mount(root, client) {
   }
 
   // typing plans again once the keys pause; a select or the checkbox at once
-  let timer = null;
   fields.form.addEventListener("input", (event) => {
     const t = event.target;
     if (t.dataset.sliderFor || t === select) return; // sliders: onSlide; the run: its change event
-    clearTimeout(timer);
     if (t.tagName === "SELECT" || t.type === "checkbox") calc.schedule();
-    else timer = setTimeout(() => calc.schedule(), 60);
+    else calc.soon(60);
   });
   select.addEventListener("change", () => { load(select.value); calc.schedule(); });
 

@@ -29,8 +29,7 @@ export async function mount(root, client) {
   const slowPlot = chart($('[data-role="slow-chart"]'), { label: "workers W", log: true }, {}, "workers W");
   const ms = (x) => `${x.toPrecision(4)} ms`;
 
-  let timer = null;
-  const fields = bindFields(root, { onSlide: () => { clearTimeout(timer); calc.schedule(); } });
+  const fields = bindFields(root, { onSlide: () => calc.schedule() });
   const calc = calculator(root, client, {
     op: "slow_queue",
     fields,
@@ -61,9 +60,7 @@ export async function mount(root, client) {
   });
   // typing simulates again once the keys pause
   fields.form.addEventListener("input", (event) => {
-    if (event.target.dataset.sliderFor) return;
-    clearTimeout(timer);
-    timer = setTimeout(() => calc.schedule(), 150);
+    if (!event.target.dataset.sliderFor) calc.soon(150);
   });
 
   if (!(await calc.ready())) return;

@@ -72,14 +72,9 @@ export async function mount(root, client) {
   keepFocusOnRun(root);
 
   // typing redraws after a short pause (the slider redraws at once, above)
-  let timer = null;
-  const form = $('[data-role="form"]');
-  form.addEventListener("input", (event) => {
-    if (!ready || event.target.type === "range") return;
-    clearTimeout(timer);
-    timer = setTimeout(() => calc.schedule(), 120);
+  $('[data-role="form"]').addEventListener("input", (event) => {
+    if (ready && event.target.type !== "range") calc.soon(120);
   });
-  form.addEventListener("submit", () => clearTimeout(timer));
   if (!(await calc.ready())) return;
   ready = true;
   await calc.run();

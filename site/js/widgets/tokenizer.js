@@ -73,11 +73,6 @@ export async function mount(root, client) {
   );
   eosId = vocab[vocab.length - 1].id;
 
-  let timer = null;
-  fields.input("text").addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => calc.schedule(), 150);
-  });
-  fields.form.addEventListener("submit", () => clearTimeout(timer));
+  fields.input("text").addEventListener("input", () => calc.soon(150));
   await calc.run();
 }
