@@ -92,13 +92,16 @@ def assert_error_in_slot(w, name, text=None, status_line='[data-role="message"]'
 
 
 def open_chart_data(scope):
-    """Open the chart frame's data table (its <details>) with a click and return the table, filled.
+    """Open the chart frame's data table (its <details>) with a click, and wait until it is filled.
     The table is written by the frame's "toggle" listener (Plot's, or an SVG chart's), and "toggle" fires
     a task after the click, so reading the table at once can read it empty or stale. This waits for the
     event: a listener added now runs after the chart's own, which the widget added when it started."""
     details = scope.locator(".kit-chart-data")
-    details.evaluate("d => { d.toggled = new Promise((done) => d.addEventListener('toggle', done, { once: true })); }")
+    details.evaluate("""d => { d.toggled = new Promise((done) => {
+        d.addEventListener("toggle", () => done(d.open), { once: true });
+        setTimeout(() => done(null), 10_000);
+    }); }""")
     details.locator("summary").click()
-    details.evaluate("d => d.toggled.then(() => d.open)")
-    assert details.evaluate("d => d.open"), "the chart's data table did not open"
-    return details.locator("table")
+    opened = details.evaluate("d => d.toggled")
+    assert opened is not None, "no toggle event within 10 s of the click"
+    assert opened, "the chart's data table closed instead of opening"
