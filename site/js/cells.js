@@ -219,7 +219,8 @@ function editorTheme(core) {
     },
     ".cm-activeLine": { backgroundColor: "transparent" },
     ".cm-activeLineGutter": { backgroundColor: "transparent", color: "var(--fg, var(--text))" },
-    "&.cm-focused": { outline: "3px solid var(--focus, var(--accent))", outlineOffset: "2px" },
+    // the ring from the moment the text takes focus: CodeMirror sets .cm-focused a few ms later
+    "&.cm-focused, &:focus-within": { outline: "3px solid var(--focus, var(--accent))", outlineOffset: "2px" },
     "&.cm-focused > .cm-scroller > .cm-selectionLayer .cm-selectionBackground, .cm-selectionBackground, .cm-content ::selection":
       { backgroundColor: "color-mix(in srgb, var(--accent) 30%, transparent)" },
     ".cm-matchingBracket, &.cm-focused .cm-matchingBracket": {

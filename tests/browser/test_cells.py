@@ -120,6 +120,19 @@ def test_tab_indents_in_the_editor_and_esc_then_tab_leaves_it(chapter9):
     assert code_of(c) == pylib_source(ROUND).rstrip("\n")
 
 
+def test_the_editor_shows_its_focus_ring_in_the_same_task_as_it_takes_focus(chapter9):
+    """CodeMirror marks the editor .cm-focused a few ms after its text takes focus; the ring must not
+    wait for that (test_a11y's Tab walk read it in between once). Read in the task that focuses."""
+    c = cell(chapter9, ROUND)
+    ring = c.evaluate("""el => {
+        el.querySelector(".cm-content").focus();
+        const s = getComputedStyle(el.querySelector(".cm-editor"));
+        return [s.outlineStyle, parseFloat(s.outlineWidth)];
+    }""")
+    chapter9.evaluate("document.activeElement.blur()")
+    assert ring[0] == "solid" and ring[1] >= 2, ring
+
+
 def test_cell_has_no_serious_accessibility_violations_before_and_after_a_run(chapter9):
     page = chapter9
     c = cell(page, ROUND)
