@@ -83,32 +83,34 @@ def fill(w, **fields):
     w.locator('[data-action="run"]').click()
 
 
+def fill_and_wait(w, **fields):
+    """fill(), then wait for the result of exactly these values. Checking one field is not enough: the
+    fields are typed one by one, and a live update that fires between two of them (after the typing
+    pause) computes a mix of new and old values."""
+    fill(w, **fields)
+    w.page.wait_for_function("""([el, want]) => el.dataset.status === "done" && el.dataset.result &&
+                                  Object.entries(want).every(([k, v]) => JSON.parse(el.dataset.result).settings[k] === v)""",
+                             arg=[w.element_handle(), {k: float(v) for k, v in fields.items()}], timeout=TIMEOUT)
+    return result(w)
+
+
 def test_link_race_matches_pylib_and_the_winner_moves(chapter13):
     from pylib import model
     from pylib.systems import slow_links as sl
     w = widget(chapter13, "link-race")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    fill(w, bandwidth="10", latency="0", step_ms="3", workers="4")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.bandwidth === 10",
-                             arg=w.element_handle(), timeout=TIMEOUT)
-    r = result(w)
+    r = fill_and_wait(w, bandwidth="10", latency="0", step_ms="3", workers="4")
     shapes = model.param_shapes(model.GPTConfig(vocab_size=corpus()[0].size))
     for m in sl.METHODS:
         ref = sl.sync_cost(sl.configured(m), shapes, 4, 0.0, 1 / (10e6 / 8))
         assert r["rows"][m]["seconds"] == pytest.approx(ref["seconds"], rel=1e-12)
         assert r["rows"][m]["wire_bytes"] == ref["wire_bytes"]
     slow_winner = r["winner"]
-    fill(w, bandwidth="10000000", latency="0", step_ms="3", workers="4")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.bandwidth === 10000000",
-                             arg=w.element_handle(), timeout=TIMEOUT)
-    fast_winner = result(w)["winner"]
+    fast_winner = fill_and_wait(w, bandwidth="10000000", latency="0", step_ms="3", workers="4")["winner"]
     assert slow_winner != fast_winner  # bytes decide on a slow link, steps on a fast one
     expect(w.locator("tr.sl-winner")).to_have_count(1)
     # The all-gather's wire grows with W: at 64 workers top-k sends more than the dense ring.
-    fill(w, bandwidth="100", latency="0", step_ms="3", workers="64")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.workers === 64",
-                             arg=w.element_handle(), timeout=TIMEOUT)
-    rows = result(w)["rows"]
+    rows = fill_and_wait(w, bandwidth="100", latency="0", step_ms="3", workers="64")["rows"]
     assert rows["topk"]["wire_bytes"] > rows["dense"]["wire_bytes"]
 
 
@@ -135,10 +137,7 @@ def test_queue_matches_pylib(chapter13):
     from pylib.systems import queueing
     w = widget(chapter13, "queue")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    fill(w, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.rho === 0.7",
-                             arg=w.element_handle(), timeout=TIMEOUT)
-    r = result(w)
+    r = fill_and_wait(w, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
     ref = queueing.simulate_md1(0.7, 10.0, 50_000, 0)
     assert r["md1"]["mean"] == pytest.approx(ref["mean"], rel=1e-9)
     assert r["md1"]["exact"] == pytest.approx(0.7 * 10 / (2 * 0.3))
@@ -203,17 +202,13 @@ def test_link_race_bandwidth_slider_is_logarithmic_and_recomputes(chapter13):
 def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
     w = widget(chapter13, "link-race")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    fill(w, bandwidth="100", latency="0", step_ms="3", workers="4")
-    w.page.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).settings.bandwidth === 100",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    fill_and_wait(w, bandwidth="100", latency="0", step_ms="3", workers="4")
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("At the chosen 100 Mb/s")
     open_chart_data(w)
     assert w.locator(".kit-chart-data thead th").first.text_content() == "bandwidth (Mb/s)"
     assert w.locator(".kit-chart-data tbody tr").count() >= 10
     w.locator(".kit-chart-data summary").click()
     q = widget(chapter13, "queue")
-    fill(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
-    w.page.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).settings.rho === 0.7",
-                             arg=q.element_handle(), timeout=TIMEOUT)
+    fill_and_wait(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
     expect(q.locator('[data-role="wait-chart-summary"]')).to_contain_text("at your ρ = 0.7")
     expect(q.locator('[data-role="slow-chart-summary"]')).to_contain_text("at your W = 32")
