@@ -234,7 +234,7 @@ def test_gantt_chart_has_a_text_alternative(chapter12):
         w.locator(f'input[name="{name}"]').fill(value)
     clear_status(w)
     w.locator('[data-action="run"]').click()
-    r = wait_result(chapter12, w, "r.schedule === 'gpipe' && r.stages === 4 && r.microbatches === 8")
+    r = wait_result(chapter12, w, "r.schedule === 'gpipe' && r.stages === 4 && r.microbatches === 8 && r.chunks === 1 && r.ratio === 2")
     summary = w.locator('[data-role="chart-summary"]')
     expect(summary).to_contain_text(f"idle {100 * r['bubble_fraction']:.1f}%")
     open_chart_data(w)
