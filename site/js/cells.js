@@ -14,6 +14,7 @@
 // data-result (the driver's JSON summary, pylib.web.cells). Output is text only (textContent).
 
 import { siteRoot } from "./pyodide-client.js";
+import { markSettled, SETTLED } from "./widget-kit.js";
 
 const STOP_GRACE_MS = 1500; // how long an interrupted run may take to stop before the worker is replaced
 const START_TIMEOUT_MS = 180_000; // a worker that is not ready by then has failed
@@ -280,6 +281,7 @@ async function mount(root) {
   const setStatus = (status, text) => {
     root.dataset.status = status;
     if (text !== undefined) statusBox.textContent = text;
+    if (SETTLED.includes(status)) markSettled(root);
   };
 
   let kit;
@@ -418,6 +420,7 @@ const mountOnce = (el) => {
     el.dataset.status = "error";
     const box = el.querySelector('[data-role="status"]');
     if (box) box.textContent = `This cell failed to start: ${err.message}`;
+    markSettled(el);
   });
 };
 if ("IntersectionObserver" in globalThis) {

@@ -5,6 +5,7 @@
 import * as client from "./pyodide-client.js";
 import "./offline.js"; // the service worker: the site saved for offline use after this visit
 import { watchScrollers } from "./scrollers.js";
+import { markSettled } from "./widget-kit.js";
 
 watchScrollers(); // code, tables and formulas that scroll sideways take keyboard focus while they overflow
 
@@ -12,6 +13,7 @@ function widgetFailed(root, message) {
   root.dataset.status = "error";
   const box = root.querySelector('[data-role="message"]') || root;
   box.textContent = message;
+  markSettled(root);
 }
 
 // The chapter list is open on wide screens and collapsed on phones, where it would fill half the first

@@ -69,8 +69,32 @@ export function announcer(root, every = PROGRESS_EVERY_MS) {
   };
 }
 
+// A widget's data-status once a run or a call has ended.
+export const SETTLED = ["done", "error", "stopped"];
+
+/** markSettled(root): count one more ended run or call on root's data-settles. Readers, and the
+ *  browser tests, can tell a new result from an old one by it: a status that is "done" again says
+ *  nothing about whether it is the same "done". */
+export function markSettled(root) {
+  root.dataset.settles = String((Number(root.dataset.settles) || 0) + 1);
+}
+
+/** setPending(root, key, on): say whether work keyed `key` is on its way in root (a live update
+ *  waiting for the keys to pause, a call not yet answered). root carries data-pending while any key
+ *  is on: until it is gone, data-status and data-result may still be an earlier answer's. */
+const pendingKeys = new WeakMap();
+export function setPending(root, key, on) {
+  let keys = pendingKeys.get(root);
+  if (!keys) pendingKeys.set(root, (keys = new Set()));
+  if (on) keys.add(key);
+  else keys.delete(key);
+  if (keys.size) root.dataset.pending = "";
+  else delete root.dataset.pending;
+}
+
 /** makeStatus(root): setStatus(status, text, announce) sets data-status and the message; announce is
- *  "now", "throttled" or false (default: "now" for done, error and stopped, else false). Has .announcer. */
+ *  "now", "throttled" or false (default: "now" for done, error and stopped, else false). A settled
+ *  status (SETTLED) also counts on data-settles (markSettled). Has .announcer. */
 export function makeStatus(root) {
   const message = root.querySelector('[data-role="message"]');
   if (message && message.getAttribute("aria-live")) { // an older template: the message was the live region
@@ -81,7 +105,8 @@ export function makeStatus(root) {
   const setStatus = (status, text, announce) => {
     root.dataset.status = status;
     if (text !== undefined && message) message.textContent = text;
-    const how = announce === undefined ? (["done", "error", "stopped"].includes(status) ? "now" : false) : announce;
+    if (SETTLED.includes(status)) markSettled(root);
+    const how = announce === undefined ? (SETTLED.includes(status) ? "now" : false) : announce;
     if (text && how === "now") ann.say(text);
     else if (text && how === "throttled") ann.progress(text);
   };
@@ -134,6 +159,7 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
   const input = (name) => form.elements.namedItem(name);
   const slotOf = (name) => root.querySelector(`[data-error-for="${CSS.escape(name)}"]`);
   const sliders = [...root.querySelectorAll("[data-slider-for]")];
+  const host = root.closest("[data-widget]") || root; // the widget, whose data-pending a commit sets
   const sync = (slider) => {
     const pos = sliderScale(slider).toPos(Number(input(slider.dataset.sliderFor).value.trim() || NaN));
     if (pos != null) slider.value = String(pos);
@@ -156,8 +182,14 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
     slider.addEventListener("change", () => {
       if (!onCommit) return;
       clearTimeout(timer);
-      const commit = () => onCommit(name, scale.toValue(Number(slider.value)));
-      if (pointer) { pointer = false; commit(); } else timer = setTimeout(commit, commitDelay);
+      const commit = () => {
+        setPending(host, `commit:${name}`, false);
+        onCommit(name, scale.toValue(Number(slider.value)));
+      };
+      if (pointer) { pointer = false; commit(); } else {
+        timer = setTimeout(commit, commitDelay);
+        setPending(host, `commit:${name}`, true); // the keys' commit is on its way
+      }
     });
     field.addEventListener("input", () => sync(slider));
   }
@@ -331,9 +363,16 @@ export function calculator(root, client, opts) {
   const buttons = () => [runButton, ...(opts.busy || [])].filter(Boolean);
   let seq = 0;
 
+  // data-pending (setPending) while a live update waits for the keys to pause (soon), or a call or
+  // a queued live update is on its way: the status may still read "done" from the last result then.
+  let calls = 0, timer = null, inFlight = null;
+  const markPending = () => setPending(root, "calculator", timer !== null || calls > 0 || inFlight !== null);
+
   async function compute({ announce = "now" } = {}) {
     const mine = ++seq;
     const args = opts.args ? opts.args() : opts.fields.values();
+    calls++;
+    markPending();
     setStatus("running", opts.runningText || "Computing…", false);
     try {
       const value = await client.call(opts.op, args);
@@ -347,6 +386,9 @@ export function calculator(root, client, opts) {
       delete root.dataset.result;
       if (opts.onError) opts.onError(err);
       reportError(err, { fields: opts.fields, setStatus });
+    } finally {
+      calls--;
+      markPending();
     }
   }
 
@@ -360,29 +402,35 @@ export function calculator(root, client, opts) {
 
   // schedule(): for live updates (a slider moving, a select changed): one call at a time, the last
   // request wins, the result announced at most every few seconds
-  let inFlight = null, again = false;
+  let again = false;
   function schedule() {
     cancelSoon();
     if (inFlight) { again = true; return inFlight; }
     inFlight = (async () => {
-      do {
-        again = false;
-        await compute({ announce: "throttled" });
-      } while (again);
-      inFlight = null;
+      try {
+        do {
+          again = false;
+          await compute({ announce: "throttled" });
+        } while (again);
+      } finally {
+        inFlight = null;
+        markPending();
+      }
     })();
+    markPending();
     return inFlight;
   }
 
   // soon(ms): schedule() once typing has paused for ms; a later soon(), schedule() or run() replaces it
-  let timer = null;
   function cancelSoon() {
     clearTimeout(timer);
     timer = null;
+    markPending();
   }
   function soon(ms) {
-    cancelSoon();
+    clearTimeout(timer);
     timer = setTimeout(schedule, ms);
+    markPending();
   }
 
   form.addEventListener("submit", (event) => {

@@ -91,17 +91,56 @@ def assert_error_in_slot(w, name, text=None, status_line='[data-role="message"]'
     return slot.inner_text()
 
 
-def open_chart_data(scope):
-    """Open the chart frame's data table (its <details>) with a click, and wait until it is filled.
-    The table is written by the frame's "toggle" listener (Plot's, or an SVG chart's), and "toggle" fires
-    a task after the click, so reading the table at once can read it empty or stale. This waits for the
-    event: a listener added now runs after the chart's own, which the widget added when it started."""
-    details = scope.locator(".kit-chart-data")
-    details.evaluate("""d => { d.toggled = new Promise((done) => {
-        d.addEventListener("toggle", () => done(d.open), { once: true });
-        setTimeout(() => done(null), 10_000);
-    }); }""")
-    details.locator("summary").click()
-    opened = details.evaluate("d => d.toggled")
-    assert opened is not None, "no toggle event within 10 s of the click"
-    assert opened, "the chart's data table closed instead of opening"
+def chart_table(scope, role=None):
+    """The chart's text-alternative table, read the way a reader gets it: open its <details> with a
+    click, wait until it is filled, read it, and close it again. Returns {"header": [th texts],
+    "rows": [[cell texts, the row's header first], ...]}.
+
+    scope holds one chart frame, or give role, the details' data-role (e.g. "chart-weights-data")
+    for a widget with several charts. The table is written by the frame's "toggle" listener (Plot's,
+    or an SVG chart's), and "toggle" fires a task after the click, so reading the table at once can
+    read it empty or stale; this waits for the event (a listener added now runs after the chart's
+    own, which the widget added when it started). This is the only way a test reads a chart's table:
+    tests/test_browser_tests.py fails a browser test that reaches for the table itself."""
+    details = scope.locator(f'details[data-role="{role}"]' if role else ".kit-chart-data")
+    assert details.count() == 1, f"{details.count()} chart tables match {role or '.kit-chart-data'} here"
+    assert details.get_attribute("open") is None, "the chart's table is already open"
+
+    def toggled():
+        """Arm a one-shot toggle listener, click the summary, return whether the table ended up open."""
+        details.evaluate("""d => { d.toggled = new Promise((done) => {
+            d.addEventListener("toggle", () => done(d.open), { once: true });
+            setTimeout(() => done(null), 10_000);
+        }); }""")
+        details.locator("summary").click()
+        state = details.evaluate("d => d.toggled")
+        assert state is not None, "no toggle event within 10 s of the click on the chart table's summary"
+        return state
+
+    assert toggled(), "the chart's data table closed instead of opening"
+    table = details.evaluate("""d => ({
+        header: [...d.querySelectorAll("thead th")].map((c) => c.textContent),
+        rows: [...d.querySelectorAll("tbody tr")].map((tr) => [...tr.children].map((c) => c.textContent)),
+    })""")
+    assert not toggled(), "the chart's data table did not close again"
+    return table
+
+
+def set_fields(w, **fields):
+    """Give w's fields these values as a reader does (type into a field, choose in a select), leaving
+    alone the ones that already hold them: one call reads them all, where each fill or choice first
+    waits for its field to be ready for input, which adds up on a busy machine."""
+    now = w.evaluate("""(el, names) => Object.fromEntries(names.map((n) => {
+        const f = el.querySelector(`[name="${n}"]`);
+        return [n, [f.tagName, f.value]];
+    }))""", list(fields))
+    for name, value in fields.items():
+        tag, current = now[name]
+        if current == str(value):
+            continue
+        field = w.locator(f'[name="{name}"]')
+        if tag == "SELECT":
+            field.select_option(str(value))
+        else:
+            field.fill(str(value))
+

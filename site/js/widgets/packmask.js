@@ -4,7 +4,7 @@
 // series colours (documents) and --chart-axis (across a boundary); the mask is redrawn on "themechange".
 
 import { cssColor, describe, fillTable, frameOf } from "../plot.js";
-import { bindFields, calculator, reportError } from "../widget-kit.js";
+import { bindFields, calculator, markSettled, reportError, SETTLED } from "../widget-kit.js";
 import { barChart, DOC_COLORS, docClass, keepFocus, redrawOnResize, tableFocusable } from "./data-svg.js";
 
 const SHOWN = { "\n": "↵\n", "␄": "[EOS]" };
@@ -125,10 +125,15 @@ export async function mount(root, client) {
         `${r.max_other_unmasked.toExponential(2)} without.`;
       calc.setStatus.announcer.say(leakMessage.textContent);
       root.dataset.status = "done";
+      markSettled(root);
     } catch (err) {
       leakMessage.classList.add("error");
       // the field's message goes under the field; the line here names it (as the kit's status does)
-      const setLeak = (status, text) => { root.dataset.status = status; if (text !== undefined) leakMessage.textContent = text; };
+      const setLeak = (status, text) => {
+        root.dataset.status = status;
+        if (text !== undefined) leakMessage.textContent = text;
+        if (SETTLED.includes(status)) markSettled(root);
+      };
       setLeak.announcer = calc.setStatus.announcer;
       if (reportError(err, { fields: leakFields, setStatus: setLeak })) leakFields.focusFirstInvalid();
     } finally {
