@@ -15,8 +15,14 @@ import time
 import urllib.parse
 
 import pytest
+from playwright.sync_api import expect
 
 import build
+
+# expect() retries until its condition holds, so a longer limit costs a passing test nothing. Its 5 s
+# default is shorter than a page load or a Python call on a busy 2-core machine (a link to another
+# chapter failed to_be_in_viewport that way with a CPU-bound process beside the tests).
+expect.set_options(timeout=30_000)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = pathlib.Path(os.environ.get("COURSE_SITE", ROOT / "_site"))  # another build folder: build.py --out
@@ -115,11 +121,33 @@ def widget(page, name):
     return page.locator(f'[data-widget="{name}"]').first
 
 
-def wait_settled(w, statuses=SETTLED, timeout=180_000):
-    """Wait until widget w's data-status is one of statuses; returns it."""
-    w.page.wait_for_function("([el, s]) => s.includes(el.dataset.status)",
-                             arg=[w.element_handle(), list(statuses)], timeout=timeout)
+# The page's own signals (widget-kit.js): data-status, data-settles (how many runs or calls have
+# ended: one more after each), and data-pending (a calculator's live update is waiting for the keys to
+# pause, or a call is on its way). A status read while data-pending is set, or before data-settles
+# has moved past its count before the action, may belong to an earlier result.
+SETTLED_JS = """([el, s, before]) => s.includes(el.dataset.status) && !("pending" in el.dataset)
+                                 && (before === null || Number(el.dataset.settles || 0) > before)"""
+
+
+def settles(w):
+    """How many runs or calls of widget w have ended so far (its data-settles)."""
+    return int(w.get_attribute("data-settles") or 0)
+
+
+def wait_settled(w, statuses=SETTLED, timeout=180_000, after=None):
+    """Wait until widget w's data-status is one of statuses and nothing is pending (no live update
+    waiting to fire, no call on its way); with after (a settles() count taken before an action), also
+    until a run or call has ended since. Returns the status."""
+    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), list(statuses), after], timeout=timeout)
     return w.get_attribute("data-status")
+
+
+def settle_after(w, action, statuses=SETTLED, timeout=180_000):
+    """Do action() (a click, a fill, a key press) and wait for the answer to it: a run or call of
+    widget w that ended after the action, with nothing pending. Returns the status."""
+    before = settles(w)
+    action()
+    return wait_settled(w, statuses, timeout, after=before)
 
 
 def result(w):
@@ -145,6 +173,35 @@ def corpus():
     return vocab, train, val
 
 
+# A built page as Chromium parses it, without running it: fetched from a page of the same site and parsed
+# with DOMParser (no scripts run, so no Python starts), its links resolved against its own URL.
+PAGE_FACTS = """async (url) => {
+  const response = await fetch(url);
+  const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+  const base = doc.createElement("base");
+  base.href = url;
+  doc.head.prepend(base);
+  const all = (selector, f) => [...doc.querySelectorAll(selector)].map(f);
+  return {
+    status: response.status,
+    ids: all("[id]", (e) => e.id),
+    links: { a: all("a[href]", (e) => e.href), link: all("link[href]", (e) => e.href), script: all("script[src]", (e) => e.src) },
+    glossary_where: all(".glossary-where a", (e) => e.href),
+    glossary_entries: doc.querySelectorAll(".glossary-entry").length,
+    figures: all(".fig.measured", (e) => [e.title, e.querySelector("a.fig-link")?.getAttribute("href") ?? null,
+                                           !!e.closest("[data-widget]")]),
+  };
+}"""
+
+
+def page_facts(page, url):
+    """The ids, links (a, link, script: resolved), glossary links and measured figures of the built
+    page at url, parsed by Chromium without running its scripts (PAGE_FACTS); page must be on the
+    same site. For checks of what the build wrote: loading each chapter would start Python for
+    nothing."""
+    return page.evaluate(PAGE_FACTS, url)
+
+
 def chapter_url(site_url, slug_prefix="01-"):
     pages = sorted((SITE / "chapters").glob(f"{slug_prefix}*.html"))
     if not pages:
@@ -159,7 +216,9 @@ def chapter_fixture(slug_prefix):
 
     @pytest.fixture(scope="module")
     def chapter(browser, site_url):
-        context = browser.new_context(viewport={"width": 1100, "height": 1000})
+        # Service workers blocked: a chapter's tests do not need the saved copy (test_offline and
+        # test_cells test it), and saving the whole site costs each page seconds of CPU.
+        context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
         page = context.new_page()
         log = PageLog(page)
         page.goto(chapter_url(site_url, slug_prefix))

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 import build
-from conftest import ROOT, SITE, PageLog, chapter_fixture, chapter_url, result, wait_settled, widget
+from conftest import ROOT, SITE, PageLog, chapter_fixture, chapter_url, result, settle_after, settles, wait_settled, widget
 
 chapter3 = chapter_fixture("03-")
 chapter5 = chapter_fixture("05-")
@@ -57,18 +57,28 @@ def type_code(c, code):
 
 
 def run(c, timeout=TIMEOUT):
-    """Press Run and wait for the run to end; returns the cell's data-status."""
-    c.evaluate("el => { el.dataset.status = 'waiting'; }")
+    """Press Run and wait for that run to end (the cell's data-settles moves on; its status, read
+    at once, could still be the last run's); returns the cell's data-status."""
+    return settle_after(c, lambda: c.get_by_role("button", name="Run").click(), ENDED, timeout=timeout)
+
+
+def start_running(c):
+    """Press Run and wait until the code is running; returns settles(c) from before the press."""
+    before = settles(c)
     c.get_by_role("button", name="Run").click()
-    return wait_settled(c, ENDED, timeout=timeout)
+    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+    return before
+
+
+def stop(c, before):
+    """Press Stop and wait for the run pressed after settles() count `before` to end; returns its status."""
+    c.get_by_role("button", name="Stop").click()
+    return wait_settled(c, ENDED, timeout=30_000, after=before)
 
 
 def run_and_stop(c):
     """Press Run, wait until the code is running, press Stop; returns the status it ends in."""
-    c.get_by_role("button", name="Run").click()
-    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
-    c.get_by_role("button", name="Stop").click()
-    return wait_settled(c, ENDED, timeout=30_000)
+    return stop(c, start_running(c))
 
 
 def status_text(c):
@@ -243,10 +253,9 @@ def test_reset_restores_the_shown_code(chapter9):
 def rounding_widget_works(page, raw="0.1"):
     """The page's rounding calculator (the widgets' own worker) still answers."""
     w = widget(page, "rounding")
-    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
     w.locator('input[name="value"]').fill(raw)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ("done", "error")) == "done"
+    assert settle_after(w, lambda: w.locator('[data-action="run"]').click(), ("done", "error")) == "done"
+    assert result(w)["value"] == float(raw)
     return result(w)
 
 
@@ -255,14 +264,11 @@ def test_infinite_loop_is_stopped_and_the_page_keeps_working(chapter9):
     isolated = page.evaluate("crossOriginIsolated")
     c = cell(page, ROUND)
     type_code(c, "while True:\n    pass\n")
-    c.evaluate("el => { el.dataset.status = 'waiting'; }")
-    c.get_by_role("button", name="Run").click()
-    expect(c).to_have_attribute("data-status", "running", timeout=TIMEOUT)
+    before = start_running(c)
     page.wait_for_timeout(1000)
     assert c.get_attribute("data-status") == "running"
     assert rounding_widget_works(page, "65519")["formats"]  # a widget runs while the cell loops
-    c.get_by_role("button", name="Stop").click()
-    assert wait_settled(c, ENDED, timeout=30_000) == "stopped"
+    assert stop(c, before) == "stopped"
     # Cross-origin isolated, the interrupt stops the loop and Python stays up; otherwise it is restarted.
     assert status_text(c) == ("Stopped." if isolated else "Stopped (Python was restarted).")
     if isolated:
@@ -276,7 +282,6 @@ def test_code_that_ignores_the_interrupt_is_stopped_by_restarting_python(chapter
     page = chapter9
     c = cell(page, ROUND)
     type_code(c, "sum(range(10**15))  # one C call: Python never checks for the interrupt inside it\n")
-    c.evaluate("el => { el.dataset.status = 'waiting'; }")
     assert run_and_stop(c) == "stopped"
     assert status_text(c) == "Stopped (Python was restarted)."
     assert rounding_widget_works(page, "3e-8")["formats"]
@@ -438,12 +443,14 @@ def test_cells_run_and_stop_without_cross_origin_isolation(browser):
 
 
 def test_a_cell_runs_offline_after_one_visit(browser):
+    """One visit to a page of the site (the glossary: it has no widget, so its Python does not start
+    and it saves the site at once), then, with the server gone, chapter 9's cell runs."""
     url, server = build.serve_in_thread(SITE)
     context = browser.new_context(viewport={"width": 1100, "height": 1000})
     try:
         page = context.new_page()
         log = PageLog(page)
-        page.goto(chapter_url(url, "05-"))
+        page.goto(url + "glossary.html")
         page.wait_for_selector("html[data-offline=ready]", timeout=TIMEOUT)
         server.shutdown()
         server.server_close()

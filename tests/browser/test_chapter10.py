@@ -5,12 +5,13 @@ calls in CPython: the bytes held are integers counted from the caches, so they m
 One shared page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
 import dataclasses
+import functools
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter10 = chapter_fixture("10-")
 
@@ -25,21 +26,18 @@ def message(w):
 
 
 def submit(w, **fields):
+    """Set the fields (set_fields), press Run and wait for that run's answer; returns its status.
+    (A select's change may start a live update first: the wait is for the run pressed, after it.)"""
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    for name, value in fields.items():
-        field = w.locator(f'[name="{name}"]')
-        if field.evaluate("el => el.tagName") == "SELECT":
-            field.select_option(str(value))
-        else:
-            field.fill(str(value))
-    w.locator('[data-action="run"]').click()
-    return wait_settled(w, ("done", "error"), timeout=TIMEOUT)
+    set_fields(w, **fields)
+    return settle_after(w, lambda: w.locator('[data-action="run"]').click(), ("done", "error"), timeout=TIMEOUT)
 
 
 # ---------------------------------------------------------------------------
 # activation-timeline
 
 
+@functools.cache
 def cpython_timelines(n_layer, batch, seq_len):
     from pylib import data, model
     from pylib.systems import checkpointing
@@ -108,19 +106,17 @@ def test_timeline_form_is_labelled_and_its_layer_slider_reruns_when_let_go(chapt
     w = widget(chapter10, "activation-timeline")
     assert {"n_layer", "batch_size", "seq_len"} <= set(assert_fields_labelled(w))
     assert submit(w, n_layer="1", batch_size="2", seq_len="16") == "done"
-    w.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }")
-    drive_slider(w, "n_layer", end="4", typed="2")
+    before = settles(w)
+    drive_slider(w, "n_layer", end="4", typed="2")  # its keys' commit waits for them to be quiet: pending
     assert w.locator('[data-slider-for="n_layer"]').input_value() == "1"  # layers 1 to 4: positions 0 to 3
-    assert wait_settled(w, ("done", "error"), timeout=TIMEOUT) == "done"  # the slider's commit ran the step
+    assert wait_settled(w, ("done", "error"), timeout=TIMEOUT, after=before) == "done"  # the commit ran the step
     want = cpython_timelines(2, 2, 16)
     assert result(w)["full"]["held"] == [e["held"] for e in want["full"]["events"]]
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("One step of 2 layers, 2 × 16 tokens")
-    w.locator('[data-role="chart-data"] summary').click()
-    rows = w.locator('[data-role="chart-data"] tbody tr')
-    assert rows.count() == max(len(tl["events"]) for tl in want.values())
-    last_full = rows.nth(len(want["full"]["events"]) - 1).locator("td").all_text_contents()
+    rows = chart_table(w)["rows"]
+    assert len(rows) == max(len(tl["events"]) for tl in want.values())
+    last_full = rows[len(want["full"]["events"]) - 1]
     assert last_full[-1] == "0"  # full recomputation: nothing held at its last event
-    w.locator('[data-role="chart-data"] summary').click()
 
 
 # ---------------------------------------------------------------------------
@@ -131,9 +127,7 @@ def test_calculator_llama_preset_matches_cpython(chapter10):
     from pylib.systems import memory
     w = widget(chapter10, "memory-calculator")
     expect(w.locator('[data-preset="llama-7b"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('[data-preset="llama-7b"]').click()
-    wait_settled(w, ("done", "error"))
-    chapter10.wait_for_function("el => el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: w.locator('[data-preset="llama-7b"]').click()) == "done"
     r = result(w)
     assert r["params"] == 6_738_415_616
     want = memory.training_memory(memory.LLAMA_7B, 1, 2048, precision="mixed", optimizer="adamw", recompute="none")
@@ -166,36 +160,31 @@ def test_calculator_slider_recomputes_as_it_moves_and_keeps_typed_values_exact(c
     expect(w.locator('[data-preset="llama-7b"]')).to_be_enabled(timeout=TIMEOUT)
     for name, value in (("precision", "mixed"), ("optimizer", "adamw"), ("recompute", "none")):
         w.locator(f'select[name="{name}"]').select_option(value)  # each change recomputes too
-    w.locator('[data-preset="llama-7b"]').click()
-    chapter10.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).seq_len === 2048",
-                                arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: w.locator('[data-preset="llama-7b"]').click()) == "done"
+    assert result(w)["seq_len"] == 2048
     seq, slider = w.locator('[name="seq_len"]'), w.locator('[data-slider-for="seq_len"]')
     slider.focus()
-    chapter10.keyboard.press("End")
-    assert seq.input_value() == "131072"
-    chapter10.wait_for_function("el => JSON.parse(el.dataset.result).seq_len === 131072", arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: chapter10.keyboard.press("End")) == "done"
+    assert seq.input_value() == "131072" and result(w)["seq_len"] == 131072
     want = memory.training_memory(memory.LLAMA_7B, 1, 131072, precision="mixed", optimizer="adamw", recompute="none")
     assert result(w)["memory"]["total"] == pytest.approx(want["total"], rel=1e-12)
     chapter10.keyboard.press("ArrowLeft")
     assert seq.input_value().isdigit() and int(seq.input_value()) < 131072
     seq.fill("3000")
     assert seq.input_value() == "3000"
-    w.locator('[data-action="run"]').click()
-    chapter10.wait_for_function("el => JSON.parse(el.dataset.result).seq_len === 3000", arg=w.element_handle(), timeout=TIMEOUT)
-    w.locator('[data-role="chart-growth-data"] summary').click()
-    header = w.locator('[data-role="chart-growth-data"] thead th').all_text_contents()
-    assert header[0] == "sequence length (tokens)" and "activations (bytes)" in header
-    rows = w.locator('[data-role="chart-growth-data"] tbody tr')
-    assert rows.count() >= 2
+    assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "done"
+    assert result(w)["seq_len"] == 3000
+    table = chart_table(w, "chart-growth-data")
+    assert table["header"][0] == "sequence length (tokens)" and "activations (bytes)" in table["header"]
+    assert len(table["rows"]) >= 2
     expect(w.locator('[data-role="chart-growth-summary"]')).to_contain_text("At your 3,000 tokens")
 
 
 def test_calculator_course_preset_is_the_course_model(chapter10):
     w = widget(chapter10, "memory-calculator")
     expect(w.locator('[data-preset="course"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('[data-preset="course"]').click()
-    chapter10.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).params === 5376",
-                                arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: w.locator('[data-preset="course"]').click()) == "done"
+    assert result(w)["params"] == 5376
     assert w.locator('[name="arch"]').input_value() == "gpt2"
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from conftest import SETTLED, chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter11 = chapter_fixture("11-")
 
@@ -30,18 +30,21 @@ def fake_session():
 
 def fill(w, **fields):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    for name, value in fields.items():
-        field = w.locator(f'[name="{name}"]')
-        if field.evaluate("el => el.tagName") == "SELECT":
-            field.select_option(str(value))
-        else:
-            field.fill(str(value))
+    set_fields(w, **fields)
 
 
 def submit(w, **fields):
+    """Fill the fields and press Run; returns settles(w) from before the press (the count that
+    wait_settled(w, ..., after=) waits to see pass)."""
     fill(w, **fields)
-    w.evaluate("el => { delete el.dataset.result; el.dataset.status = 'submitted'; }")
+    before = settles(w)
     w.locator('[data-action="run"]').click()
+    return before
+
+
+def run(w, statuses=SETTLED, timeout=TIMEOUT, **fields):
+    """submit(), then wait for the answer to that press; returns its status."""
+    return wait_settled(w, statuses, timeout, after=submit(w, **fields))
 
 
 # ---------------------------------------------------------------------------
@@ -52,8 +55,7 @@ def test_ring_on_eight_workers_matches_pylib(chapter11):
     from pylib.systems import collectives as col
     from pylib.web import parallel_ops
     w = widget(chapter11, "ring-allreduce")
-    submit(w, workers="8")
-    assert wait_settled(w, ("ready", "done", "error")) in ("ready", "done")
+    assert run(w, ("ready", "done", "error"), workers="8") in ("ready", "done")
     r = result(w)
     print(f"\nin-page ring, 8 workers (gradients and 14 steps): {float(w.get_attribute('data-seconds')):.2f} s")
     vectors = parallel_ops.worker_gradients(fake_session(), 8)
@@ -69,8 +71,9 @@ def test_ring_on_eight_workers_matches_pylib(chapter11):
     w.locator('[data-action="next"]').click()
     assert w.locator("td.fresh").count() == 8
     expect(w.locator('[data-readout="phase"]')).to_have_text("reduce-scatter")
+    before = settles(w)
     w.locator('[data-action="end"]').click()
-    assert wait_settled(w) == "done"
+    assert wait_settled(w, after=before) == "done"
     expect(w.locator('[data-readout="phase"]')).to_have_text("all-gather")
     assert w.locator("td.done").count() == 64
     w.locator('[data-action="back"]').click()
@@ -80,16 +83,14 @@ def test_ring_on_eight_workers_matches_pylib(chapter11):
 @pytest.mark.parametrize("value", BAD_WORKERS)
 def test_ring_refuses_bad_worker_counts_then_recovers(chapter11, value):
     w = widget(chapter11, "ring-allreduce")
-    submit(w, workers=value)
-    assert wait_settled(w, ("error",)) == "error"
+    assert run(w, ("ready", "done", "error"), workers=value) == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Workers")
     assert w.locator('input[name="workers"]').get_attribute("aria-invalid") == "true"
     assert "Workers" in assert_error_in_slot(w, "workers")
     expect(w.locator('input[name="workers"]')).to_be_focused()  # focus goes to the field to fix, not to <body>
     assert result(w) is None
     no_injected_markup(chapter11)
-    submit(w, workers="2")
-    assert wait_settled(w, ("ready", "done", "error")) == "ready"
+    assert run(w, ("ready", "done", "error"), workers="2") == "ready"
     assert result(w)["workers"] == 2
 
 
@@ -100,20 +101,17 @@ def test_ring_refuses_bad_worker_counts_then_recovers(chapter11, value):
 def test_alpha_beta_matches_pylib_and_refuses_bad_input(chapter11):
     from pylib.systems import collectives as col
     w = widget(chapter11, "alpha-beta")
-    submit(w, workers="8", alpha_us="10", bandwidth_gbs="10")
-    assert wait_settled(w) == "done"
+    assert run(w, workers="8", alpha_us="10", bandwidth_gbs="10") == "done"
     r = result(w)
     for n, t in zip(r["sizes"], r["ring"]):
         assert t == pytest.approx(col.ring_all_reduce_time(n, 8, 10e-6, 1e-10), rel=1e-12)
     assert w.locator('[data-role="chart"] polyline').count() >= 4
     for field, bad in [("workers", "0"), ("workers", "NaN"), ("alpha_us", "-1"), ("bandwidth_gbs", "<b class=injected>x</b>")]:
-        submit(w, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad})
-        assert wait_settled(w, ("error",)) == "error"
+        assert run(w, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad}) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
         assert_error_in_slot(w, field)
         no_injected_markup(chapter11)
-    submit(w, workers="4", alpha_us="10", bandwidth_gbs="10")
-    assert wait_settled(w) == "done"
+    assert run(w, workers="4", alpha_us="10", bandwidth_gbs="10") == "done"
 
 
 # ---------------------------------------------------------------------------
@@ -124,8 +122,7 @@ def test_dp_train_curves_match_cpython_and_each_other(chapter11):
     from pylib import model, train
     from pylib.systems import data_parallel as dp
     w = widget(chapter11, "dp-train")
-    submit(w, workers="1 4", steps="5")
-    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    assert run(w, workers="1 4", steps="5") == "done"
     r = result(w)
     print(f"\nin-page data-parallel runs, workers 1 and 4, 5 steps: {float(w.get_attribute('data-seconds')):.2f} s")
     vocab, train_ids, val_ids = corpus()
@@ -140,19 +137,17 @@ def test_dp_train_curves_match_cpython_and_each_other(chapter11):
 
 def test_dp_train_stop_and_bad_input(chapter11):
     w = widget(chapter11, "dp-train")
-    submit(w, workers="1 2 4 8", steps="300")
+    before = submit(w, workers="1 2 4 8", steps="300")
     w.page.wait_for_function("el => el.querySelector('[data-readout=step]').textContent.includes('of')",
                              arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     for bad in ["", "0", "1e9", "NaN", "1.5", "1 2 3 4 5", "<b class=injected>x</b>"]:
-        submit(w, workers=bad, steps="5")
-        assert wait_settled(w, ("error",)) == "error"
+        assert run(w, workers=bad, steps="5") == "error"
         expect(w.locator('[data-role="message"]')).to_contain_text("orker")
         assert_error_in_slot(w, "workers")
         no_injected_markup(chapter11)
-    submit(w, workers="2", steps="2")
-    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    assert run(w, workers="2", steps="2") == "done"
 
 
 # ---------------------------------------------------------------------------
@@ -163,8 +158,7 @@ def test_zero_stage3_bit_identical_and_matches_calculator(chapter11):
     from pylib import model
     from pylib.systems import memory
     w = widget(chapter11, "zero-stages")
-    submit(w, workers="4", stage="3", steps="2")
-    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    assert run(w, workers="4", stage="3", steps="2") == "done"
     r = result(w)
     assert r["bit_identical"] is True
     vocab = corpus()[0]
@@ -173,13 +167,11 @@ def test_zero_stage3_bit_identical_and_matches_calculator(chapter11):
     assert r["held"][0]["params"] * 4 == m["weights"] and r["held"][0]["optimizer"] * 4 == m["optimizer"]
     assert r["sent_bytes_per_step"][0] > r["ddp_sent_bytes_per_step"][0]
     for field, bad in [("workers", "0"), ("workers", "1e9"), ("workers", "2.5"), ("steps", "NaN"), ("steps", "<img src=x onerror=alert(1)>")]:
-        submit(w, **{"workers": "4", "steps": "2", field: bad})
-        assert wait_settled(w, ("error",)) == "error"
+        assert run(w, **{"workers": "4", "steps": "2", field: bad}) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
         assert_error_in_slot(w, field)
         no_injected_markup(chapter11)
-    submit(w, workers="2", stage="1", steps="1")
-    assert wait_settled(w, timeout=TIMEOUT) == "done"
+    assert run(w, workers="2", stage="1", steps="1") == "done"
     assert result(w)["bit_identical"] is True
 
 
@@ -190,31 +182,34 @@ def test_zero_stage3_bit_identical_and_matches_calculator(chapter11):
 def test_overlap_matches_pylib_drag_and_mfu(chapter11):
     from pylib.web import parallel_ops
     w = widget(chapter11, "overlap")
-    w.page.wait_for_function("el => el.dataset.status === 'done'", arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w) == "done"  # the widget draws its defaults when it mounts
     r = result(w)
     ref = parallel_ops.overlap_view(fake_session(), r["args"])
     assert r["step"] == pytest.approx(ref["step"], rel=1e-12)
     assert r["exposed"] == pytest.approx(ref["exposed"], rel=1e-12, abs=1e-15)
     # Drag the bandwidth to its lowest: more communication is exposed.
-    before = r["exposed"]
-    w.locator('[data-slider-for="bandwidth_gbs"]').evaluate("el => { el.value = el.min; el.dispatchEvent(new Event('input', {bubbles: true})); }")
-    w.page.wait_for_function("([el, e]) => el.dataset.result && JSON.parse(el.dataset.result).exposed > e",
-                             arg=[w.element_handle(), before], timeout=TIMEOUT)
+    slider = w.locator('[data-slider-for="bandwidth_gbs"]')
+    assert settle_after(w, lambda: slider.evaluate(
+        "el => { el.value = el.min; el.dispatchEvent(new Event('input', {bubbles: true})); }")) == "done"
+    assert result(w)["exposed"] > r["exposed"]
     for field, bad in [("workers", "0"), ("workers", "NaN"), ("layers", "1e9"), ("width", "7"), ("gflops", "<b class=injected>x</b>")]:
-        fill(w, **{field: bad})
-        w.locator('[data-action="run"]').click()
-        assert wait_settled(w, ("error",)) == "error"
+        assert run(w, **{field: bad}) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
         assert_error_in_slot(w, field)
         no_injected_markup(chapter11)
         fill(w, workers="8", layers="4", width="64", gflops="1")
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w) == "done"
+    assert run(w) == "done"
     w.locator('[data-action="mfu"]').click()
     w.page.wait_for_function("el => el.dataset.mfu", arg=w.element_handle(), timeout=TIMEOUT)
     m = __import__("json").loads(w.get_attribute("data-mfu"))
     print(f"\nin-page MFU: {100 * m['mfu']:.2f}% ({m['model_gflops']:.3f} GFLOP/s, step {m['step_ms']:.1f} ms, peak {m['peak_gflops']:.2f} GFLOP/s)")
-    assert 0 < m["mfu"] < 1
+    # Two timings on a shared machine: their ratio can pass 1 when the machine is busier during the
+    # peak's. The page then says so; the relations between the figures hold whatever the load.
+    assert m["mfu"] > 0 and m["mfu"] == pytest.approx(m["model_gflops"] / m["peak_gflops"], rel=1e-9)
+    assert m["model_gflops"] == pytest.approx(m["model_flops"] / (m["step_ms"] / 1e3) / 1e9, rel=1e-9)
+    assert m["above_peak"] == (m["mfu"] > 1)
+    caveat = "Above 100%: the machine was busier while the peak was timed"
+    assert (caveat in w.locator('[data-readout="mfu_page"]').text_content()) == m["above_peak"]
 
 
 # ---------------------------------------------------------------------------
@@ -234,20 +229,16 @@ def test_alpha_beta_bandwidth_slider_redraws_as_it_moves(chapter11):
     holds the times pylib returned, its sentence the 1 GB figures."""
     from pylib.systems import collectives as col
     w = widget(chapter11, "alpha-beta")
-    submit(w, workers="8", alpha_us="10", bandwidth_gbs="10")
-    assert wait_settled(w) == "done"
+    assert run(w, workers="8", alpha_us="10", bandwidth_gbs="10") == "done"
     drive_slider(w, "bandwidth_gbs", end="10000", typed="10")
+    wait_settled(w)  # drive_slider's keys redrew
     w.locator('[data-slider-for="bandwidth_gbs"]').focus()
-    w.page.keyboard.press("Home")
+    assert settle_after(w, lambda: w.page.keyboard.press("Home")) == "done"
     assert w.locator('input[name="bandwidth_gbs"]').input_value() == "0.01"
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).ring.at(-1) > 100",
-                             arg=w.element_handle(), timeout=TIMEOUT)
     ring = result(w)["ring"]
+    assert ring[-1] > 100
     assert ring[-1] == pytest.approx(col.ring_all_reduce_time(1e9, 8, 10e-6, 1 / 0.01e9), rel=1e-12)
-    w.locator('[data-role="chart-data"] summary').click()
-    header = w.locator('[data-role="chart-data"] thead th').all_text_contents()
-    assert header[:2] == ["message size n (bytes)", "ring all-reduce (s)"]
-    last = w.locator('[data-role="chart-data"] tbody tr').last.locator("td").first.text_content()
-    assert float(last) == pytest.approx(ring[-1], rel=1e-3)
-    w.locator('[data-role="chart-data"] summary').click()
+    table = chart_table(w)
+    assert table["header"][:2] == ["message size n (bytes)", "ring all-reduce (s)"]
+    assert float(table["rows"][-1][1]) == pytest.approx(ring[-1], rel=1e-3)
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("p = 8: at 1.00 GB the ring all-reduce takes")

@@ -8,8 +8,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
+from conftest import chapter_fixture, no_injected_markup, result, settle_after, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
 chapter12 = chapter_fixture("12-")
 
@@ -17,13 +17,16 @@ TIMEOUT = 120_000
 BAD = ["", "0", "NaN", "-1", "2.5", "1e9", "1e309", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
 
 
-def clear_status(w):
-    w.evaluate("el => { el.dataset.status = 'test-pending'; delete el.dataset.result; }")
+def press_run(w, statuses=("done", "error")):
+    """Press Run and wait for the answer to it (a live update of typed fields that was still waiting
+    is dropped, one on its way is overtaken); returns its status."""
+    return settle_after(w, lambda: w.locator('[data-action="run"]').click(), statuses, timeout=TIMEOUT)
 
 
-def wait_result(page, w, predicate_js):
-    page.wait_for_function(f"el => el.dataset.result && (r => {predicate_js})(JSON.parse(el.dataset.result))",
-                           arg=w.element_handle(), timeout=TIMEOUT)
+def slide(w, name, position):
+    """Move field name's slider to position (as a drag does: it recomputes at once), wait for the
+    answer, which must be a result; returns it."""
+    assert settle_after(w, lambda: w.locator(f'[data-slider-for="{name}"]').fill(str(position)), timeout=TIMEOUT) == "done"
     return result(w)
 
 
@@ -48,16 +51,16 @@ def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapt
     w.locator('select[name="schedule"]').select_option("interleaved")
     for name, value in [("stages", "8"), ("microbatches", "32"), ("chunks", "4")]:
         w.locator(f'input[name="{name}"]').fill(value)
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    r = wait_result(chapter12, w, "r.stages === 8 && r.microbatches === 32 && r.chunks === 4")
+    assert press_run(w) == "done"
+    r = result(w)
+    assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"]) == ("interleaved", 8, 32, 4)
     sim = pipeline.simulate_pipeline("interleaved", 8, 32, 4, 1.0, r["ratio"])
     assert r["bubble_over_ideal"] == pytest.approx(sim["bubble_over_ideal"]) == pytest.approx(7 / (4 * 32))
     times = []
-    for m in ("24", "16", "32"):  # drags of the microbatch slider
-        clear_status(w)
-        w.locator('[data-slider-for="microbatches"]').fill(str(int(m) - 1))  # positions 0..63 are 1..64
-        times.append(wait_result(chapter12, w, f"r.microbatches === {m}")["ms"])
+    for m in (24, 16, 32):  # drags of the microbatch slider
+        r = slide(w, "microbatches", m - 1)  # positions 0..63 are 1..64
+        assert r["microbatches"] == m
+        times.append(r["ms"])
     print(f"\nin-page Gantt update at 8 stages x (16-32) microbatches x 4 chunks: {', '.join(f'{t:.0f}' for t in times)} ms")
 
 
@@ -72,17 +75,13 @@ def test_gantt_refuses_bad_input_and_recovers(chapter12, field):
         if field == "ratio" and bad in ("2.5",):
             continue  # a valid ratio
         box.fill(bad)
-        clear_status(w)
-        w.locator('[data-action="run"]').click()
-        assert wait_settled(w, ["error"]) == "error", bad
+        assert press_run(w) == "error", bad
         expect(box).to_have_attribute("aria-invalid", "true")
         expect(w.locator('[data-role="message"]')).not_to_be_empty()
         assert_error_in_slot(w, field)
         no_injected_markup(chapter12)
     box.fill({"stages": "4", "microbatches": "8", "chunks": "2", "ratio": "2"}[field])
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ["done"]) == "done"
+    assert press_run(w) == "done"
 
 
 def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
@@ -90,9 +89,7 @@ def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
     w.locator('select[name="schedule"]').select_option("interleaved")
     for name, value in [("stages", "8"), ("microbatches", "4"), ("chunks", "2")]:
         w.locator(f'input[name="{name}"]').fill(value)
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ["error"]) == "error"
+    assert press_run(w) == "error"
     assert_error_in_slot(w, "microbatches", "multiple of the stages")
     expect(w.locator('[data-role="message"]')).to_contain_text("Microbatches m")
 
@@ -114,9 +111,7 @@ def test_tensor_parallel_steps_through_the_seeds_example_and_checks_the_model(ch
     expect(w.locator('[data-role="reduce"]')).to_contain_text("[9, 3]")
     expect(w.locator('[data-action="next"]')).to_be_disabled()
     expect(w.locator('[data-action="back"]')).to_be_focused()  # Next, disabled at the end, hands focus to Back
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ["done", "error"]) == "done"
+    assert press_run(w) == "done"
     r = result(w)
     ref = model_parallel_ops.tp_check({})
     assert r["per_block"] == ref["per_block"] == 4 and r["bytes_each"] == ref["bytes_each"]
@@ -140,11 +135,9 @@ def test_planner_matches_cpython_and_recomputes_on_every_drag(chapter12):
     assert r["dp"] == ref["dp"] and r["step_seconds"] == pytest.approx(ref["step_seconds"], rel=1e-12)
     assert r["mfu"] == pytest.approx(ref["mfu"], rel=1e-12)
     times = []
-    for k in ("2", "4", "3"):  # PP = 4, 16, 8 by the slider
-        clear_status(w)
-        w.locator('[data-slider-for="pp"]').fill(k)  # positions 0..7 are 1..128, powers of two
-        pp = 2 ** int(k)
-        out = wait_result(chapter12, w, f"r.dp === {1536 // (8 * pp)}")
+    for k in (2, 4, 3):  # PP = 4, 16, 8 by the slider
+        out = slide(w, "pp", k)  # positions 0..7 are 1..128, powers of two
+        assert out["dp"] == 1536 // (8 * 2 ** k)
         times.append(out["ms"])
     print(f"\nin-page planner update per drag: {', '.join(f'{t:.0f}' for t in times)} ms")
     rows = w.locator('[data-role="table"] tbody tr')
@@ -159,15 +152,11 @@ def test_planner_refuses_bad_layouts_and_recovers(chapter12, field):
     good = box.input_value()
     for bad in BAD + ["7"]:
         box.fill(bad)
-        clear_status(w)
-        w.locator('[data-action="run"]').click()
-        assert wait_settled(w, ["error"]) == "error", bad
+        assert press_run(w) == "error", bad
         expect(w.locator('[data-role="message"]')).not_to_be_empty()
         no_injected_markup(chapter12)
     box.fill(good)
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ["done"]) == "done"
+    assert press_run(w) == "done"
 
 
 def test_run_pressed_while_typing_computes_once(chapter12):
@@ -176,7 +165,7 @@ def test_run_pressed_while_typing_computes_once(chapter12):
     go back to "running" for a second computation of the same fields just after."""
     w = widget(chapter12, "planner")
     assert wait_settled(w, ["done", "error"]) == "done"
-    w.evaluate("""el => {
+    assert settle_after(w, lambda: w.evaluate("""el => {
         el.resultWrites = 0;
         new MutationObserver((records) => { el.resultWrites += records.length; })
           .observe(el, { attributes: true, attributeFilter: ["data-result"] });
@@ -184,8 +173,7 @@ def test_run_pressed_while_typing_computes_once(chapter12):
         box.value = box.value;  // typed: the live update is now 60 ms away
         box.dispatchEvent(new Event("input", { bubbles: true }));
         el.querySelector('[data-role="form"]').requestSubmit();  // and Run, before it
-    }""")
-    assert wait_settled(w, ["done", "error"]) == "done"
+    }"""), ["done", "error"]) == "done"
     chapter12.wait_for_timeout(600)  # ten times the typing pause: a live update would have started
     assert w.get_attribute("data-status") == "done"
     assert w.evaluate("el => el.resultWrites") == 1
@@ -194,15 +182,11 @@ def test_run_pressed_while_typing_computes_once(chapter12):
 def test_planner_names_a_product_that_misses_the_gpu_count(chapter12):
     w = widget(chapter12, "planner")
     w.locator('input[name="dp"]').fill("5")
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ["error"]) == "error"
+    assert press_run(w) == "error"
     assert_error_in_slot(w, "gpus", "does not match")
     expect(w.locator('[data-role="message"]')).to_contain_text("GPUs")
     w.locator('input[name="dp"]').fill("auto")
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ["done"]) == "done"
+    assert press_run(w) == "done"
 
 
 # ---------------------------------------------------------------------------
@@ -220,10 +204,11 @@ def test_gantt_stage_slider_works_by_keyboard_and_follows_the_field(chapter12):
     for name, value in [("microbatches", "16"), ("chunks", "1"), ("ratio", "2")]:
         w.locator(f'input[name="{name}"]').fill(value)
     drive_slider(w, "stages", "16", "5", typed_pos=4)
-    clear_status(w)
     w.locator('[data-slider-for="stages"]').focus()
-    chapter12.keyboard.press("End")  # the keyboard recomputes, as a drag does
-    r = wait_result(chapter12, w, "r.stages === 16 && r.microbatches === 16")
+    # the keyboard recomputes, as a drag does
+    assert settle_after(w, lambda: chapter12.keyboard.press("End"), timeout=TIMEOUT) == "done"
+    r = result(w)
+    assert (r["schedule"], r["stages"], r["microbatches"]) == ("1f1b", 16, 16)
     assert r["bubble_fraction"] == pytest.approx(r["formula_of_total"])
 
 
@@ -232,24 +217,22 @@ def test_gantt_chart_has_a_text_alternative(chapter12):
     w.locator('select[name="schedule"]').select_option("gpipe")
     for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "1"), ("ratio", "2")]:
         w.locator(f'input[name="{name}"]').fill(value)
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    r = wait_result(chapter12, w, "r.schedule === 'gpipe' && r.stages === 4 && r.microbatches === 8 && r.chunks === 1 && r.ratio === 2")
+    assert press_run(w) == "done"
+    r = result(w)
+    assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"], r["ratio"]) == ("gpipe", 4, 8, 1, 2)
     summary = w.locator('[data-role="chart-summary"]')
     expect(summary).to_contain_text(f"idle {100 * r['bubble_fraction']:.1f}%")
-    open_chart_data(w)
-    rows = w.locator(".kit-chart-data tbody tr")
-    expect(rows).to_have_count(4)
-    cells = rows.first.locator("td").all_text_contents()
-    assert cells[:2] == ["8", "8"]  # stage 1: 8 forwards and 8 backwards
-    w.locator(".kit-chart-data summary").click()
+    rows = chart_table(w)["rows"]
+    assert len(rows) == 4
+    assert rows[0][1:3] == ["8", "8"]  # stage 1: 8 forwards and 8 backwards
 
 
 def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
     w = widget(chapter12, "planner")
-    assert wait_settled(w, ["done", "error"]) in ("done", "error")
-    w.locator('select[name="run"]').select_option(index=6)
-    r = wait_result(chapter12, w, "r.dp > 0")
+    wait_settled(w)  # the plan computed when it mounted, or by the tests before
+    assert settle_after(w, lambda: w.locator('select[name="run"]').select_option(index=6), timeout=TIMEOUT) == "done"
+    r = result(w)
+    assert r["dp"] > 0
     expect(w.locator('[data-role="bars-summary"]')).to_contain_text(f"{r['memory_total_gb']:.1f} GB in all")
     assert w.locator('[data-role="bars"] .chart-legend').count() == 2
     for legend in w.locator('[data-role="bars"] .chart-legend').all():  # no colour twice within a bar

@@ -4,11 +4,13 @@ checked against pylib, the winner changing with bandwidth) and the queue (M/D/1 
 pylib), each with bad input refused visibly and nothing injected. One shared page
 (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
+import concurrent.futures
+
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
+from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter13 = chapter_fixture("13-")
 
@@ -18,14 +20,13 @@ REL = 1e-4
 
 
 def submit(w, **fields):
+    """Set the fields (set_fields) and press Start; returns settles(w) from before the press,
+    for wait_settled(w, ..., after=) to wait for this run's end."""
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    for name, value in fields.items():
-        field = w.locator(f'[name="{name}"]')
-        if field.evaluate("el => el.tagName") == "SELECT":
-            field.select_option(str(value))
-        else:
-            field.fill(str(value))
+    set_fields(w, **fields)
+    before = settles(w)
     w.locator('[data-action="run"]').click()
+    return before
 
 
 BAD = ["", "NaN", "-3", "1e309", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
@@ -35,21 +36,33 @@ BAD = ["", "NaN", "-3", "1e309", "🎭", "<b class=injected>x</b>", "<img src=x 
 # slow-train
 
 
+def cpython_slow_run(method, seed, steps):
+    """pylib's run of a method in CPython, on the corpus the page loads: its state and its first
+    steps' records (run_steps goes on from the state)."""
+    from pylib.systems import slow_links as sl
+    vocab, train, val = corpus()
+    state = sl.init_run(sl.configured(method, seed=seed), train, val, vocab.size)
+    return state, sl.run_steps(state, steps)
+
+
 def test_slow_train_matches_cpython_and_stops(chapter13):
+    """Quantised sync trained in the page, stopped after 25 steps: its first steps' losses, its bytes
+    and its first validation against pylib's run in CPython, whose first 25 steps run on a thread
+    while the page trains (the wait for the page holds no lock)."""
     from pylib.systems import slow_links as sl
     w = widget(chapter13, "slow-train")
-    submit(w, method="quant", seed="1")
-    w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 25",
-                             arg=w.element_handle(), timeout=TIMEOUT)
-    w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reference = pool.submit(cpython_slow_run, "quant", 1, 25)
+        before = submit(w, method="quant", seed="1")
+        w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 25",
+                                 arg=w.element_handle(), timeout=TIMEOUT)
+        w.locator('[data-action="stop"]').click()
+        assert wait_settled(w, after=before) == "stopped"
+        state, ref = reference.result()
     r = result(w)
     assert r["stopped"] and r["method"] == "quant" and r["steps"] >= 25
     assert w.locator('.chart').first.evaluate("el => el.drawnBand !== null && el.drawnBand !== undefined")
-    vocab, train, val = corpus()
-    cfg = sl.configured("quant", seed=1)
-    state = sl.init_run(cfg, train, val, vocab.size)
-    ref = sl.run_steps(state, r["steps"])
+    ref += sl.run_steps(state, r["steps"] - 25)  # CPython on to the step the page stopped at
     assert r["losses"][:FIRST_STEPS] == pytest.approx([x["loss"] for x in ref if "loss" in x][:FIRST_STEPS], rel=REL)
     assert r["bytes"] == ref[-1]["bytes"]  # bytes are counted, not measured: exact
     assert r["vals"][0][1] == pytest.approx(ref[0]["val"], rel=REL)
@@ -59,17 +72,16 @@ def test_slow_train_matches_cpython_and_stops(chapter13):
 def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
     w = widget(chapter13, "slow-train")
     for bad in ("-1", "2.5", "<b class=injected>x</b>", "🎭"):
-        submit(w, method="dense", seed=bad)
-        assert wait_settled(w, ("error",)) == "error"
+        assert wait_settled(w, after=submit(w, method="dense", seed=bad)) == "error"
         expect(w.locator('[data-role="message"]')).to_contain_text("Seed")
         assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
         assert_error_in_slot(w, "seed", "Seed")
         no_injected_markup(chapter13)
-    submit(w, method="diloco", seed="0")
+    before = submit(w, method="diloco", seed="0")
     w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
                              arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     assert result(w)["syncs"] == result(w)["steps"] // 10
 
 
@@ -78,20 +90,20 @@ def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
 
 
 def fill(w, **fields):
-    for name, value in fields.items():
-        w.locator(f'[name="{name}"]').fill(str(value))
-    w.locator('[data-action="run"]').click()
+    """Type the fields and press Run; returns the status of the answer to the press. Typing starts a
+    live update once the keys pause, so one may fire between two fields with a mix of new and old
+    values: Run drops a waiting one and overtakes one on its way, and the wait is for Run's answer
+    with nothing left pending."""
+    set_fields(w, **fields)
+    return settle_after(w, lambda: w.locator('[data-action="run"]').click(), timeout=TIMEOUT)
 
 
 def fill_and_wait(w, **fields):
-    """fill(), then wait for the result of exactly these values. Checking one field is not enough: the
-    fields are typed one by one, and a live update that fires between two of them (after the typing
-    pause) computes a mix of new and old values."""
-    fill(w, **fields)
-    w.page.wait_for_function("""([el, want]) => el.dataset.status === "done" && el.dataset.result &&
-                                  Object.entries(want).every(([k, v]) => JSON.parse(el.dataset.result).settings[k] === v)""",
-                             arg=[w.element_handle(), {k: float(v) for k, v in fields.items()}], timeout=TIMEOUT)
-    return result(w)
+    """fill(), which must give a result, of exactly these values; returns it."""
+    assert fill(w, **fields) == "done"
+    r = result(w)
+    assert {k: r["settings"][k] for k in fields} == {k: float(v) for k, v in fields.items()}
+    return r
 
 
 def test_link_race_matches_pylib_and_the_winner_moves(chapter13):
@@ -120,13 +132,11 @@ def test_link_race_refuses_bad_input_then_recovers(chapter13, field, value, text
     w = widget(chapter13, "link-race")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     good = {"bandwidth": "100", "latency": "50", "step_ms": "3", "workers": "4"}
-    fill(w, **{**good, field: value})
-    w.page.wait_for_function("el => el.dataset.status === 'error'", arg=w.element_handle(), timeout=TIMEOUT)
+    assert fill(w, **{**good, field: value}) == "error"
     assert_error_in_slot(w, field, text)
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter13)
-    fill(w, **good)
-    w.page.wait_for_function("el => el.dataset.status === 'done' && el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
+    fill_and_wait(w, **good)
 
 
 # ---------------------------------------------------------------------------
@@ -153,13 +163,11 @@ def test_queue_refuses_bad_input_then_recovers(chapter13, field, value, text):
     w = widget(chapter13, "queue")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     good = {"rho": "0.5", "service_ms": "10", "workers": "8", "step_ms": "100", "spread_ms": "20"}
-    fill(w, **{**good, field: value})
-    w.page.wait_for_function("el => el.dataset.status === 'error'", arg=w.element_handle(), timeout=TIMEOUT)
+    assert fill(w, **{**good, field: value}) == "error"
     assert_error_in_slot(w, field, text)
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter13)
-    fill(w, **good)
-    w.page.wait_for_function("el => el.dataset.status === 'done' && el.dataset.result", arg=w.element_handle(), timeout=TIMEOUT)
+    fill_and_wait(w, **good)
 
 
 # ---------------------------------------------------------------------------
@@ -174,29 +182,30 @@ def test_every_field_is_labelled_and_described(chapter13, name):
 def test_queue_load_slider_works_by_keyboard_and_follows_the_field(chapter13):
     w = widget(chapter13, "queue")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    fill(w, rho="0.5", service_ms="10", workers="8", step_ms="100", spread_ms="20")
+    fill_and_wait(w, rho="0.5", service_ms="10", workers="8", step_ms="100", spread_ms="20")
     drive_slider(w, "rho", "0.98", "0.5", typed_pos=48)
     w.locator('[data-slider-for="rho"]').focus()
-    chapter13.keyboard.press("End")  # the keyboard simulates again, as a drag does
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).settings.rho === 0.98",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    # the keyboard simulates again, as a drag does
+    assert settle_after(w, lambda: chapter13.keyboard.press("End"), timeout=TIMEOUT) == "done"
     r = result(w)
+    assert r["settings"]["rho"] == 0.98
     assert r["md1"]["exact"] == pytest.approx(0.98 * 10 / (2 * 0.02))
 
 
 def test_link_race_bandwidth_slider_is_logarithmic_and_recomputes(chapter13):
     w = widget(chapter13, "link-race")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    fill(w, bandwidth="100", latency="0", step_ms="3", workers="4")
+    fill_and_wait(w, bandwidth="100", latency="0", step_ms="3", workers="4")
     slider = w.locator('[data-slider-for="bandwidth"]')
     slider.focus()
+    before = settles(w)
     chapter13.keyboard.press("Home")
     assert w.locator('input[name="bandwidth"]').input_value() == "1"
     for _ in range(100):  # half of 200 positions over 7 decades: 10^3.5
         chapter13.keyboard.press("ArrowRight")
     assert float(w.locator('input[name="bandwidth"]').input_value()) == pytest.approx(10 ** 3.5, rel=1e-2)
-    w.page.wait_for_function("el => el.dataset.result && Math.abs(JSON.parse(el.dataset.result).settings.bandwidth - 3160) < 1",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"  # the last key's update, nothing pending
+    assert abs(result(w)["settings"]["bandwidth"] - 3160) < 1
 
 
 def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
@@ -204,10 +213,9 @@ def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     fill_and_wait(w, bandwidth="100", latency="0", step_ms="3", workers="4")
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("At the chosen 100 Mb/s")
-    open_chart_data(w)
-    assert w.locator(".kit-chart-data thead th").first.text_content() == "bandwidth (Mb/s)"
-    assert w.locator(".kit-chart-data tbody tr").count() >= 10
-    w.locator(".kit-chart-data summary").click()
+    table = chart_table(w)
+    assert table["header"][0] == "bandwidth (Mb/s)"
+    assert len(table["rows"]) >= 10
     q = widget(chapter13, "queue")
     fill_and_wait(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
     expect(q.locator('[data-role="wait-chart-summary"]')).to_contain_text("at your ρ = 0.7")

@@ -9,8 +9,8 @@ import pathlib
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
+from conftest import chapter_fixture, no_injected_markup, result, settle_after, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter14 = chapter_fixture("14-")
 
@@ -28,10 +28,11 @@ def sweep():
 
 
 def run(w, timeout=TIMEOUT):
+    """Press Run (once it is enabled: choosing a budget computes first) and wait for the answer to the
+    press; returns its status."""
     button = w.locator('[data-action="run"]')
     expect(button).to_be_enabled(timeout=timeout)
-    button.click()
-    return wait_settled(w, ("done", "error"))
+    return settle_after(w, button.click, ("done", "error"), timeout=timeout)
 
 
 # ---------------------------------------------------------------------------
@@ -90,8 +91,7 @@ def test_isoflop_refuses_a_bad_budget_and_recovers(chapter14, bad):
 
 
 def fill_calc(w, compute="5.88e23", mfu="40", tokens="1e12"):
-    for name, value in (("compute", compute), ("mfu_percent", mfu), ("tokens", tokens)):
-        w.locator(f'input[name="{name}"]').fill(value)
+    set_fields(w, compute=compute, mfu_percent=mfu, tokens=tokens)
 
 
 def test_calculator_matches_cpython(chapter14):
@@ -150,10 +150,9 @@ def test_isoflop_budget_slider_works_by_keyboard_and_predicts_as_it_moves(chapte
     assert run(w) == "done"
     drive_slider(w, "custom_budget", "1e+25", "1e12", typed_pos=60)  # 320 positions over 16 decades
     w.locator('[data-slider-for="custom_budget"]').focus()
-    chapter14.keyboard.press("End")
-    chapter14.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).prediction.budget === 1e25",
-                                arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: chapter14.keyboard.press("End"), timeout=TIMEOUT) == "done"
     page = result(w)
+    assert page["prediction"]["budget"] == 1e25
     index = int(w.locator('select[name="budget_index"]').input_value())
     cpython = scaling_ops.isoflop(None, {"series": sweep()["series"], "budget_index": index, "custom_budget": "1e25"})
     assert page["prediction"]["n"] == pytest.approx(cpython["prediction"]["n"], rel=1e-9)
@@ -168,10 +167,9 @@ def test_isoflop_chart_has_a_text_alternative(chapter14):
     assert run(w) == "done"
     page = result(w)
     expect(w.locator('[data-role="plot-summary"]')).to_contain_text(f"{min(page['loss']):.3f}")
-    open_chart_data(w)
-    expect(w.locator(".kit-chart-data tbody tr")).to_have_count(len(series[0]["n"]))
-    assert w.locator(".kit-chart-data thead th").count() == 2 + len(series[0]["loss_per_seed"][0])
-    w.locator(".kit-chart-data summary").click()
+    table = chart_table(w)
+    assert len(table["rows"]) == len(series[0]["n"])
+    assert len(table["header"]) == 2 + len(series[0]["loss_per_seed"][0])
 
 
 def test_calculator_mfu_slider_works_by_keyboard(chapter14):
@@ -180,6 +178,5 @@ def test_calculator_mfu_slider_works_by_keyboard(chapter14):
     assert run(w) == "done"
     drive_slider(w, "mfu_percent", "100", "40", typed_pos=39)
     w.locator('[data-slider-for="mfu_percent"]').focus()
-    chapter14.keyboard.press("End")
-    chapter14.wait_for_function("el => el.dataset.status === 'done' && JSON.parse(el.dataset.result).llama.mfu_percent === 100",
-                                arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: chapter14.keyboard.press("End"), timeout=TIMEOUT) == "done"
+    assert result(w)["llama"]["mfu_percent"] == 100

@@ -4,13 +4,14 @@ and refuses bad input visibly without injecting markup. The page's numbers are c
 same pylib.web.posttrain_ops calls in CPython over the same built data. One shared page
 (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
+import concurrent.futures
 import json
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SITE, chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
+from conftest import SITE, chapter_fixture, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
 chapter16 = chapter_fixture("16-")
 
@@ -19,8 +20,7 @@ PRE_STEPS, SFT_STEPS, DPO_STEPS = 60, 30, 20  # short runs: the check is the pag
 NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
 
 
-@pytest.fixture(scope="module")
-def cpython():
+def cpython_runs():
     """The same ops in CPython over the built site's data: pretraining, SFT and DPO results."""
     from pylib import web
     from pylib.web import posttrain_ops as ops
@@ -41,6 +41,20 @@ def cpython():
     return {"pretrain": pre, "sft": sft, "dpo": dpo}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _cpython_runs():
+    """cpython_runs() on a thread from the module's start, while the page loads and the first tests
+    run (waiting for the page holds no lock)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        yield pool.submit(cpython_runs)
+
+
+@pytest.fixture(scope="module")
+def cpython(_cpython_runs):
+    """cpython_runs()' results."""
+    return _cpython_runs.result()
+
+
 def message(w):
     return w.locator('[data-role="message"]').inner_text()
 
@@ -49,8 +63,7 @@ def pretrain(w, steps, seed="0"):
     expect(w.locator('[data-action="pretrain"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="pretrain_steps"]').fill(str(steps))
     w.locator('input[name="pretrain_seed"]').fill(seed)
-    w.locator('[data-action="pretrain"]').click()
-    return wait_settled(w, ("done", "error", "stopped"), timeout=TIMEOUT)
+    return settle_after(w, lambda: w.locator('[data-action="pretrain"]').click(), timeout=TIMEOUT)
 
 
 def fine_tune(w, method, steps, **fields):
@@ -61,8 +74,14 @@ def fine_tune(w, method, steps, **fields):
     w.locator('input[name="steps"]').fill(str(steps))
     for name, value in fields.items():
         w.locator(f'input[name="{name}"]').fill(value)
-    w.locator('[data-action="run"]').click()
-    return wait_settled(w, ("done", "error", "stopped"), timeout=TIMEOUT)
+    return settle_after(w, lambda: w.locator('[data-action="run"]').click(), timeout=TIMEOUT)
+
+
+def ask(w, line):
+    """Type a line and press Ask; waits for the answer to this press (the ask part's own status and
+    settles count) and returns its status."""
+    w.locator('input[name="line"]').fill(line)
+    return settle_after(w.locator('[data-role="ask-part"]'), lambda: w.locator('[data-action="ask"]').click(), timeout=TIMEOUT)
 
 
 # ---------------------------------------------------------------------------
@@ -90,11 +109,12 @@ def test_stop_during_pretraining_leaves_no_model(chapter16):
     w = widget(chapter16, "sft-dpo")
     expect(w.locator('[data-action="pretrain"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="pretrain_steps"]').fill("400")
+    before = settles(w)
     w.locator('[data-action="pretrain"]').click()
     chapter16.wait_for_function("el => /step [1-9]/.test(el.querySelector('[data-role=message]').textContent)",
                                 arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w, ("stopped", "done", "error"), timeout=TIMEOUT) == "stopped"
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "stopped"
     assert "must finish" in message(w)
     expect(w.locator('[data-action="run"]')).to_be_disabled()
     assert w.get_attribute("data-pretrained") is None
@@ -139,10 +159,8 @@ def test_sft_in_the_page_matches_cpython_and_shows_before_and_after(chapter16, c
 @pytest.mark.parametrize("raw", ["", "   ", "🙂🙂", "12345", "x" * 5000])
 def test_bad_lines_get_a_message(chapter16, raw):
     w = widget(chapter16, "sft-dpo")
-    w.locator('input[name="line"]').fill(raw)
-    w.locator('[data-action="ask"]').click()
-    chapter16.wait_for_function("el => el.getAttribute('aria-invalid') === 'true'",
-                                arg=w.locator('input[name="line"]').element_handle(), timeout=TIMEOUT)
+    assert ask(w, raw) == "error"
+    assert w.locator('input[name="line"]').get_attribute("aria-invalid") == "true"
     assert w.locator('[data-role="answer"]').inner_text().strip()
     slot = w.locator('[data-error-for="line"]')
     assert slot.inner_text().strip() and slot.get_attribute("id") in w.locator('input[name="line"]').get_attribute("aria-describedby").split()
@@ -150,9 +168,7 @@ def test_bad_lines_get_a_message(chapter16, raw):
 
 def test_a_readers_line_gets_both_answers_and_markup_stays_text(chapter16):
     w = widget(chapter16, "sft-dpo")
-    w.locator('input[name="line"]').fill("<b class=injected>Lo</b>, 🙂 Rome")
-    w.locator('[data-action="ask"]').click()
-    chapter16.wait_for_function("el => el.dataset.answer", arg=w.element_handle(), timeout=TIMEOUT)
+    assert ask(w, "<b class=injected>Lo</b>, 🙂 Rome") == "done"
     answer = json.loads(w.get_attribute("data-answer"))
     assert "tuned" in answer and answer["dropped"] > 0
     text = w.locator('[data-role="answer"]').inner_text()
@@ -190,11 +206,12 @@ def test_stop_during_sft_keeps_the_model_as_it_is(chapter16):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="method"][value="sft"]').check()
     w.locator('input[name="steps"]').fill("1000")
+    before = settles(w)
     w.locator('[data-action="run"]').click()
     chapter16.wait_for_function("el => /step [1-9]/.test(el.querySelector('[data-role=message]').textContent)",
                                 arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w, ("stopped", "done", "error"), timeout=TIMEOUT) == "stopped"
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "stopped"
     assert result(w)["steps"] < 1000
     expect(w.locator('[data-action="run"]')).to_be_enabled()
 
@@ -216,6 +233,4 @@ def test_the_loss_chart_has_a_text_alternative(chapter16):
     w = widget(chapter16, "sft-dpo")
     assert pretrain(w, 20) == "done"
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("at step 19")
-    open_chart_data(w)
-    assert w.locator(".kit-chart-data tbody tr").count() >= 2
-    w.locator(".kit-chart-data summary").click()
+    assert len(chart_table(w)["rows"]) >= 2

@@ -5,27 +5,49 @@ input with a visible message (nothing injected), and stop when asked. One shared
 
 import json
 import math
-import re
 
 import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, wait_settled as wait_status, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
+from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
 chapter2 = chapter_fixture("02-")
 TIMEOUT = 120_000  # ms
 MARKUP = '<img src=x onerror="window.__pwned=1"><b>bold</b><script>window.__pwned=1</script>'
+# A 10 MB paste (10,000,000 characters), set as the box's value. Words, not one unbroken 10-million-letter
+# word: the browser must lay the box out once it holds them, and prose it lays out several times faster.
+PASTE_10MB = "el => { el.value = 'abcd efghi'.repeat(1000000); }"
 
 
-def submit(w, action="run", **fields):
-    """Fill fields (by name), clear data-status to 'pending', press the action button."""
+def press(w, action="run", **fields):
+    """Fill fields (by name) and press the action button. Returns the widget's settles() count from
+    before, for wait_settled(w, after=...)."""
     expect(w.locator(f'[data-action="{action}"]')).to_be_enabled(timeout=TIMEOUT)
+    before = settles(w)
     for name, value in fields.items():
         w.locator(f'[name="{name}"]').fill(str(value))
-    w.evaluate("el => { el.dataset.status = 'pending'; }")
     w.locator(f'[data-action="{action}"]').click()
+    return before
+
+
+def submit(w, action="run", timeout=TIMEOUT, **fields):
+    """press(), then wait for the answer to it; returns the status it ended in."""
+    before = press(w, action, **fields)
+    return wait_settled(w, timeout=timeout, after=before)
+
+
+def load_excerpt(w, start, n_chars):
+    """BPE's "Load an excerpt": its call disables Learn merges (at the click) until the text is in the
+    box, so Learn merges enabled again means the box holds this excerpt. Returns the text."""
+    w.locator('[name="start"]').fill(str(start))
+    w.locator('[name="n_chars"]').fill(str(n_chars))
+    w.locator('[data-action="excerpt"]').click()
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    expect(w.locator('[data-action="excerpt"]')).to_be_enabled()
+    assert w.get_attribute("data-status") == "ready", w.locator('[data-role="message"]').text_content()
+    return w.locator("textarea").input_value()
 
 
 def nothing_injected(page):
@@ -95,8 +117,7 @@ def test_bad_input_shows_under_its_field_and_focus_goes_there(chapter2):
     w.locator("textarea").fill(OWN_TEXT)
     w.locator('input[name="steps"]').fill("0")
     w.locator('[data-action="run"]').focus()
-    chapter2.keyboard.press("Enter")
-    assert wait_status(w) == "error"
+    assert settle_after(w, lambda: chapter2.keyboard.press("Enter")) == "error"
     assert "between 1 and 2,000" in assert_error_in_slot(w, "steps")
     expect(w.locator('input[name="steps"]')).to_be_focused()
     w.locator('input[name="steps"]').fill("200")
@@ -108,8 +129,7 @@ def test_bad_input_shows_under_its_field_and_focus_goes_there(chapter2):
 
 def test_window_widget_shows_targets_shifted_by_one_as_cpython(chapter2):
     w = widget(chapter2, "windows")
-    submit(w, start="12345")
-    assert wait_status(w) == "done"
+    assert submit(w, start="12345") == "done"
     r = json.loads(w.get_attribute("data-result"))
     vocab, train, _ = corpus()
     assert r["start"] == 12345 and r["x"] == vocab.decode(train[12345:12409]).replace("\u2404\n\n", "\u2404")
@@ -120,14 +140,12 @@ def test_window_widget_shows_targets_shifted_by_one_as_cpython(chapter2):
 @pytest.mark.parametrize("raw", ["", "-5", "🎭", MARKUP, "1e99", "NaN"])
 def test_window_widget_refuses_bad_start(chapter2, raw):
     w = widget(chapter2, "windows")
-    submit(w, start=raw)
-    assert wait_status(w) == "error"
+    assert submit(w, start=raw) == "error"
     expect(w.locator('[data-role="message"]')).not_to_be_empty()
     expect(w.locator('input[name="start"]')).to_have_attribute("aria-invalid", "true")
     assert "Start position" in assert_error_in_slot(w, "start")
     nothing_injected(chapter2)
-    submit(w, start="0")
-    assert wait_status(w) == "done"
+    assert submit(w, start="0") == "done"
     expect(w.locator('[data-error-for="start"]')).to_be_empty()
 
 
@@ -137,8 +155,7 @@ def test_window_widget_refuses_bad_start(chapter2, raw):
 
 def test_bpe_widget_learns_the_wikipedia_merges(chapter2):
     w = widget(chapter2, "bpe")
-    submit(w, text="aaabdaaabac", vocab_size="100")
-    assert wait_status(w) == "done"
+    assert submit(w, text="aaabdaaabac", vocab_size="100") == "done"
     r = json.loads(w.get_attribute("data-result"))
     assert r["vocab_size"] == 7 and r["n_merges"] == 3 and r["n_tokens"] == 5
     assert [t.strip() for t in w.locator('[data-role="merges"] .m-token').all_text_contents()] == ["aa", "ab", "aaab"]
@@ -149,11 +166,9 @@ def test_bpe_widget_on_corpus_text_matches_cpython(chapter2):
     from pylib import bpe
 
     w = widget(chapter2, "bpe")
-    submit(w, "excerpt", start="1000", n_chars="3000")
-    chapter2.wait_for_function("el => el.value.length > 2000", arg=w.locator("textarea").element_handle())
-    text = w.locator("textarea").input_value()
-    submit(w, vocab_size="120")
-    assert wait_status(w) == "done"
+    text = load_excerpt(w, start=1000, n_chars=3000)
+    assert len(text) > 2000
+    assert submit(w, vocab_size="120") == "done"
     r = json.loads(w.get_attribute("data-result"))
     tok, ids = bpe.train_bpe_on_text(text, 120 - len(set(text)))
     assert r["vocab_size"] == tok.vocab_size and r["n_tokens"] == ids.size
@@ -167,8 +182,7 @@ def test_bpe_widget_split_toggle_learns_within_words_as_cpython(chapter2):
     w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
     w.locator('input[name="split"]').check()
     try:
-        submit(w, vocab_size="60")
-        assert wait_status(w) == "done"
+        assert submit(w, vocab_size="60") == "done"
         r = json.loads(w.get_attribute("data-result"))
         tok, ids = bpe.train_bpe_on_text(text, 60 - len(set(text)), split=True)
         assert r["split"] and r["vocab_size"] == tok.vocab_size and r["n_tokens"] == ids.size
@@ -181,16 +195,13 @@ def test_bpe_widget_split_toggle_learns_within_words_as_cpython(chapter2):
 
 def test_bpe_chart_has_a_text_alternative(chapter2):
     w = widget(chapter2, "bpe")
-    submit(w, text="aaabdaaabac", vocab_size="100")
-    assert wait_status(w) == "done"
+    assert submit(w, text="aaabdaaabac", vocab_size="100") == "done"
     r = json.loads(w.get_attribute("data-result"))
     summary = w.locator('[data-role="chart-summary"]').text_content()
     assert f"{r['chars_per_token']:.3f} at {r['vocab_size']}" in summary and "1.000 characters per token at vocabulary 4" in summary
-    open_chart_data(w)
-    row = w.locator(".kit-chart-data tbody tr").filter(has=chapter2.locator("th", has_text=re.compile(r"^7$")))
-    expect(row).to_have_count(1)  # the last merge: vocabulary 7, this text's characters per token
-    assert row.locator("td").first.text_content() == f"{r['chars_per_token']:.4g}"
-    w.locator(".kit-chart-data summary").click()
+    row = [row for row in chart_table(w)["rows"] if row[0] == "7"]
+    assert len(row) == 1  # the last merge: vocabulary 7, this text's characters per token
+    assert row[0][1] == f"{r['chars_per_token']:.4g}"
 
 
 @pytest.mark.parametrize("text, vocab, field, needle", [
@@ -201,8 +212,7 @@ def test_bpe_chart_has_a_text_alternative(chapter2):
 def test_bpe_widget_refuses_bad_input(chapter2, text, vocab, field, needle):
     w = widget(chapter2, "bpe")
     w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
-    submit(w, vocab_size=vocab)
-    assert wait_status(w) == "error"
+    assert submit(w, vocab_size=vocab) == "error"
     assert needle in assert_error_in_slot(w, field)
     expect(w.locator('[data-role="message"]')).to_contain_text("check")
     expect(w.locator(f'[name="{field}"]')).to_be_focused()  # the focus goes to the field to fix
@@ -212,8 +222,7 @@ def test_bpe_widget_keeps_emoji_and_markup_as_text(chapter2):
     w = widget(chapter2, "bpe")
     text = (MARKUP + " 🎭😀 to be 🎭 ") * 20
     w.locator("textarea").evaluate("(el, t) => { el.value = t; }", text)
-    submit(w, vocab_size="80")
-    assert wait_status(w) == "done"
+    assert submit(w, vocab_size="80") == "done"
     shown = "".join(w.locator('[data-role="tokens"] .tok').all_text_contents())
     assert "🎭" in shown and "<img" in shown
     nothing_injected(chapter2)
@@ -221,12 +230,11 @@ def test_bpe_widget_keeps_emoji_and_markup_as_text(chapter2):
 
 def test_bpe_widget_stops(chapter2):
     w = widget(chapter2, "bpe")
-    submit(w, "excerpt", start="0", n_chars="15000")
-    chapter2.wait_for_function("el => el.value.length > 14000", arg=w.locator("textarea").element_handle())
-    submit(w, vocab_size="1000")
+    assert len(load_excerpt(w, start=0, n_chars=15000)) > 14000
+    before = press(w, vocab_size="1000")
     chapter2.wait_for_function("el => el.querySelectorAll('.bpe-merges li').length > 0", arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     r = json.loads(w.get_attribute("data-result"))
     assert r["stopped"] and 0 < r["n_merges"] < 1000 - 60
 
@@ -237,11 +245,10 @@ def test_bpe_widget_stops(chapter2):
 
 def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
     w = widget(chapter2, "packmask")
-    assert wait_status(w, ("done", "error")) == "done"
+    assert wait_settled(w, ("done", "error")) == "done"  # the window is drawn when the widget mounts
     r = json.loads(w.get_attribute("data-result"))
     assert r["n_docs"] >= 2 and r["allowed_doc_mask"] < r["allowed_causal"] == 64 * 65 // 2
-    submit(w, "leak", position="5")
-    chapter2.wait_for_function("el => el.dataset.leak !== undefined", arg=w.element_handle(), timeout=TIMEOUT)
+    assert submit(w, "leak", position="5") == "done"
     leak = json.loads(w.get_attribute("data-leak"))
     assert leak["max_other_masked"] == 0.0 and leak["max_other_unmasked"] > 0.0
     from pylib.web import data_ops as web_data
@@ -252,9 +259,7 @@ def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
     # the text alternatives: the mask's rows and each bar chart's values, in tables; sentences with the numbers
     for role in ("grid", "bars-masked", "bars-unmasked"):
         frame = w.locator(f'[data-chart="{role}"]')
-        open_chart_data(frame)
-        expect(frame.locator(".kit-chart-data tbody tr")).to_have_count(64)
-        frame.locator(".kit-chart-data summary").click()
+        assert len(chart_table(frame)["rows"]) == 64
     expect(w.locator('[data-role="bars-masked-summary"]')).to_contain_text(f"{leak['max_other_masked']:.2e}".replace("e+00", "e+0").replace("e-0", "e-"))
     expect(w.locator('[data-role="grid-summary"]')).to_contain_text(f"{r['n_docs']} documents")
 
@@ -262,10 +267,9 @@ def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
 @pytest.mark.parametrize("raw", ["", "64", "-1", "🎭", MARKUP])
 def test_leak_test_refuses_bad_positions(chapter2, raw):
     w = widget(chapter2, "packmask")
-    w.locator('input[name="position"]').fill(raw)
-    w.evaluate("el => { delete el.dataset.leak; }")
-    w.locator('[data-action="leak"]').click()
-    expect(w.locator('[data-role="leak-message"]')).to_have_class("widget-message error", timeout=TIMEOUT)
+    assert submit(w, "leak", position=raw) == "error"
+    assert w.get_attribute("data-leak") is None
+    expect(w.locator('[data-role="leak-message"]')).to_have_class("widget-message error")
     expect(w.locator('input[name="position"]')).to_have_attribute("aria-invalid", "true")
     assert "osition" in assert_error_in_slot(w, "position", status_line='[data-role="leak-message"]')
     nothing_injected(chapter2)
@@ -274,11 +278,9 @@ def test_leak_test_refuses_bad_positions(chapter2, raw):
 @pytest.mark.parametrize("raw", ["-1", "🎭", "99999999999"])
 def test_packmask_refuses_bad_starts(chapter2, raw):
     w = widget(chapter2, "packmask")
-    submit(w, start=raw)
-    assert wait_status(w) == "error"
+    assert submit(w, start=raw) == "error"
     expect(w.locator('[data-role="message"]')).not_to_be_empty()
-    submit(w, start="auto")
-    assert wait_status(w) == "done"
+    assert submit(w, start="auto") == "done"
 
 
 # ---------------------------------------------------------------------------
@@ -289,8 +291,7 @@ def test_mixture_widget_runs_and_matches_cpython(chapter2):
     from pylib.web import data_ops as web_data
 
     w = widget(chapter2, "mixture")
-    submit(w, weight="0.3", steps="20", seed="1")
-    assert wait_status(w) == "done"
+    assert submit(w, weight="0.3", steps="20", seed="1") == "done"
     r = json.loads(w.get_attribute("data-result"))
     spans = json.loads(w.locator('[data-role="config"]').text_content())["spans"]
     s = session()
@@ -306,8 +307,7 @@ def test_mixture_widget_runs_and_matches_cpython(chapter2):
                                                   ("0.5", "0", "steps"), ("0.5", "🎭", "steps"), (MARKUP, "5", "weight")])
 def test_mixture_widget_refuses_bad_input(chapter2, weight, steps, field):
     w = widget(chapter2, "mixture")
-    submit(w, weight=weight, steps=steps)
-    assert wait_status(w) == "error"
+    assert submit(w, weight=weight, steps=steps) == "error"
     expect(w.locator('[data-role="message"]')).not_to_be_empty()
     assert_error_in_slot(w, field)
     nothing_injected(chapter2)
@@ -315,10 +315,10 @@ def test_mixture_widget_refuses_bad_input(chapter2, weight, steps, field):
 
 def test_mixture_widget_stops(chapter2):
     w = widget(chapter2, "mixture")
-    submit(w, weight="0.5", steps="2000", seed="0")
+    before = press(w, weight="0.5", steps="2000", seed="0")
     chapter2.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'", arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     assert json.loads(w.get_attribute("data-result"))["steps"] < 2000
 
 
@@ -333,8 +333,7 @@ OWN_TEXT = ("🎭 Now is the winter of our discontent, <b>made</b> glorious summ
 def test_own_text_trains_and_samples_as_text(chapter2):
     w = widget(chapter2, "owntext")
     w.locator("textarea").fill(OWN_TEXT)
-    submit(w, steps="30", seed="0")
-    assert wait_status(w) == "done"
+    assert submit(w, steps="30", seed="0") == "done"
     r = json.loads(w.get_attribute("data-result"))
     assert r["steps"] == 30 and r["final_val_loss"] is not None
     expect(w.locator('[data-role="sample"]')).not_to_be_empty()
@@ -346,30 +345,27 @@ def test_own_text_trains_and_samples_as_text(chapter2):
 def test_own_text_refuses_unusable_text(chapter2, text, needle):
     w = widget(chapter2, "owntext")
     w.locator("textarea").fill(text)
-    submit(w, steps="10")
-    assert wait_status(w) == "error"
+    assert submit(w, steps="10") == "error"
     assert needle in assert_error_in_slot(w, "text")
     nothing_injected(chapter2)
 
 
 def test_own_text_rejects_a_10_mb_paste_with_a_message(chapter2):
     w = widget(chapter2, "owntext")
-    w.locator("textarea").evaluate("el => { el.value = 'abcdefghij'.repeat(1000000); }")  # 10,000,000 characters
-    submit(w, steps="10")
-    assert wait_status(w, timeout=30_000) == "error"
+    w.locator("textarea").evaluate(PASTE_10MB)
+    assert submit(w, steps="10") == "error"
     assert "10,000,000 characters" in assert_error_in_slot(w, "text")
     w.locator("textarea").fill(OWN_TEXT)  # and the widget keeps working
-    submit(w, steps="5")
-    assert wait_status(w) == "done"
+    assert submit(w, steps="5") == "done"
 
 
 def test_own_text_stops(chapter2):
     w = widget(chapter2, "owntext")
     w.locator("textarea").fill(OWN_TEXT)
-    submit(w, steps="2000")
+    before = press(w, steps="2000")
     chapter2.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'", arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     expect(w.locator('[data-role="sample"]')).not_to_be_empty()
 
 
@@ -396,22 +392,20 @@ def dedup_page(w):
 def test_dedup_widget_matches_cpython_for_every_example_and_slider_setting(chapter2):
     from pylib.web import data_ops
     w = widget(chapter2, "dedup")
-    assert wait_status(w) in ("done", "error")
+    assert wait_settled(w) in ("done", "error")  # the widget compares its first example when it mounts
     n_examples = w.locator('select[name="example"] option').count()
     assert n_examples == len(data_ops.DEDUP_EXAMPLES)
     for i, example in enumerate(data_ops.DEDUP_EXAMPLES):
-        w.evaluate("el => { el.dataset.status = 'pending'; }")
-        w.locator('select[name="example"]').select_option(str(i))
-        assert wait_status(w) == "done"
+        assert settle_after(w, lambda: w.locator('select[name="example"]').select_option(str(i))) == "done"
         assert w.locator('textarea[name="text_a"]').input_value() == example["texts"][0]
         assert dedup_page(w) == dedup_cpython(*example["texts"], 5, 64, 16)
     # the sliders recompute at once: more bands of fewer rows, then fewer hash functions than bands (which
     # brings the bands down to n). Both are log sliders over 1..256 with 200 positions.
     position = lambda v: round(math.log(v) / math.log(256) * 200)
     for field, value, (n, b) in [("bands", 32, (64, 32)), ("n_hashes", 20, (20, 20)), ("n_hashes", 256, (256, 20))]:
-        w.evaluate("el => { el.dataset.status = 'pending'; }")
-        w.locator(f'[data-slider-for="{field}"]').evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }", position(value))
-        assert wait_status(w) == "done"
+        slider = w.locator(f'[data-slider-for="{field}"]')
+        assert settle_after(w, lambda: slider.evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }",
+                                                       position(value))) == "done"
         assert w.locator('input[name="n_hashes"]').input_value() == str(n)
         assert w.locator('input[name="bands"]').input_value() == str(b)
         assert dedup_page(w) == dedup_cpython(*data_ops.DEDUP_EXAMPLES[-1]["texts"], 5, n, b)
@@ -422,8 +416,7 @@ def test_dedup_widget_matches_cpython_for_every_example_and_slider_setting(chapt
 def test_dedup_widget_shows_emoji_and_markup_as_text(chapter2):
     w = widget(chapter2, "dedup")
     text_a, text_b = MARKUP + " 🎭🎭 to be", "🎭 <b>to be</b>, or not"
-    submit(w, text_a=text_a, text_b=text_b, k="3", n_hashes="100", bands="25")
-    assert wait_status(w) == "done"
+    assert submit(w, text_a=text_a, text_b=text_b, k="3", n_hashes="100", bands="25") == "done"
     assert dedup_page(w) == dedup_cpython(text_a, text_b, 3, 100, 25)
     assert w.locator('[data-role="norm-a"]').text_content() == dedup_page(w)["normalised"][0]
     nothing_injected(chapter2)
@@ -439,23 +432,19 @@ def test_dedup_widget_refuses_bad_input_and_keeps_working(chapter2, field, raw, 
     from pylib.web import data_ops
     w = widget(chapter2, "dedup")
     good = dict(zip(["text_a", "text_b"], data_ops.DEDUP_EXAMPLES[0]["texts"]), k="5", n_hashes="64", bands="16")
-    submit(w, **{**good, field: raw})
-    assert wait_status(w) == "error"
+    assert submit(w, **{**good, field: raw}) == "error"
     assert needle in assert_error_in_slot(w, field)
     expect(w.locator('[data-role="message"]')).to_contain_text("check")
     expect(w.locator(f'[name="{field}"]')).to_have_attribute("aria-invalid", "true")
     assert w.get_attribute("data-result") is None
     nothing_injected(chapter2)
-    submit(w, **good)
-    assert wait_status(w) == "done"
+    assert submit(w, **good) == "done"
     assert dedup_page(w) == dedup_cpython(good["text_a"], good["text_b"], 5, 64, 16)
 
 
 def test_dedup_widget_refuses_a_10_mb_paste_with_a_message(chapter2):
     w = widget(chapter2, "dedup")
-    w.locator('textarea[name="text_b"]').evaluate("el => { el.value = 'abcdefghij'.repeat(1000000); }")
-    submit(w, text_a="to be or not to be")
-    assert wait_status(w, timeout=30_000) == "error"
+    w.locator('textarea[name="text_b"]').evaluate(PASTE_10MB)
+    assert submit(w, text_a="to be or not to be") == "error"
     assert "10,000,000 characters" in assert_error_in_slot(w, "text_b")
-    submit(w, text_b="to be, or not to be")
-    assert wait_status(w) == "done"
+    assert submit(w, text_b="to be, or not to be") == "done"

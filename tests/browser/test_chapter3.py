@@ -10,8 +10,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, open_chart_data
+from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
 chapter3 = chapter_fixture("03-")
 
@@ -57,16 +57,13 @@ def test_calculators_keep_the_focus_on_the_button_pressed(chapter3):
         button = w.locator('[data-action="run"]')
         expect(button).to_be_enabled(timeout=TIMEOUT)
         button.focus()
-        w.evaluate("el => { el.dataset.status = 'waiting'; }")
-        chapter3.keyboard.press("Enter")
-        assert wait_settled(w, ("done",)) == "done"
+        assert settle_after(w, lambda: chapter3.keyboard.press("Enter")) == "done"
         expect(button).to_be_focused()
     w = widget(chapter3, "loss-denominator")
     w.locator('tbody tr [data-action="remove"]').first.focus()
     chapter3.keyboard.press("Enter")  # its row goes: the focus moves to the next row's Remove
     expect(w.locator('tbody tr [data-action="remove"]').first).to_be_focused()
-    w.locator('[data-action="example-a"]').click()
-    assert wait_settled(w, ("done",)) == "done"
+    assert settle_after(w, lambda: w.locator('[data-action="example-a"]').click()) == "done"
 
 
 # ---------------------------------------------------------------------------
@@ -80,8 +77,7 @@ def show_logit_grad(page, **fields):
     w.locator(f'input[name="model"][value="{model}"]').check()
     for name, value in fields.items():
         w.locator(f'input[name="{name}"]').fill(str(value))
-    w.locator('[data-action="run"]').click()
-    return w, wait_settled(w, ("done", "error"))
+    return w, settle_after(w, lambda: w.locator('[data-action="run"]').click())
 
 
 def test_logit_grad_untrained_matches_pylib(chapter3):
@@ -128,9 +124,10 @@ def test_logit_grad_training_moves_the_focus_to_stop_and_back(chapter3):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="model"][value="trained"]').check()
     w.locator('[data-action="run"]').focus()
+    before = settles(w)
     chapter3.keyboard.press("Enter")
     expect(w.locator('[data-action="stop"]')).to_be_focused()
-    assert wait_settled(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
+    assert wait_settled(w, after=before) == "done", w.locator('[data-role="message"]').text_content()
     expect(w.locator('[data-action="run"]')).to_be_focused()
     assert result(w)["model"] == "trained"
     w.locator('input[name="model"][value="untrained"]').check()
@@ -159,19 +156,32 @@ def test_logit_grad_trained_model_predicts_better_than_untrained(chapter3):
 
 
 def fill_rows(w, rows):
-    """Make the table have exactly these (count, loss) rows, then Compute."""
-    while w.locator("tbody tr").count() > len(rows):
-        w.locator('tbody tr [data-action="remove"]').last.click()
-    while w.locator("tbody tr").count() < len(rows):
-        w.locator('[data-action="add"]').click()
-    for i, (count, loss) in enumerate(rows):
+    """Make the table have exactly these (count, loss) rows, then Compute; returns the status of the
+    answer. Rows go with their Remove button and come with Add, from the keyboard (Remove hands the
+    focus to the row before's, Add keeps it); only cells that differ are typed into. Removing or adding
+    a row, and typing, each ask again on their own: the answer waited for is the last one, Compute's."""
+    page = w.page
+    before = settles(w)
+    n = w.locator("tbody tr").count()
+    if n > len(rows):
+        w.locator('tbody tr [data-action="remove"]').last.focus()
+        for _ in range(n - len(rows)):
+            page.keyboard.press("Enter")
+    elif n < len(rows):
+        w.locator('[data-action="add"]').focus()
+        for _ in range(len(rows) - n):
+            page.keyboard.press("Enter")
+    expect(w.locator("tbody tr")).to_have_count(len(rows))
+    shown = w.evaluate("""el => [...el.querySelectorAll("tbody tr")].map((tr) =>
+        [tr.querySelector('input[data-name="count"]').value, tr.querySelector('input[data-name="loss"]').value])""")
+    for i, ((count, loss), (count_now, loss_now)) in enumerate(zip(rows, shown)):
         tr = w.locator("tbody tr").nth(i)
-        tr.locator(f'input[name="count.{i}"]').fill(str(count))
-        tr.locator(f'input[name="loss.{i}"]').fill(str(loss))
-    w.page.wait_for_timeout(300)  # the debounced update
+        if count_now != str(count):
+            tr.locator(f'input[name="count.{i}"]').fill(str(count))
+        if loss_now != str(loss):
+            tr.locator(f'input[name="loss.{i}"]').fill(str(loss))
     w.locator('[data-action="run"]').click()
-    w.page.wait_for_timeout(200)
-    return wait_settled(w, ("done", "error"))
+    return wait_settled(w, after=before)
 
 
 def test_denominator_examples_match_the_outline(chapter3):
@@ -179,9 +189,7 @@ def test_denominator_examples_match_the_outline(chapter3):
     w = widget(chapter3, "loss-denominator")
     expect(w).to_have_attribute("data-status", "done", timeout=TIMEOUT)
     for button, key in [("example-a", "a"), ("example-b", "b")]:
-        w.locator(f'[data-action="{button}"]').click()
-        chapter3.wait_for_timeout(300)
-        assert wait_settled(w, ("done",)) == "done"
+        assert settle_after(w, lambda: w.locator(f'[data-action="{button}"]').click()) == "done"
         r = result(w)
         expected = objective.compare_denominators(*zip(*objective.WORKED_EXAMPLES[key]))
         assert r["token_weighted"] == pytest.approx(expected["token_weighted"])
@@ -222,8 +230,12 @@ def test_denominator_rows_are_capped(chapter3):
     w = widget(chapter3, "loss-denominator")
     cap = int(w.get_attribute("data-rows-max"))
     add = w.locator('[data-action="add"]')
-    while add.is_enabled():
-        add.click()
+    add.focus()
+    for _ in range(cap):
+        if not add.is_enabled():
+            break
+        chapter3.keyboard.press("Enter")  # Add keeps the focus until the table is full
+    expect(add).to_be_disabled()
     assert w.locator("tbody tr").count() == cap
     assert fill_rows(w, [(1, 1)] * cap) == "done"
     fill_rows(w, [(2, 4), (6, 6)])
@@ -245,9 +257,7 @@ def compare_gradients(page, counts):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     for i, n in enumerate(counts):
         w.locator(f'input[name="count.{i}"]').fill(str(n))
-    w.locator('[data-action="run"]').click()
-    page.wait_for_timeout(100)
-    return w, wait_settled(w, ("done", "error"))
+    return w, settle_after(w, lambda: w.locator('[data-action="run"]').click())
 
 
 def test_accum_gradient_matches_results(chapter3):
@@ -283,8 +293,8 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     w = widget(chapter3, "accum-curves")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="seed"]').fill("0")
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ("done", "error")) == "done", w.locator('[data-role="message"]').text_content()
+    assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "done", \
+        w.locator('[data-role="message"]').text_content()
     r = result(w)
     from pylib import model, train
     from pylib.web.objective_ops import accum_settings
@@ -297,18 +307,18 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     assert r["max_abs_dloss"] < 1e-3 and expected < 1e-3  # seed 0: rounding only (results.md)
     # the chart's text alternative: a sentence with the last losses, and a table of both runs per step
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text(f"After {big.steps} steps")
-    open_chart_data(w)
-    expect(w.locator(".kit-chart-data thead th")).to_have_text(["step", "batch × 4", "accumulation"])
-    last = w.locator(".kit-chart-data tbody tr").last.locator("th, td").all_text_contents()
+    table = chart_table(w)
+    assert table["header"] == ["step", "batch × 4", "accumulation"]
+    last = table["rows"][-1]
     assert last[0] == str(big.steps - 1)
     assert float(last[1]) == pytest.approx(hb[-1]["loss"], rel=1e-3) and float(last[2]) == pytest.approx(ha[-1]["loss"], rel=1e-3)
-    w.locator(".kit-chart-data summary").click()
     # Stop mid-run: status "stopped", no data-result, and the widget runs again afterwards.
+    before = settles(w)
     w.locator('[data-action="run"]').click()
     chapter3.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     assert w.get_attribute("data-result") is None
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
 
@@ -319,8 +329,7 @@ def test_accum_curves_refuse_bad_seed(chapter3, seed, text):
     w = widget(chapter3, "accum-curves")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="seed"]').fill(seed)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ("done", "error")) == "error"
+    assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "error"
     assert text in assert_error_in_slot(w, "seed")
     expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
     expect(w.locator('input[name="seed"]')).to_be_focused()
@@ -334,9 +343,7 @@ def test_accum_curves_refuse_bad_seed(chapter3, seed, text):
 def set_tau(page, value):
     w = widget(page, "perplexity")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=180_000)
-    w.evaluate("el => { el.dataset.status = 'waiting'; }")
-    w.locator('input[name="tau"]').fill(str(value))
-    return w, wait_settled(w, ("done", "error"))
+    return w, settle_after(w, lambda: w.locator('input[name="tau"]').fill(str(value)))  # typing asks Python again
 
 
 def test_perplexity_at_temperature_one_is_the_unigram_line_computed_in_cpython(chapter3):
@@ -359,15 +366,12 @@ def test_perplexity_slider_drives_the_temperature(chapter3):
     Python again; ArrowLeft steps down one of 200 positions over log10(0.05)..log10(100); typing moves it."""
     w = widget(chapter3, "perplexity")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=180_000)
-    w.evaluate("el => { el.dataset.status = 'waiting'; }")
     at_end, left, typed = drive_slider(w, "tau", "100", "1")
     assert at_end == 200 and typed == round(math.log10(1 / 0.05) / math.log10(100 / 0.05) * 200)
-    w.evaluate("el => { el.dataset.status = 'waiting'; }")
     w.locator('[data-slider-for="tau"]').focus()
-    chapter3.keyboard.press("End")
-    assert wait_settled(w, ("done", "error")) == "done"
+    assert settle_after(w, lambda: chapter3.keyboard.press("End")) == "done"
     assert w.locator('input[name="tau"]').input_value() == "100"
-    chapter3.wait_for_function("el => JSON.parse(el.dataset.result).tau === 100", arg=w.element_handle())
+    assert result(w)["tau"] == 100
     assert result(w)["own_ppl"] > 60
     chapter3.keyboard.press("Home")
     assert w.locator('input[name="tau"]').input_value() == "0.05"

@@ -8,8 +8,8 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, wait_settled
-from kit_checks import assert_error_in_slot, assert_fields_labelled, open_chart_data
+from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table
 
 chapter4 = chapter_fixture("04-")
 TIMEOUT = 120_000  # ms
@@ -29,9 +29,7 @@ def compare(page, name, index, h):
     w.locator('input[name="name"]').fill(str(name))
     w.locator('input[name="index"]').fill(str(index))
     w.locator('input[name="h"]').fill(str(h))
-    w.evaluate("el => { el.dataset.status = 'submitted'; }")
-    w.locator('[data-action="run"]').click()
-    return w, wait_settled(w)
+    return w, settle_after(w, lambda: w.locator('[data-action="run"]').click())
 
 
 def cpython_nudge(name, index, h):
@@ -113,6 +111,8 @@ def test_step_size_slider_is_keyboard_operable_and_follows_the_field(chapter4):
     w.locator('input[name="name"]').fill("wpe")
     w.locator('input[name="index"]').fill("3")
     h, slider = w.locator('input[name="h"]'), w.locator('[data-slider-for="h"]')
+    wait_settled(w)
+    before = settles(w)
     slider.focus()
     chapter4.keyboard.press("End")
     assert float(h.input_value()) == pytest.approx(1)
@@ -123,9 +123,8 @@ def test_step_size_slider_is_keyboard_operable_and_follows_the_field(chapter4):
     assert float(h.input_value()) == pytest.approx(1e-8)
     assert slider.get_attribute("aria-valuetext") == h.input_value()
     # the keys went quiet: it compares at the slider's h
-    chapter4.wait_for_function("el => el.dataset.result && Math.abs(JSON.parse(el.dataset.result).h / 1e-8 - 1) < 1e-9",
-                               arg=w.element_handle(), timeout=TIMEOUT)
-    assert wait_settled(w) == "done"
+    assert wait_settled(w, after=before) == "done"
+    assert json.loads(w.get_attribute("data-result"))["h"] == pytest.approx(1e-8, rel=1e-9)
     h.fill("0.000123")
     assert h.input_value() == "0.000123"
     assert int(slider.input_value()) == round((math.log10(0.000123) + 13) * 20)
@@ -139,18 +138,15 @@ def test_nudge_chart_has_a_text_alternative(chapter4):
     summary = w.locator('[data-role="chart-summary"]')
     assert chart.get_attribute("aria-describedby") == summary.get_attribute("id")
     expect(summary).to_contain_text("Your h = 1e-5: ")
-    open_chart_data(w)
-    header = w.locator(".kit-chart-data thead th").all_text_contents()
-    assert header == ["h", "relative error (sweep)", "your h"]
-    assert w.locator(".kit-chart-data tbody tr").count() >= 10
-    w.locator(".kit-chart-data summary").click()
+    table = chart_table(w)
+    assert table["header"] == ["h", "relative error (sweep)", "your h"]
+    assert len(table["rows"]) >= 10
 
 
 def test_gradient_check_streams_every_tensor_and_passes(chapter4):
     w = check_widget(chapter4)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w) == "done"
+    assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "done"
     r = json.loads(w.get_attribute("data-result"))
     n_params = nudge_widget(chapter4).locator("datalist option").count()
     assert r["complete"] and r["tensors"] == n_params
@@ -165,9 +161,8 @@ def test_gradient_check_at_perturbed_weights_passes_and_says_so(chapter4):
     select = w.locator('select[name="weights"]')
     expect(select).to_be_enabled()
     select.select_option("perturbed")
-    w.locator('[data-action="run"]').click()
     try:
-        assert wait_settled(w) == "done"
+        assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "done"
         r = json.loads(w.get_attribute("data-result"))
         assert r["weights"] == "perturbed" and r["complete"]
         assert r["max"] < 1e-5  # the correct backward passes where gains and biases are not 1 and 0
@@ -180,11 +175,12 @@ def test_gradient_check_stops_when_asked(chapter4):
     w = check_widget(chapter4)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('[data-action="run"]').focus()
+    before = settles(w)
     chapter4.keyboard.press("Enter")
     expect(w.locator('[data-action="stop"]')).to_be_enabled(timeout=TIMEOUT)
     expect(w.locator('[data-action="stop"]')).to_be_focused()  # focus moves to Stop, not to <body>
     chapter4.keyboard.press("Enter")
-    assert wait_settled(w) == "stopped"  # a tensor or two per chunk: Stop lands long before the end
+    assert wait_settled(w, after=before) == "stopped"  # a tensor or two per chunk: Stop lands long before the end
     expect(w.locator('[data-action="run"]')).to_be_focused()
     assert w.get_attribute("data-result") is None
     rows = w.locator('[data-role="rows"] tr').count()
@@ -213,8 +209,7 @@ def test_backprop_order_steps_through_the_order_pylib_recorded(chapter4):
     expect(w.locator('[data-role="backward"] li.bo-current')).to_have_text(
         f"{expected['backward'][0]['name']}‖g‖ = {expected['backward'][0]['grad_norm']:.2e}".replace("e-0", "e-").replace("e+0", "e+"))
     expect(w.locator('[data-role="forward"] li.bo-current')).to_have_text(expected["backward"][0]["name"])
-    w.locator('[data-action="run"]').click()  # Play to the end
-    assert wait_settled(w, ("done",), timeout=TIMEOUT) == "done"
+    assert settle_after(w, lambda: w.locator('[data-action="run"]').click(), timeout=TIMEOUT) == "done"  # Play to the end
     r = json.loads(w.get_attribute("data-result"))
     assert r["order"] == [row["name"] for row in expected["backward"]] and r["order"][-1] == "wte"
     np.testing.assert_allclose(r["norms"], [row["grad_norm"] for row in expected["backward"]], rtol=1e-12)

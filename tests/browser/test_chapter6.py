@@ -11,8 +11,8 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, no_injected_markup, result, wait_settled as wait_status, widget
-from kit_checks import assert_fields_labelled, error_slot, open_chart_data
+from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_fields_labelled, chart_table, error_slot
 
 chapter6 = chapter_fixture("06-")
 
@@ -20,9 +20,9 @@ TIMEOUT = 180_000  # ms: the longest op here is a few short training runs in the
 BAD = ["", "NaN", "-1", "🙂", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
 
 
-def clear_status(w):
-    """Forget the last status, so that the next wait sees only the next outcome."""
-    w.evaluate("el => { el.dataset.status = 'test-pending'; }")
+def press_run(w, timeout=TIMEOUT):
+    """Press the widget's Start (or Compute) and wait for the answer to it; returns its status."""
+    return settle_after(w, lambda: w.locator('[data-action="run"]').click(), timeout=timeout)
 
 
 # ---------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def clear_status(w):
 def test_schedule_plot_draws_the_default_schedule(chapter6):
     from pylib import schedules, train
     w = widget(chapter6, "schedule-plot")
-    assert wait_status(w, ["done", "error"]) == "done"
+    assert wait_settled(w, ["done", "error"]) == "done"  # drawn when the widget mounts
     r = result(w)
     d = train.TrainConfig()
     assert r["kind"] == d.schedule and r["steps"] == d.steps and r["peak_step"] == d.warmup_steps
@@ -45,14 +45,15 @@ def test_schedule_plot_redraws_as_the_reader_types(chapter6):
     from pylib import schedules, train
     d = train.TrainConfig()
     w = widget(chapter6, "schedule-plot")
+    before = settles(w)
     w.locator('select[name="kind"]').select_option("wsd")
     w.locator('input[name="steps"]').fill("1000")
     w.locator('input[name="decay_frac"]').fill("0.5")
-    # (the redraw for the last edit: an edit typed more than the debounce after the one before redraws on its own)
-    chapter6.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).steps === 1000 "
-                               "&& JSON.parse(el.dataset.result).kind === 'wsd' && JSON.parse(el.dataset.result).decay_frac === 0.5",
-                               arg=w.element_handle(), timeout=TIMEOUT)
+    # each edit redraws once the typing pauses (an edit typed more than the pause after the one before
+    # redraws on its own): wait for the redraw of the last one, with nothing left pending
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"
     r = result(w)
+    assert (r["kind"], r["steps"], r["decay_frac"]) == ("wsd", 1000, 0.5)
     assert r["final_lr"] == pytest.approx(schedules.lr_at("wsd", 999, d.lr, d.warmup_steps, 1000, d.min_lr, 0.5))
     expect(w.locator('[data-readout="peak_lr"]')).to_have_text(f"{d.lr:.4f}")
 
@@ -63,18 +64,16 @@ def test_schedule_plot_refuses_bad_input_and_recovers(chapter6, field):
     field_input = w.locator(f'input[name="{field}"]')
     good = field_input.input_value()
     for bad in BAD + ["1e999"]:
+        before = settles(w)
         field_input.fill(bad)
-        clear_status(w)
         w.locator('[data-action="run"]').click()
-        assert wait_status(w, ["error"]) == "error"
+        assert wait_settled(w, timeout=TIMEOUT, after=before) == "error"
         expect(field_input).to_have_attribute("aria-invalid", "true")
         expect(w.locator('[data-role="message"]')).not_to_be_empty()
         expect(error_slot(w, field)).not_to_be_empty()
         no_injected_markup(chapter6)
     field_input.fill(good)
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_status(w, ["done"]) == "done"
+    assert press_run(w) == "done"
     expect(field_input).not_to_have_attribute("aria-invalid", "true")
 
 
@@ -89,37 +88,38 @@ def test_schedule_plot_slider_is_keyboard_operable_and_follows_the_field(chapter
         w.locator(f'input[name="{name}"]').fill(str(value))
     lr, slider = w.locator('input[name="lr"]'), w.locator('[data-slider-for="lr"]')
     slider.focus()
+    before = settles(w)
     chapter6.keyboard.press("End")
     assert lr.input_value() == "10"
-    chapter6.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).peak_lr === 10", arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"  # redrawn at once (the typing's redraw is replaced)
+    assert result(w)["peak_lr"] == 10
+    before = settles(w)
     for _ in range(40):  # one decade down
         chapter6.keyboard.press("ArrowLeft")
     assert lr.input_value() == "1"
-    chapter6.wait_for_function("el => JSON.parse(el.dataset.result).peak_lr === 1", arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"
+    assert result(w)["peak_lr"] == 1
     expect(w.locator('[data-readout="peak_lr"]')).to_have_text("1.00")
     assert slider.get_attribute("aria-valuetext") == "1"
     lr.fill("0.0123")
     assert lr.input_value() == "0.0123"
     assert int(slider.input_value()) == round((math.log10(0.0123) + 5) / 6 * 240)
     lr.fill(str(d.lr))
-    clear_status(w)
-    w.locator('[data-action="run"]').click()
-    assert wait_status(w, ["done"]) == "done"
+    assert press_run(w) == "done"
 
 
 def test_schedule_plot_chart_has_a_text_alternative(chapter6):
     w = widget(chapter6, "schedule-plot")
+    before = settles(w)
     w.locator('select[name="kind"]').select_option("wsd")
-    clear_status(w)
     w.locator('[data-action="run"]').click()
-    assert wait_status(w, ["done"]) == "done"
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"
     r = result(w)
     summary = w.locator('[data-role="chart-summary"]')
     expect(summary).to_contain_text(f"WSD (solid): {r['steps']} steps")
-    open_chart_data(w)
-    assert w.locator(".kit-chart-data thead th").all_text_contents() == ["step", "cosine", "WSD", "constant"]
-    assert 5 <= w.locator(".kit-chart-data tbody tr").count() <= 80
-    w.locator(".kit-chart-data summary").click()
+    table = chart_table(w)
+    assert table["header"] == ["step", "cosine", "WSD", "constant"]
+    assert 5 <= len(table["rows"]) <= 80
     # the chosen schedule's legend swatch is solid, the others dashed
     dashed = w.locator(".chart-legend .kit-swatch").evaluate_all("els => els.map(e => e.classList.contains('dash'))")
     assert dashed == [True, False, True]
@@ -149,8 +149,7 @@ def test_lr_sweep_matches_pylib_and_labels_divergence(chapter6):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="rates"]').fill("3, 0.03")
     w.locator('input[name="seed"]').fill("1")
-    w.locator('[data-action="run"]').click()
-    assert wait_status(w, ["done", "error"]) == "done"
+    assert press_run(w) == "done"
     rungs = result(w)["rungs"]
     assert [r["lr"] for r in rungs] == [0.03, 3.0]
     vocab, train_tokens, val_tokens = corpus()
@@ -182,16 +181,13 @@ def test_lr_sweep_refuses_bad_rates_and_keeps_working(chapter6):
     rates = w.locator('input[name="rates"]')
     for bad in BAD + ["0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7", "0.1, 1e9"]:
         rates.fill(bad)
-        clear_status(w)
-        w.locator('[data-action="run"]').click()
-        assert wait_status(w, ["error"]) == "error"
+        assert press_run(w) == "error"
         expect(rates).to_have_attribute("aria-invalid", "true")
         expect(w.locator('[data-role="message"]')).not_to_be_empty()
         no_injected_markup(chapter6)
     rates.fill("0.01")
     w.locator('input[name="seed"]').fill("-3")
-    w.locator('[data-action="run"]').click()
-    assert wait_status(w, ["error"]) == "error"
+    assert press_run(w) == "error"
     expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
 
 
@@ -219,6 +215,7 @@ def test_lr_sweep_slider_shows_the_measured_curve_at_once_and_trains_when_let_go
         assert f"{ladder['final_mean'][i]:.3f} ± {ladder['final_sd'][i]:.3f}" in where, where
     assert slider.get_attribute("aria-valuetext") == where
     assert w.locator("circle.kit-dot:not(.kit-faint)[data-rung]").count() == len({below, above})
+    before = settles(w)
     chapter6.mouse.up()
     expect(w).to_have_attribute("data-status", "running", timeout=5_000)
     expect(w.locator('[data-action="stop"]')).to_be_enabled()
@@ -226,7 +223,7 @@ def test_lr_sweep_slider_shows_the_measured_curve_at_once_and_trains_when_let_go
                                arg=w.element_handle(), timeout=TIMEOUT)
     assert float(w.locator('[data-readout="lr"]').text_content()) == pytest.approx(lr)
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w, ["stopped", "done"]) in ("stopped", "done")
+    assert wait_settled(w, ["stopped", "done"], after=before) in ("stopped", "done")
     expect(w.locator('[data-action="run"]')).to_be_focused()  # focus is back on Start, not on <body>
 
 
@@ -235,23 +232,21 @@ def test_lr_sweep_chart_has_a_text_alternative(chapter6):
     ladder = json.loads(w.locator('[data-role="config"]').text_content())["ladder"]
     best = min((m, i) for i, m in enumerate(ladder["final_mean"]) if m is not None)
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text(f"{best[0]:.3f}")
-    data = w.locator('[data-role="chart-data"]')  # the U-curve's table (the widget has a second chart)
-    data.locator("summary").click()
-    cells = data.locator("tbody tr th").all_text_contents()
-    assert len(cells) >= len(ladder["lrs"])
-    assert data.locator("tbody tr").first.locator("td").first.text_content() == f"{ladder['final_mean'][0]:.4g}"
-    data.locator("summary").click()
+    rows = chart_table(w, "chart-data")["rows"]  # the U-curve's table (the widget has a second chart)
+    assert len(rows) >= len(ladder["lrs"])
+    assert rows[0][1] == f"{ladder['final_mean'][0]:.4g}"
 
 
 def test_lr_sweep_stops_mid_run(chapter6):
     w = widget(chapter6, "lr-sweep")
     w.locator('input[name="rates"]').fill("0.001, 0.01, 0.1")
     w.locator('input[name="seed"]').fill("0")
+    before = settles(w)
     w.locator('[data-action="run"]').click()
     chapter6.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w, ["stopped", "done"]) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
     expect(w.locator('[data-action="run"]')).to_be_enabled()
 
@@ -264,9 +259,17 @@ def _start_lr_change(page, lr="0.02"):
     w = widget(page, "lr-change")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="lr"]').fill(lr)
+    before = settles(w)
     w.locator('[data-action="run"]').click()
     expect(w.locator('[data-action="apply"]')).to_be_enabled(timeout=TIMEOUT)
-    return w
+    return w, before
+
+
+def apply_rate(w, value):
+    """Type a new rate and press Apply while the run goes on; wait for Apply's answer (lr-change.js counts
+    it on data-settles; the run's status stays "running")."""
+    w.locator('input[name="new_lr"]').fill(value)
+    assert settle_after(w, lambda: w.locator('[data-action="apply"]').click(), ("running",)) == "running"
 
 
 def _step(w):
@@ -275,22 +278,19 @@ def _step(w):
 
 
 def test_lr_change_applies_a_new_rate_and_refuses_bad_ones_without_stopping(chapter6):
-    w = _start_lr_change(chapter6)
+    w, before = _start_lr_change(chapter6)
     chapter6.wait_for_function("el => +el.querySelector('[data-readout=step]').textContent >= 30",
                                arg=w.element_handle(), timeout=TIMEOUT)
     new_lr = w.locator('input[name="new_lr"]')
     for bad in BAD + ["0", "1e9"]:
-        new_lr.fill(bad)
-        w.evaluate("el => { el.querySelector('[data-error-for=new_lr]').textContent = ''; }")
-        w.locator('[data-action="apply"]').click()
+        apply_rate(w, bad)
         expect(error_slot(w, "new_lr")).not_to_be_empty()
         expect(new_lr).to_have_attribute("aria-invalid", "true")
         no_injected_markup(chapter6)
     assert w.get_attribute("data-status") == "running"
     expect(w.locator('[data-readout="changes"]')).to_have_text("0")
-    new_lr.fill("0.005")
-    w.locator('[data-action="apply"]').click()
-    expect(w.locator('[data-readout="changes"]')).to_have_text("1", timeout=TIMEOUT)
+    apply_rate(w, "0.005")
+    expect(w.locator('[data-readout="changes"]')).to_have_text("1")
     expect(new_lr).not_to_have_attribute("aria-invalid", "true")
     expect(w.locator('[data-error-for="new_lr"]')).to_be_empty()
     step_at_apply = _step(w)
@@ -298,18 +298,18 @@ def test_lr_change_applies_a_new_rate_and_refuses_bad_ones_without_stopping(chap
                                arg=[w.element_handle(), step_at_apply], timeout=TIMEOUT)
     assert w.get_attribute("data-status") == "running"
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w, ["stopped", "done"]) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     expect(w.locator('[data-role="message"]')).to_contain_text("0.005 at step")
     expect(w.locator('[data-action="apply"]')).to_be_disabled()
 
 
 def test_lr_change_to_an_absurd_rate_ends_in_a_labelled_divergence(chapter6):
-    w = _start_lr_change(chapter6)
+    w, before = _start_lr_change(chapter6)
     chapter6.wait_for_function("el => +el.querySelector('[data-readout=step]').textContent >= 10",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('input[name="new_lr"]').fill("500")
     w.locator('[data-action="apply"]').click()
-    assert wait_status(w, ["done", "error", "stopped"]) == "done"
+    assert wait_settled(w, after=before) == "done"
     r = result(w)
     assert r["diverged_at"] is not None and r["changes"][0]["lr"] == 500
     assert r["diverged_at"] >= r["changes"][0]["step"]
@@ -321,9 +321,7 @@ def test_lr_change_refuses_a_bad_starting_rate(chapter6):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     for bad in BAD:
         w.locator('input[name="lr"]').fill(bad)
-        clear_status(w)
-        w.locator('[data-action="run"]').click()
-        assert wait_status(w, ["error"]) == "error"
+        assert press_run(w) == "error"
         expect(w.locator('input[name="lr"]')).to_have_attribute("aria-invalid", "true")
         expect(error_slot(w, "lr")).not_to_be_empty()
         expect(w.locator('input[name="lr"]')).to_be_focused()  # focus goes to the field to fix
@@ -339,9 +337,9 @@ def start_noise(page, seed, step):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="seed"]').fill(str(seed))
     w.locator('input[name="step"]').fill(str(step))
-    w.evaluate("el => { el.dataset.status = 'waiting'; }")
+    before = settles(w)
     w.locator('[data-action="run"]').click()
-    return w
+    return w, before
 
 
 # The page draws the measurement's very batches, but its NumPy (no OpenBLAS) sums float32 products in
@@ -354,8 +352,8 @@ PAGE_VS_CPYTHON_NOISE_REL_TOL = 1e-5
 def test_noise_scale_in_the_page_equals_the_measurement_for_that_seed_to_float32_rounding(chapter6):
     from conftest import ROOT
     values = json.loads((ROOT / "results.json").read_text())["values"]
-    w = start_noise(chapter6, 2, 0)
-    assert wait_status(w, ("done", "error"), timeout=TIMEOUT) == "done"
+    w, before = start_noise(chapter6, 2, 0)
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"
     r = result(w)
     cpython = values["ch6.noise.step0.b_simple.per_seed"]["2"]
     print(f"noise scale, step 0, seed 2: page {r['b_simple']!r}, CPython {cpython!r}, "
@@ -366,14 +364,14 @@ def test_noise_scale_in_the_page_equals_the_measurement_for_that_seed_to_float32
 
 
 def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):
-    w = start_noise(chapter6, 0, 400)
+    w, before = start_noise(chapter6, 0, 400)
     chapter6.wait_for_function("el => /Training… step [1-9]/.test(el.querySelector('[data-role=message]').textContent)",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_status(w, ("stopped", "done"), timeout=TIMEOUT) == "stopped"
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "stopped"
     for seed, step in [("", "100"), ("0", "401"), ("-1", "NaN"), ("🙂", "1e309"), ("<b class=injected>x</b>", "3.5")]:
-        w = start_noise(chapter6, seed, step)
-        assert wait_status(w, ("done", "error"), timeout=TIMEOUT) == "error"
+        w, before = start_noise(chapter6, seed, step)
+        assert wait_settled(w, timeout=TIMEOUT, after=before) == "error"
         no_injected_markup(chapter6)
     assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
     expect(error_slot(w, "seed")).not_to_be_empty()

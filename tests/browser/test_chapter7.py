@@ -10,8 +10,8 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, result, wait_settled, widget
-from kit_checks import assert_fields_labelled, error_slot
+from conftest import chapter_fixture, corpus, result, settles, wait_settled, widget
+from kit_checks import assert_fields_labelled, chart_table, error_slot
 
 chapter7 = chapter_fixture("07-")
 
@@ -37,8 +37,11 @@ def probe():
     return data.eval_windows(corpus()[2], web_init.LIMITS["probe_windows"], base_cfg().block_size)
 
 
-def submit(w, **fields):
+def start(w, **fields):
+    """Fill (or choose) the fields by name and press the widget's button. Returns its settles() count
+    from before, for wait_settled(w, after=...)."""
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    before = settles(w)
     for name, value in fields.items():
         field = w.locator(f'[name="{name}"]')
         if field.evaluate("el => el.tagName") == "SELECT":
@@ -46,6 +49,13 @@ def submit(w, **fields):
         else:
             field.fill(str(value))
     w.locator('[data-action="run"]').click()
+    return before
+
+
+def submit(w, **fields):
+    """start(), then wait for the answer to it (a slider moved, or a field left, may ask again on its
+    own: the answer waited for is the last one). Returns the status."""
+    return wait_settled(w, timeout=TIMEOUT, after=start(w, **fields))
 
 
 BAD = ["", "0", "-0.02", "NaN", "1e9", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
@@ -58,11 +68,9 @@ BAD = ["", "0", "-0.02", "NaN", "1e9", "🎭", "<b class=injected>x</b>", "<img 
 def test_init_scale_matches_pylib(chapter7):
     from pylib.studies import init_study
     w = widget(chapter7, "init-scale")
-    submit(w, init_std="0.2", depth="3")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.2",
-                             arg=w.element_handle(), timeout=TIMEOUT)
-    assert wait_settled(w) == "done"
+    assert submit(w, init_std="0.2", depth="3") == "done"
     r = result(w)
+    assert (r["init_std"], r["depth"]) == (0.2, 3)
     x, y = probe()
     ref = init_study.init_stats(dataclasses.replace(base_cfg(), n_layer=3, init_std=0.2), 0, x, y)
     assert r["loss"] == pytest.approx(ref["loss"], rel=REL)
@@ -74,8 +82,7 @@ def test_init_scale_matches_pylib(chapter7):
 @pytest.mark.parametrize("value", BAD)
 def test_init_scale_refuses_bad_std_then_recovers(chapter7, value):
     w = widget(chapter7, "init-scale")
-    submit(w, init_std=value, depth="2")
-    assert wait_settled(w, ("error",)) == "error"
+    assert submit(w, init_std=value, depth="2") == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Init std")
     expect(w.locator('[data-role="message"]')).to_be_visible()
     assert w.locator('input[name="init_std"]').get_attribute("aria-invalid") == "true"
@@ -83,23 +90,20 @@ def test_init_scale_refuses_bad_std_then_recovers(chapter7, value):
     expect(w.locator('input[name="init_std"]')).to_be_focused()  # the field to fix, not <body>
     assert result(w) is None
     assert chapter7.locator("b.injected, [data-widget] img").count() == 0
-    submit(w, init_std="0.02", depth="2")
-    assert wait_settled(w) == "done" and result(w)["depth"] == 2
+    assert submit(w, init_std="0.02", depth="2") == "done" and result(w)["depth"] == 2
 
 
 def test_init_scale_flags_a_loss_above_the_divergence_limit(chapter7):
     w = widget(chapter7, "init-scale")
-    submit(w, init_std="2", depth="4")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 2",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    assert submit(w, init_std="2", depth="4") == "done"
+    assert result(w)["init_std"] == 2
     expect(w.locator('[data-role="message"]')).to_contain_text("diverged")
 
 
 @pytest.mark.parametrize("value", ["0", "9", "2.5", "abc"])
 def test_init_scale_refuses_bad_depth(chapter7, value):
     w = widget(chapter7, "init-scale")
-    submit(w, init_std="0.02", depth=value)
-    assert wait_settled(w, ("error",)) == "error"
+    assert submit(w, init_std="0.02", depth=value) == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Depth")
     expect(error_slot(w, "depth")).to_contain_text("Depth")
 
@@ -108,18 +112,18 @@ def test_init_scale_slider_is_keyboard_operable_and_follows_the_field(chapter7):
     """The init-std slider (log scale, 1e-4 to 10 over 200 positions, 40 a decade): Home, End and the arrows
     move it, the field follows and the figures are recomputed as it moves; a typed value stays as typed."""
     w = widget(chapter7, "init-scale")
-    submit(w, init_std="0.02", depth="2")
-    assert wait_settled(w) == "done"
+    assert submit(w, init_std="0.02", depth="2") == "done"
     std, slider = w.locator('input[name="init_std"]'), w.locator('[data-slider-for="init_std"]')
     slider.focus()
+    before = settles(w)
     chapter7.keyboard.press("Home")
     assert std.input_value() == "0.0001"
     for _ in range(80):  # two decades up
         chapter7.keyboard.press("ArrowRight")
     assert std.input_value() == "0.01"
     assert slider.get_attribute("aria-valuetext") == "0.01"
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.01",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"  # recomputed as it moved
+    assert result(w)["init_std"] == 0.01
     chapter7.keyboard.press("End")
     assert std.input_value() == "10"
     std.fill("0.0345")
@@ -128,24 +132,20 @@ def test_init_scale_slider_is_keyboard_operable_and_follows_the_field(chapter7):
     depth, depth_slider = w.locator('input[name="depth"]'), w.locator('[data-slider-for="depth"]')
     depth.fill("5")
     assert int(depth_slider.input_value()) == 4  # depth 1..8 on positions 0..7
-    submit(w, init_std="0.02", depth="2")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).init_std === 0.02 "
-                             "&& JSON.parse(el.dataset.result).depth === 2", arg=w.element_handle(), timeout=TIMEOUT)
+    assert submit(w, init_std="0.02", depth="2") == "done"
+    assert (result(w)["init_std"], result(w)["depth"]) == (0.02, 2)
 
 
 def test_init_scale_charts_have_a_text_alternative(chapter7):
     w = widget(chapter7, "init-scale")
-    submit(w, init_std="0.02", depth="3")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 3 "
-                             "&& JSON.parse(el.dataset.result).init_std === 0.02", arg=w.element_handle(), timeout=TIMEOUT)
+    assert submit(w, init_std="0.02", depth="3") == "done"
     r = result(w)
+    assert (r["init_std"], r["depth"]) == (0.02, 3)
     expect(w.locator('[data-role="chart-acts-summary"]')).to_contain_text("Init std 0.02, 3 layers")
-    w.locator('[data-role="chart-acts-data"] summary').click()
-    assert w.locator('[data-role="chart-acts-data"] thead th').all_text_contents() == ["layer (0 = embeddings)", "residual std"]
-    rows = w.locator('[data-role="chart-acts-data"] tbody tr')
-    expect(rows).to_have_count(4)
-    assert float(rows.nth(3).locator("td").text_content()) == pytest.approx(r["act_std"][3], rel=1e-3)
-    w.locator('[data-role="chart-acts-data"] summary').click()
+    table = chart_table(w, "chart-acts-data")
+    assert table["header"] == ["layer (0 = embeddings)", "residual std"]
+    assert len(table["rows"]) == 4
+    assert float(table["rows"][3][1]) == pytest.approx(r["act_std"][3], rel=1e-3)
     expect(w.locator('[data-role="chart-loss-summary"]')).to_contain_text("Measured")
 
 
@@ -161,10 +161,9 @@ def test_chapter7_fields_are_labelled_and_described(chapter7):
 def test_depth_norms_match_pylib(chapter7):
     from pylib.studies import init_study
     w = widget(chapter7, "depth-norms")
-    submit(w, depth="6")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 6",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    assert submit(w, depth="6") == "done"
     r = result(w)
+    assert r["depth"] == 6
     x, y = probe()
     ref = init_study.depth_stats(base_cfg(), [6], ("pre", "post"), 0, x, y)
     for pos in ("pre", "post"):
@@ -177,14 +176,11 @@ def test_depth_norms_match_pylib(chapter7):
 @pytest.mark.parametrize("value", ["", "0", "-2", "1e9", "🎭", "<b class=injected>x</b>"])
 def test_depth_norms_refuses_bad_depth_then_recovers(chapter7, value):
     w = widget(chapter7, "depth-norms")
-    submit(w, depth=value)
-    assert wait_settled(w, ("error",)) == "error"
+    assert submit(w, depth=value) == "error"
     expect(w.locator('[data-role="message"]')).to_contain_text("Depth")
     expect(error_slot(w, "depth")).to_contain_text("Depth")
     assert chapter7.locator("b.injected").count() == 0
-    submit(w, depth="2")
-    w.page.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).depth === 2",
-                             arg=w.element_handle(), timeout=TIMEOUT)
+    assert submit(w, depth="2") == "done" and result(w)["depth"] == 2
 
 
 # ---------------------------------------------------------------------------
@@ -195,8 +191,8 @@ def test_depth_train_runs_to_the_end_and_matches_cpython(chapter7):
     from pylib import train
     from pylib.studies import init_study
     w = widget(chapter7, "depth-train")
-    submit(w, depth="2", position="pre", warmup="yes", seed="1")
-    assert wait_settled(w) == "done", w.locator('[data-role="message"]').text_content()
+    assert submit(w, depth="2", position="pre", warmup="yes", seed="1") == "done", \
+        w.locator('[data-role="message"]').text_content()
     r = result(w)
     _, tr, val = corpus()
     mcfg, tcfg = init_study.depth_train_config(base_cfg(), 2, "pre", True, 1)
@@ -219,12 +215,12 @@ def test_depth_train_runs_to_the_end_and_matches_cpython(chapter7):
 
 def test_depth_train_draws_the_band_and_stops_mid_run(chapter7):
     w = widget(chapter7, "depth-train")
-    submit(w, depth="8", position="post", warmup="no", seed="0")
+    before = start(w, depth="8", position="post", warmup="no", seed="0")
     expect(w.locator('[data-role="band-note"]')).to_contain_text("measured band of this setting", timeout=TIMEOUT)
     chapter7.wait_for_function("el => Number(el.querySelector('[data-readout=step]').textContent) >= 5",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped at step")
     assert result(w) is None
     expect(w.locator('[data-action="run"]')).to_be_enabled()
@@ -234,8 +230,7 @@ def test_depth_train_draws_the_band_and_stops_mid_run(chapter7):
                                           ("seed", "🎭"), ("depth", "")])
 def test_depth_train_refuses_bad_input(chapter7, field, value):
     w = widget(chapter7, "depth-train")
-    submit(w, **{"depth": "2", "seed": "0", field: value})
-    assert wait_settled(w, ("error",)) == "error"
+    assert submit(w, **{"depth": "2", "seed": "0", field: value}) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     expect(w.locator('[data-role="message"]')).to_be_visible()
     expect(error_slot(w, field)).not_to_be_empty()
@@ -250,8 +245,7 @@ def test_depth_train_refuses_bad_input(chapter7, field, value):
 def test_coord_check_matches_pylib_and_is_flat_under_mup(chapter7):
     from pylib.studies import init_study
     w = widget(chapter7, "coord-check")
-    submit(w, lr="0.01", seed="0")
-    assert wait_settled(w) == "done", w.locator('[data-role="message"]').text_content()
+    assert submit(w, lr="0.01", seed="0") == "done", w.locator('[data-role="message"]').text_content()
     r = result(w)
     items = {(it["param"], it["width"]): it for it in r["items"]}
     assert len(items) == 2 * len(init_study.COORD_WIDTHS)
@@ -273,27 +267,25 @@ def test_coord_check_draws_the_measured_check_and_describes_it(chapter7):
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("SP measured")
     w.locator('select[name="quantity"]').select_option("logits")
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("output logits")
-    w.locator('[data-role="chart-data"] summary').click()
-    assert w.locator('[data-role="chart-data"] thead th').first.text_content() == "width (n_embd)"
-    assert w.locator('[data-role="chart-data"] tbody tr').count() >= 3
-    w.locator('[data-role="chart-data"] summary').click()
+    table = chart_table(w)
+    assert table["header"][0] == "width (n_embd)"
+    assert len(table["rows"]) >= 3
     w.locator('select[name="quantity"]').select_option("residual")
 
 
 def test_coord_check_labels_divergence(chapter7):
     w = widget(chapter7, "coord-check")
-    submit(w, lr="10", seed="0")
-    assert wait_settled(w) == "done"
+    assert submit(w, lr="10", seed="0") == "done"
     expect(w.locator('[data-role="diverged"]')).to_contain_text("diverged at step")
     assert "NaN" not in w.inner_text()
 
 
 def test_coord_check_stops_mid_run(chapter7):
     w = widget(chapter7, "coord-check")
-    submit(w, lr="0.01", seed="2")
+    before = start(w, lr="0.01", seed="2")
     expect(w.locator('[data-role="message"]')).to_contain_text("1 of", timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
     assert result(w) is None
 
@@ -301,8 +293,7 @@ def test_coord_check_stops_mid_run(chapter7):
 @pytest.mark.parametrize("field, value", [("lr", v) for v in BAD] + [("seed", "1.5"), ("seed", "")])
 def test_coord_check_refuses_bad_input(chapter7, field, value):
     w = widget(chapter7, "coord-check")
-    submit(w, **{"lr": "0.01", "seed": "0", field: value})
-    assert wait_settled(w, ("error",)) == "error"
+    assert submit(w, **{"lr": "0.01", "seed": "0", field: value}) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     expect(w.locator('[data-role="message"]')).to_be_visible()
     expect(error_slot(w, field)).not_to_be_empty()

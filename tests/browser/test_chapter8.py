@@ -7,8 +7,8 @@ injected. The page's numbers are compared with the same pylib calls in CPython. 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
 chapter8 = chapter_fixture("08-")
 
@@ -30,8 +30,7 @@ def run_nan(page, which, logit="200"):
     button = w.locator(f'[data-action="run"][data-which="{which}"]')
     expect(button).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="logit"]').fill(logit)
-    button.click()
-    return w, wait_settled(w, ("done", "error"))
+    return w, settle_after(w, button.click)
 
 
 @pytest.mark.parametrize("which", ["log0", "overflow", "masked_row"])
@@ -61,9 +60,8 @@ def test_enter_in_the_logit_field_runs_the_first_demo_without_leaving_the_page(c
     w, status = run_nan(chapter8, "overflow", "100")
     url = chapter8.url
     w.locator('input[name="logit"]').fill("300")
-    w.locator('input[name="logit"]').press("Enter")
-    chapter8.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).which === 'log0'",
-                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: w.locator('input[name="logit"]').press("Enter")) == "done"
+    assert result(w)["which"] == "log0"
     assert chapter8.url == url and result(w)["naive_bad"] is True
 
 
@@ -90,6 +88,13 @@ def test_nan_demo_refuses_bad_logits_visibly(chapter8, raw):
 # One bad batch
 
 
+def press_run(w):
+    """Press Start; returns the widget's settles() count from before, for wait_settled(w, after=...)."""
+    before = settles(w)
+    w.locator('[data-action="run"]').click()
+    return before
+
+
 def fill_bad(page, **fields):
     w = widget(page, "bad-batch")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
@@ -106,24 +111,23 @@ def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
     from pylib import data, train
     from pylib.studies import stability
     w = fill_bad(chapter8, cure="skip", inject_step="150")
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w) == "done"
+    assert wait_settled(w, after=press_run(w)) == "done"
     r = result(w)
     assert r["steps"] == 300 and r["diverged_at"] is None
     assert r["bad_steps_taken"] == 3 and r["bad_skipped"] == 3 and r["skipped_steps"] == 3
     assert r["grad_norm_ratio"] > 5
     assert w.locator('[data-readout="skipped"]').inner_text() == "3"
-    # the same run in CPython
-    corpus = data.build_corpus()
-    mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "skip", 0)
+    # the same run in CPython, on the corpus as the page loads it (pylib.data.build_corpus's, from the built site)
+    vocab, train_ids, val_ids = corpus()
+    mcfg, tcfg = stability.bad_configs(vocab.size, "skip", 0)
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook({150, 151, 152}, int(corpus.vocab.encode(" ")[0][0]))
-    h = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    state["batch_hook"] = stability.bad_batch_hook({150, 151, 152}, int(vocab.encode(" ")[0][0]))
+    h = train.train_steps(state, mcfg, tcfg, train_ids, val_ids, tcfg.steps)
     assert r["final_loss"] == pytest.approx(h[-1]["loss"], abs=2e-3)
     assert r["skipped_steps"] == sum(1 for x in h if x.get("skipped"))
     # the weight-norm panel and the dead-unit readout show pylib's numbers for the same weights
     assert r["layer_weight_norms"] == pytest.approx(stability.layer_weight_norms(state["params"], mcfg), rel=1e-3)
-    x_diag, _ = data.eval_windows(corpus.val, stability.DIAG_WINDOWS, mcfg.block_size)
+    x_diag, _ = data.eval_windows(val_ids, stability.DIAG_WINDOWS, mcfg.block_size)
     dead = stability.dead_units(state["params"], mcfg, x_diag)
     units = 4 * mcfg.n_embd
     assert w.locator('[data-readout="dead"]').inner_text() == ", ".join(f"{round(f * units)} of {units}" for f in dead)
@@ -137,17 +141,14 @@ def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
         assert len(set(chart)) == len(chart), colours
     # the text alternative: a sentence from the data and a table the reader can open
     expect(w.locator('[data-role="chart-loss-summary"]')).to_contain_text("bad batches at steps 150–152; 0 steps clipped, 3 skipped")
-    w.locator('[data-role="chart-weights-data"] summary').click()
-    header = w.locator('[data-role="chart-weights-data"] thead th').all_text_contents()
-    assert header[0] == "step" and len(header) == 1 + len(r["layer_weight_norms"])
-    last = w.locator('[data-role="chart-weights-data"] tbody tr').last.locator("td").all_text_contents()
-    assert [float(v) for v in last] == pytest.approx(r["layer_weight_norms"], rel=1e-3)
-    w.locator('[data-role="chart-weights-data"] summary').click()
+    table = chart_table(w, "chart-weights-data")
+    assert table["header"][0] == "step" and len(table["header"]) == 1 + len(r["layer_weight_norms"])
+    assert [float(v) for v in table["rows"][-1][1:]] == pytest.approx(r["layer_weight_norms"], rel=1e-3)
 
 
 def test_bad_batch_inject_now_and_stop_mid_run(chapter8):
     w = fill_bad(chapter8, cure="clip", inject_step="299")
-    w.locator('[data-action="run"]').click()
+    before = press_run(w)
     chapter8.wait_for_function("el => { const s = el.querySelector('[data-readout=\"step\"]').textContent; "
                                "return s !== '–' && +s >= 30; }", arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="inject"]').click()
@@ -155,7 +156,7 @@ def test_bad_batch_inject_now_and_stop_mid_run(chapter8):
     chapter8.wait_for_function("el => +el.querySelector('[data-readout=\"step\"]').textContent >= 60",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     text = message(w)
     assert "Stopped after" in text and "3 bad batches met" in text
     assert int(w.locator('[data-readout="clipped"]').inner_text()) >= 3  # the bad ones were clipped
@@ -166,8 +167,7 @@ def test_bad_batch_inject_now_and_stop_mid_run(chapter8):
 
 def test_bad_batch_diverging_run_is_labelled(chapter8):
     w = fill_bad(chapter8, cure="none", inject_step="299", lr="5")
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w) == "done"
+    assert wait_settled(w, after=press_run(w)) == "done"
     r = result(w)
     assert r["diverged_at"] is not None and r["steps"] < 300
     flag = w.locator('[data-role="flag"]')
@@ -181,8 +181,7 @@ def test_bad_batch_diverging_run_is_labelled(chapter8):
                          + [("inject_step", v) for v in NASTY] + [("lr", v) for v in NASTY])
 def test_bad_batch_refuses_bad_input_visibly(chapter8, field, raw):
     w = fill_bad(chapter8, **{field: raw})
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ("error",)) == "error"
+    assert wait_settled(w, after=press_run(w)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
     assert_error_in_slot(w, field)
@@ -193,8 +192,7 @@ def test_bad_batch_refuses_bad_input_visibly(chapter8, field, raw):
                                             ("skip", "skip_factor", "")])
 def test_bad_batch_refuses_bad_cure_settings(chapter8, cure, field, raw):
     w = fill_bad(chapter8, cure=cure, **{field: raw})
-    w.locator('[data-action="run"]').click()
-    assert wait_settled(w, ("error",)) == "error"
+    assert wait_settled(w, after=press_run(w)) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert_error_in_slot(w, field)
     expect(w.locator('[data-action="run"]')).to_be_enabled()
@@ -212,15 +210,14 @@ def start_attn(page, qk_norm=False, **fields):
         w.locator(f'input[name="{name}"]').fill(str(value))
     w.locator('input[name="qk_norm"]').set_checked(qk_norm)
     w.locator('input[name="z_loss"]').set_checked(False)
-    w.locator('[data-action="run"]').click()
-    return w
+    return w, press_run(w)
 
 
 def test_attn_growth_qk_norm_keeps_logits_small_and_matches_pylib(chapter8):
     from pylib import data, train
     from pylib.studies import stability
-    w = start_attn(chapter8, qk_norm=True)
-    assert wait_settled(w) == "done"
+    w, before = start_attn(chapter8, qk_norm=True)
+    assert wait_settled(w, after=before) == "done"
     r = result(w)
     assert r["steps"] == stability.ATTN["steps"] and r["diverged_at"] is None
     points = {p["step"]: p for p in r["points"]}
@@ -229,10 +226,10 @@ def test_attn_growth_qk_norm_keeps_logits_small_and_matches_pylib(chapter8):
     # rate the page's and CPython's losses agree to ~1e-6 for the first five steps, then float32
     # rounding differences (no BLAS in the page) are amplified from step to step (measured once
     # with both: 1e-3 at step 6, 0.1 nats at step 10); only QK-norm's bound is checked there.
-    corpus = data.build_corpus()
-    mcfg, tcfg = stability.attn_configs(corpus.vocab.size, qk_norm=True, seed=0)
+    vocab, _, val_ids = corpus()
+    mcfg, tcfg = stability.attn_configs(vocab.size, qk_norm=True, seed=0)
     state = train.init_train_state(mcfg, tcfg)
-    x, _ = data.eval_windows(corpus.val, stability.ATTN["stats_windows"], mcfg.block_size)
+    x, _ = data.eval_windows(val_ids, stability.ATTN["stats_windows"], mcfg.block_size)
     ref = stability.attention_stats(state["params"], mcfg, x)
     assert points[0]["max_logit"] == pytest.approx(ref["max_logit"], rel=1e-4)
     assert points[0]["entropy"] == pytest.approx(ref["entropy"], rel=1e-4)
@@ -241,18 +238,18 @@ def test_attn_growth_qk_norm_keeps_logits_small_and_matches_pylib(chapter8):
 
 
 def test_attn_growth_stop_mid_run(chapter8):
-    w = start_attn(chapter8, qk_norm=False)
+    w, before = start_attn(chapter8, qk_norm=False)
     chapter8.wait_for_function("el => { const s = el.querySelector('[data-readout=\"step\"]').textContent; "
                                "return s !== '–' && +s >= 20; }", arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     assert "Stopped after" in message(w)
     expect(w.locator('[data-action="run"]')).to_be_enabled()
 
 
 def test_attn_growth_diverging_run_is_labelled(chapter8):
-    w = start_attn(chapter8, lr="3")
-    assert wait_settled(w) == "done"
+    w, before = start_attn(chapter8, lr="3")
+    assert wait_settled(w, after=before) == "done"
     r = result(w)
     assert r["diverged_at"] is not None
     assert f"Diverged at step {r['diverged_at']}" in w.locator('[data-role="flag"]').inner_text()
@@ -260,8 +257,8 @@ def test_attn_growth_diverging_run_is_labelled(chapter8):
 
 @pytest.mark.parametrize("field,raw", [("lr", v) for v in NASTY + ["0", "11"]] + [("seed", "-1"), ("seed", "1.5")])
 def test_attn_growth_refuses_bad_input_visibly(chapter8, field, raw):
-    w = start_attn(chapter8, **{field: raw})
-    assert wait_settled(w, ("error",)) == "error"
+    w, before = start_attn(chapter8, **{field: raw})
+    assert wait_settled(w, after=before) == "error"
     assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
     assert_error_in_slot(w, field)

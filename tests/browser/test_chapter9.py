@@ -3,6 +3,8 @@ each with bad input refused visibly and nothing injected, and the page's numbers
 same pylib calls in CPython. One shared page (conftest.chapter_fixture); a console error or a request
 off 127.0.0.1 fails a test."""
 
+import concurrent.futures
+import functools
 import math
 import re
 
@@ -10,8 +12,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, no_injected_markup, result, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider
+from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, set_fields
 
 chapter9 = chapter_fixture("09-")
 
@@ -32,10 +34,10 @@ def round_value(page, raw):
     w = widget(page, "rounding")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     wait_settled(w, ("done", "error"))  # the calculator rounds its default value when it mounts
-    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    before = settles(w)
     w.locator('input[name="value"]').fill(raw)
     w.locator('[data-action="run"]').click()
-    return w, wait_settled(w, ("done", "error"))
+    return w, wait_settled(w, ("done", "error"), after=before)
 
 
 @pytest.mark.parametrize("raw", ["0.1", "-3.14159", "65519", "70000", "1e-7", "3e-8", "500", "1e-45", "0"])
@@ -71,11 +73,9 @@ def test_rounding_shows_fp16_overflow_and_e4m3_nan(chapter9):
 
 def test_rounding_slider_rounds_its_value(chapter9):
     w, _ = round_value(chapter9, "1")
-    chapter9.evaluate("el => { el.dataset.status = 'busy'; }", w.element_handle())
     # the slider is log10 |value| from -45 to 39 in steps of 0.01: position 3900 is 1e-6
-    w.locator('[data-slider-for="value"]').fill("3900")
-    chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).value === 1e-6",
-                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert settle_after(w, lambda: w.locator('[data-slider-for="value"]').fill("3900")) == "done"
+    assert result(w)["value"] == 1e-6
     fp16 = [f for f in result(w)["formats"] if f["format"] == "fp16"][0]
     assert fp16["regime"] == "subnormal"
 
@@ -116,13 +116,10 @@ def run_lost(page, **fields):
     w = widget(page, "lost-update")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     wait_settled(w, ("done", "error"))  # the widget runs its defaults when it mounts
-    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
-    fmt = fields.pop("format", "bf16")
-    w.locator('select[name="format"]').select_option(fmt)
-    for name, value in {"start": "1.0", "increment": "0.001", "steps": "1000", "seed": "0", **fields}.items():
-        w.locator(f'input[name="{name}"]').fill(str(value))
+    before = settles(w)
+    set_fields(w, format=fields.pop("format", "bf16"), **{"start": "1.0", "increment": "0.001", "steps": "1000", "seed": "0", **fields})
     w.locator('[data-action="run"]').click()
-    return w, wait_settled(w, ("done", "error"))
+    return w, wait_settled(w, ("done", "error"), after=before)
 
 
 def test_lost_update_matches_pylib(chapter9):
@@ -166,23 +163,36 @@ def test_lost_update_refuses_bad_input_and_works_after(chapter9, field, raw):
 
 
 def start_train(page, recipe, seed="0"):
+    """Choose a recipe and a seed and press Start; returns the widget and its settles() count from
+    before the press (wait_settled(w, after=...) then waits for this run's end)."""
     w = widget(page, "precision-train")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('select[name="recipe"]').select_option(recipe)
     w.locator('input[name="seed"]').fill(seed)
+    before = settles(w)
     w.locator('[data-action="run"]').click()
-    return w
+    return w, before
+
+
+def cpython_recipe(recipe, seed):
+    """pylib's run of a recipe in CPython, on the corpus the page loads: its per-step records."""
+    from pylib import model, train
+    from pylib.systems import mixed_precision as mp
+    vocab, train_ids, val_ids = corpus()
+    cfg = model.GPTConfig(vocab_size=vocab.size)
+    return mp.train_recipe(cfg, train.TrainConfig(seed=seed), train_ids, val_ids, recipe)[1]
 
 
 def test_fp16_dynamic_recipe_runs_in_the_page_like_cpython(chapter9):
-    from pylib import data, model, train
-    from pylib.systems import mixed_precision as mp
-    w = start_train(chapter9, "fp16_dynamic")
-    assert wait_settled(w) == "done"
+    """The fp16 recipe with dynamic loss scaling, trained in the page, against pylib's run in CPython.
+    CPython trains on a thread while the page trains in its worker (waiting for the page holds no
+    lock), so the test takes the longer of the two runs, not their sum."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reference = pool.submit(cpython_recipe, "fp16_dynamic", 0)
+        w, before = start_train(chapter9, "fp16_dynamic")
+        assert wait_settled(w, after=before) == "done"
+        h = reference.result()
     r = result(w)
-    corpus = data.build_corpus()
-    cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
-    _, h = mp.train_recipe(cfg, train.TrainConfig(seed=0), corpus.train, corpus.val, "fp16_dynamic")
     assert r["steps"] == len(h) and r["diverged_at"] is None
     # Skips and the scale depend on whether one gradient element overflows: the page (no BLAS)
     # and CPython sum in different orders, so the counts may differ by a step or two.
@@ -205,11 +215,11 @@ def test_fp16_dynamic_recipe_runs_in_the_page_like_cpython(chapter9):
 
 
 def test_pure_bf16_recipe_reports_lost_updates(chapter9):
-    w = start_train(chapter9, "bf16_pure", seed="1")
+    w, before = start_train(chapter9, "bf16_pure", seed="1")
     chapter9.wait_for_function("el => { const s = el.querySelector('[data-readout=\"step\"]').textContent; "
                                "return s !== '–' && +s >= 40; }", arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w) == "stopped"
+    assert wait_settled(w, after=before) == "stopped"
     lost = w.locator('[data-readout="lost"]').inner_text()
     assert lost != "–" and float(lost) > 0
     # the summary gives the run's average share as a percentage, never a non-zero share shown as 0
@@ -230,8 +240,8 @@ def test_precision_train_says_when_a_recipe_has_no_loss_scale(chapter9):
 
 @pytest.mark.parametrize("raw", NASTY + ["-1", "1.5", "1e30"])
 def test_precision_train_refuses_bad_seed(chapter9, raw):
-    w = start_train(chapter9, "fp32", seed=raw)
-    assert wait_settled(w, ("error",)) == "error"
+    w, before = start_train(chapter9, "fp32", seed=raw)
+    assert wait_settled(w, after=before) == "error"
     assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
     assert message(w).strip()
     assert_error_in_slot(w, "seed")
@@ -247,26 +257,34 @@ def run_quant(page, **fields):
     w = widget(page, "quantise")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     wait_settled(w, ("done", "error"))  # the widget quantises its defaults when it mounts
-    w.locator('select[name="tensor"]').select_option(fields.pop("tensor", "h.0.mlp.c_fc.weight"))
-    wait_settled(w, ("done", "error"))  # choosing a tensor quantises it at once
-    page.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
-    for name, value in {"bits": "4", "ratio": "1", **fields}.items():
-        w.locator(f'input[name="{name}"]').fill(str(value))
+    set_fields(w, tensor=fields.pop("tensor", "h.0.mlp.c_fc.weight"))
+    wait_settled(w, ("done", "error"))  # choosing another tensor quantises it at once
+    before = settles(w)
+    set_fields(w, **{"bits": "4", "ratio": "1", **fields})
     w.locator('[data-action="run"]').click()
-    return w, wait_settled(w, ("done", "error"))
+    return w, wait_settled(w, ("done", "error"), after=before)
+
+
+@functools.cache
+def cpython_gradient(name):
+    """The gradient the quantise widget starts from, in CPython: the initial model's on the validation
+    windows of the corpus the page loads."""
+    from pylib import data, model, train
+    vocab, _, val_ids = corpus()
+    cfg = model.GPTConfig(vocab_size=vocab.size)
+    x, y = data.eval_windows(val_ids, train.TrainConfig().batch_size, cfg.block_size)
+    g = model.loss_and_grads(model.init_params(cfg, 0), cfg, x, y)[1][name]
+    g.setflags(write=False)  # shared by the tests that use it
+    return g
 
 
 @pytest.mark.parametrize("bits,ratio", [("4", "1"), ("8", "0.2"), ("2", "0.05")])
 def test_quantise_matches_pylib(chapter9, bits, ratio):
-    from pylib import data, model, train
     from pylib.systems import quantise
     w, status = run_quant(chapter9, bits=bits, ratio=ratio)
     assert status == "done"
     r = result(w)
-    corpus = data.build_corpus()
-    cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
-    x, y = data.eval_windows(corpus.val, train.TrainConfig().batch_size, cfg.block_size)
-    g = model.loss_and_grads(model.init_params(cfg, 0), cfg, x, y)[1]["h.0.mlp.c_fc.weight"]
+    g = cpython_gradient("h.0.mlp.c_fc.weight")
     fs = float(ratio) * quantise.amax_full_scale(g)
     gq, clipped = quantise.quantise_uniform(g, int(bits), fs)
     rel = float(np.linalg.norm(gq.astype(np.float64) - g) / np.linalg.norm(g.astype(np.float64)))
@@ -309,12 +327,13 @@ def test_rounding_slider_works_with_the_keyboard_and_keeps_the_sign(chapter9):
     assert slider.input_value() == "4400"  # log10 0.1 = -1: (-1 + 45) / 84 of 8400 positions
     field.fill("-0.5")
     assert slider.input_value() == "4470"  # |-0.5|: log10 0.5 = -0.301
-    chapter9.evaluate("el => { el.dataset.status = 'busy'; delete el.dataset.result; }", w.element_handle())
+    wait_settled(w)  # drive_slider's keys computed (typing in the field computes nothing)
+    before = settles(w)
     slider.focus()
     chapter9.keyboard.press("ArrowRight")
     assert field.input_value() == "-0.512861"  # position 4471: 10^-0.29, six significant digits, the sign kept
-    chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).value === -0.512861",
-                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w, after=before) == "done"
+    assert result(w)["value"] == -0.512861
     bf16 = [f for f in result(w)["formats"] if f["format"] == "bf16"][0]
     assert bf16["stored"] == precision.decompose(-0.512861, "bf16")["stored"]
 
@@ -322,12 +341,13 @@ def test_rounding_slider_works_with_the_keyboard_and_keeps_the_sign(chapter9):
 def test_quantise_bits_slider_requantises_as_it_moves(chapter9):
     w, status = run_quant(chapter9, bits="4", ratio="1")
     assert status == "done"
-    w.evaluate("el => { delete el.dataset.result; }")
     drive_slider(w, "bits", end="8", typed="4")
+    wait_settled(w)
+    before = settles(w)
     w.locator('[data-slider-for="bits"]').focus()
     chapter9.keyboard.press("Home")
     assert w.locator('input[name="bits"]').input_value() == "2"
-    chapter9.wait_for_function("el => el.dataset.result && JSON.parse(el.dataset.result).q_max === 1",
-                               arg=w.element_handle(), timeout=TIMEOUT)
+    assert wait_settled(w, after=before) == "done"
+    assert result(w)["q_max"] == 1
     # the charts' text alternative follows the data
     expect(w.locator('[data-role="chart-sweep-summary"]')).to_contain_text("At 2 bits the relative error is lowest")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, wait_settled, widget
-from kit_checks import open_chart_data
+from conftest import chapter_fixture, corpus, settles, wait_settled, widget
+from kit_checks import chart_table
 
 chapter6 = chapter_fixture("06-")
 
@@ -77,13 +77,23 @@ def test_dragging_the_rate_draws_the_nearest_rungs_measured_curves_and_letting_g
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="seed"]').fill("0")
     slider, curves = w.locator('[data-slider-for="rates"]'), w.locator('[data-role="curves"]')
-    slider.focus()
-    slider.press("Home")
-    for _ in range(KEY_STEPS):
-        slider.press("ArrowRight")
-    # still "dragging": the keys have not been quiet for the commit delay yet
-    state = w.evaluate("""el => ({status: el.dataset.status, rate: el.querySelector('input[name=rates]').value,
-                                  rungs: el.querySelector('[data-role=curves]').drawnRungs})""")
+    for attempt in range(3):
+        before = settles(w)
+        slider.focus()
+        chapter6.keyboard.press("Home")
+        for _ in range(KEY_STEPS):
+            chapter6.keyboard.press("ArrowRight")
+        # still "dragging": the keys have not been quiet for the commit delay (800 ms) yet
+        state = w.evaluate("""el => ({status: el.dataset.status, rate: el.querySelector('input[name=rates]').value,
+                                      rungs: el.querySelector('[data-role=curves]').drawnRungs})""")
+        if state["status"] != "running":
+            break
+        # A stall of the machine longer than the commit delay between two keys lets the slider commit
+        # mid-way and start a run (seen under load): that is the widget working, but not the drag this test
+        # needs. Stop that run and move the slider again.
+        print(f"attempt {attempt + 1}: a run started before the keys were done; stopping it and trying again")
+        w.locator('[data-action="stop"]').click()
+        wait_settled(w, after=before)
     assert state["status"] != "running"
     lr = float(state["rate"])
     below = max(i for i, x in enumerate(vc["lrs"]) if x <= lr)
@@ -108,17 +118,14 @@ def test_dragging_the_rate_draws_the_nearest_rungs_measured_curves_and_letting_g
     frame = w.locator('[data-chart="curves"]')
     expect(frame.locator('[data-role="curves-summary"]')).to_contain_text(
         f"lr {vc['lrs'][below]:g} from {vc['mean'][below][0]:.3f} at step 0 to {vc['mean'][below][-1]:.3f}")
-    open_chart_data(frame)
-    headers = frame.locator(".kit-chart-data thead th").all_text_contents()
+    table = chart_table(frame)
+    headers, rows = table["header"], table["rows"]
     assert headers[:5] == ["step"] + [f"lr {vc['lrs'][i]:g} measured {c}" for i in (below, above) for c in ("mean", "sd")]
-    rows = frame.locator(".kit-chart-data tbody tr").evaluate_all(
-        "trs => trs.map(tr => [...tr.children].map(c => c.textContent))")
     measured_rows = [r for r in rows if r[1] != "–"]
     assert [int(r[0]) for r in measured_rows] == vc["steps"]
     for r, j in zip(measured_rows, range(len(vc["steps"]))):
         assert r[1:5] == [fmt4(vc["mean"][below][j]), fmt4(vc["sd"][below][j]),
                           fmt4(vc["mean"][above][j]), fmt4(vc["sd"][above][j])]
-    frame.locator(".kit-chart-data summary").click()
 
     # let go (the keys fall quiet): a live run at that rate starts and is drawn over the measured curves
     expect(w).to_have_attribute("data-status", "running", timeout=10_000)
@@ -130,7 +137,7 @@ def test_dragging_the_rate_draws_the_nearest_rungs_measured_curves_and_letting_g
     expect(rung_groups).to_have_count(2)  # the measured curves stay under it
     expect(curves.locator("text", has_text=f"lr {lr:g}: this page")).to_have_count(1)
     w.locator('[data-action="stop"]').click()
-    assert wait_settled(w, ["stopped", "done"]) in ("stopped", "done")
+    assert wait_settled(w, ["stopped", "done"], after=before) in ("stopped", "done")
     # the page's batch losses are those of the same run in CPython: rung_config(lr, seed 0)
     from pylib import model, train
     from pylib.studies import lr_sweep

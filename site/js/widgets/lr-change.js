@@ -2,7 +2,7 @@
 // run:schedule_lrchange and schedule_lrchange_set (pylib.web.schedule_ops). The worker handles the
 // set call between two chunks, so the change applies from the next step; the chart marks it.
 
-import { bindFields, readoutMap, reportError, runStreamed } from "../widget-kit.js";
+import { bindFields, markSettled, readoutMap, reportError, runStreamed } from "../widget-kit.js";
 import { AXIS_FONT_PX, Plot, cssColor, fmtCell } from "../plot.js";
 
 /** plot.js's Plot with a second y axis on the right (scale "lr") for the learning rate, series 3.
@@ -83,9 +83,13 @@ export async function mount(root, client) {
       `. Changes of rate: ${changes || "none"}.` + (diverged ? ` It ${diverged.label}.` : ""));
   }
 
+  // Apply's call, once answered, counts on data-settles (markSettled) like any ended call: the run goes
+  // on and its status stays "running", so the count is how a reader of the page tells a new answer
+  // (a new error under the field, say) from the last one. (An error shown as the status counts there.)
   applyForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (!run.running) return;
+    let counted = false;
     try {
       const change = await client.call("schedule_lrchange_set", applyFields.values());
       applyFields.clearErrors();
@@ -101,7 +105,10 @@ export async function mount(root, client) {
         if (Object.keys(unplaced).length) run.setStatus("running", Object.values(unplaced).join("\n"), "now");
       } else {
         reportError(err, { fields: applyFields, setStatus: run.setStatus });
+        counted = true; // an "error" status counts itself
       }
+    } finally {
+      if (!counted) markSettled(root);
     }
   });
 

@@ -2,7 +2,7 @@
 // Python computes every step once; the buttons only move through them.
 
 import { describe, fillTable, frameOf, onResize, svgCanvas } from "../plot.js";
-import { bindFields, makeStatus, readoutMap, reportError, startPython } from "../widget-kit.js";
+import { bindFields, makeStatus, markSettled, readoutMap, reportError, startPython } from "../widget-kit.js";
 import { el } from "./parallel-svg.js";
 
 const fmtBytes = (b) => `${Math.round(b).toLocaleString("en")} B`;
@@ -158,6 +158,7 @@ export async function mount(root, client) {
         final_firsts: last.firsts[0], payload_bytes: value.payload_bytes, all_gather: value.all_gather.map((g) => g.sent), all_gather_whole: value.all_gather.map((g) => g.sent_whole) });
       drawGather();
       show();
+      markSettled(root); // the call has ended, in "ready" (before the first step), which makeStatus does not count
       setStatus.announcer.say(`Ready: ${value.workers} workers. Press Step to send the first messages.`);
     } catch (err) {
       data = null;

@@ -4,7 +4,7 @@
 // runStreamed) that share the widget's status, message and Stop; asking is one call.
 
 import { fmtCell } from "../plot.js";
-import { bindFields, readConfig, readoutMap, runStreamed } from "../widget-kit.js";
+import { bindFields, markSettled, readConfig, readoutMap, runStreamed } from "../widget-kit.js";
 import { lineChart } from "./job-kit.js";
 
 const num = (v, d = 3) => (v == null ? "–" : v.toFixed(d));
@@ -203,9 +203,12 @@ export async function mount(root, client) {
     });
   }
 
+  // The ask part has its own data-status and data-settles (the widget's are its runs'), so that the
+  // answer on show can be told from the previous one's.
   askFields.form.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (pretrain.running || tune.running || !pretrained) return;
+    askPart.dataset.status = "running";
     try {
       const v = await client.call("posttrain_ask", { line: askFields.values().line, seed: fields.values().seed });
       askFields.clearErrors();
@@ -215,6 +218,7 @@ export async function mount(root, client) {
       else lines.push("No SFT copy yet: fine-tune by SFT to compare.");
       answerEl.textContent = lines.join("\n");
       root.dataset.answer = JSON.stringify(v);
+      askPart.dataset.status = "done";
     } catch (err) {
       if (err.kind === "input" && err.errors) {
         const unplaced = askFields.setErrors(err.errors);
@@ -223,6 +227,9 @@ export async function mount(root, client) {
       } else {
         answerEl.textContent = err.message;
       }
+      askPart.dataset.status = "error";
+    } finally {
+      markSettled(askPart);
     }
   });
 
