@@ -1,8 +1,118 @@
 """Shared by every test: one BLAS thread, as build.py uses (set before NumPy is first imported).
 
 With the default thread count, the process pools of tests/test_measure.py oversubscribe the two
-cores and one task can take several times as long."""
+cores and one task can take several times as long.
+
+Also shared: the course's corpus, built once per test process (a build takes seconds and a dozen
+modules read it), and a sampled finite-difference gradient check (tests/test_mtp.py's). The checks
+that the chapters describe as covering every element of every parameter (tests/test_model.py,
+test_packing.py, test_model_variants.py) nudge every element themselves.
+
+And how the tests are shared out among pytest-xdist's processes (xdist_group, at the end)."""
 
 import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def shared_corpus():
+    """pylib.data.build_corpus(), once per process, its token arrays read-only: a test that wrote
+    into them would change what every later test reads, so it fails at the write instead."""
+    from pylib import data
+    corpus = data.build_corpus()
+    corpus.train.flags.writeable = False
+    corpus.val.flags.writeable = False
+    return corpus
+
+
+ALL_UP_TO = 64  # a tensor with at most this many elements has every element checked
+
+
+def checked_elements(shape, rng, all_up_to=ALL_UP_TO):
+    """Flat indices of the elements a finite-difference check nudges, in increasing order.
+
+    Every element of a tensor of at most all_up_to elements. Of a larger matrix (any tensor of
+    2 or more dimensions, seen as rows of its first axis), one element drawn in every row and one in
+    every column, so that a backward wrong in one row (a position, a token, an output unit) or in
+    one column (an input feature) is checked somewhere; of a larger vector, all_up_to drawn elements."""
+    import numpy as np
+    size = int(np.prod(shape))
+    if size <= all_up_to:
+        return np.arange(size)
+    if len(shape) == 1:
+        return np.sort(rng.choice(size, all_up_to, replace=False))
+    rows, cols = shape[0], size // shape[0]
+    by_row = np.arange(rows) * cols + rng.integers(0, cols, rows)
+    by_col = rng.integers(0, rows, cols) * cols + np.arange(cols)
+    return np.unique(np.concatenate([by_row, by_col]))
+
+
+def finite_difference_errors(loss, params, grads, h=1e-5, seed=0, all_up_to=ALL_UP_TO):
+    """Backward against centred differences (loss() reads params as they are now; float64 params).
+
+    Per tensor: {"checked": elements nudged, "scale": the tensor's largest gradient (analytic over
+    the whole tensor, or numeric), "error": max |numeric - analytic| / scale over the checked
+    elements (0 if scale is 0), "directional": the same comparison along one random unit direction
+    v (random signs) in which every element of the tensor moves at once, by the same amount, |(L(p + h v) - L(p - h v)) / 2h - <g, v>|
+    over |g| (or over the numeric slope if that is larger; 0 if both are 0)}. The elementwise check
+    is the classic one; the directional one also sees a wrong gradient in an element that the
+    sample left out."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, p in params.items():
+        g = grads[name]
+        flat = checked_elements(p.shape, rng, all_up_to)
+        numeric = np.empty(flat.size)
+        for j, k in enumerate(flat):
+            i = np.unravel_index(int(k), p.shape)
+            old = p[i]
+            p[i] = old + h
+            plus = loss()
+            p[i] = old - h
+            minus = loss()
+            p[i] = old
+            numeric[j] = (plus - minus) / (2 * h)
+        scale = max(float(np.abs(numeric).max()), float(np.abs(g).max()))
+        error = float(np.abs(numeric - g.reshape(-1)[flat]).max() / scale) if scale > 0 else 0.0
+        v = rng.choice([-1.0, 1.0], p.shape) / np.sqrt(p.size)  # every element moves by h / sqrt(size)
+        old = p.copy()
+        p[...] = old + h * v
+        plus = loss()
+        p[...] = old - h * v
+        minus = loss()
+        p[...] = old
+        along = (plus - minus) / (2 * h)
+        norm = max(float(np.linalg.norm(g)), abs(along))  # |<g, v>| <= |g| for a unit v
+        directional = abs(along - float((g * v).sum())) / norm if norm > 0 else 0.0
+        out[name] = {"checked": int(flat.size), "scale": scale, "error": error, "directional": directional}
+    return out
+
+
+@pytest.fixture(scope="session")
+def gradient_check():
+    """finite_difference_errors, for the tests that check a backward."""
+    return finite_difference_errors
+
+
+# ---------------------------------------------------------------------------
+# How the tests are shared out among pytest-xdist's processes (scripts/test.sh runs `--dist loadgroup`).
+
+
+def xdist_group(item):
+    """The group a test runs in: its module, so that a module's fixtures (a chapter page loaded once,
+    a corpus built once) serve all its tests on one process; but test_a11y's visits, one page each,
+    are a group per page, so that the pages are shared out among the processes like modules."""
+    module = item.nodeid.split("::")[0]
+    callspec = getattr(item, "callspec", None)
+    if module.endswith("browser/test_a11y.py") and callspec and "visit" in callspec.params:
+        return f"{module}[{callspec.params['visit']}]"
+    return module
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))

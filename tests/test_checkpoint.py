@@ -22,8 +22,12 @@ SHORT = train.TrainConfig(steps=40, warmup_steps=5, eval_interval=10, eval_windo
 
 
 @pytest.fixture(scope="module")
-def tokens():
-    corpus = data.build_corpus()
+def corpus(shared_corpus):
+    return shared_corpus
+
+
+@pytest.fixture(scope="module")
+def tokens(corpus):
     assert corpus.vocab.size == CFG.vocab_size
     return corpus.train, corpus.val
 
@@ -228,12 +232,12 @@ def test_a_zip_bomb_is_not_unpacked():
         checkpoint.load_checkpoint(buf.getvalue())
 
 
-def test_a_bad_upload_keeps_the_current_run(tokens):
+def test_a_bad_upload_keeps_the_current_run(corpus, tokens):
     """Through the page's op: a bad file raises InputError and the run goes on exactly as before."""
     from pylib import web
     from pylib.web import job_ops
     session = web.Session()
-    session.vocab = data.CharVocab(chars=data.build_corpus().vocab.chars)
+    session.vocab = data.CharVocab(chars=corpus.vocab.chars)
     session.train_tokens, session.val_tokens = tokens
     job_ops.OPS["job_ckpt_start"](session, {"steps": "30", "lr": "0.01", "seed": "0"})
     job_ops.OPS["job_ckpt_chunk"](session, {})

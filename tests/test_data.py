@@ -88,8 +88,8 @@ def test_unigram_loss_of_uniform_text_is_ln_v():
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return data.build_corpus()
+def corpus(shared_corpus):
+    return shared_corpus
 
 
 def test_corpus_is_split_by_play_with_v_65(corpus):

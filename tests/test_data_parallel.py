@@ -157,9 +157,8 @@ def call(op, args):
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    from pylib import data
-    return data.build_corpus()
+def corpus(shared_corpus):
+    return shared_corpus
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +250,14 @@ def test_zero_held_bytes_equal_chapter_10s_calculator(W):
         assert 4 * held["params"] == m["weights"]
         assert 4 * held["grads"] == m["gradients"]
         assert 4 * held["optimizer"] == m["optimizer"]
+
+
+def test_mfu_measured_here_says_when_its_two_timings_disagree(session):
+    """The page's MFU is two timings' ratio (pylib.web.parallel_ops.mfu_here): its figures agree with
+    each other whatever the machine's load, and above_peak flags a ratio over 1, which the page then
+    explains instead of showing it as an MFU."""
+    from pylib.web import parallel_ops
+    m = parallel_ops.mfu_here(session, {})
+    assert m["peak_gflops"] > 0 and m["step_ms"] > 0 and m["matmul_size"] in (128, 256)
+    assert m["mfu"] == pytest.approx(m["model_gflops"] / m["peak_gflops"], rel=1e-12)
+    assert m["above_peak"] == (m["mfu"] > 1)

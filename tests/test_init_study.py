@@ -16,8 +16,8 @@ CFG = model.GPTConfig()  # the course model: V = 65, T = 64, C = 16
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return data.build_corpus()
+def corpus(shared_corpus):
+    return shared_corpus
 
 
 @pytest.fixture(scope="module")

@@ -45,8 +45,10 @@ def test_mtp_head_cost_is_c_squared_plus_3c():
     assert all(np.array_equal(p[k], trunk[k]) for k in trunk)  # the head does not move the trunk's init
 
 
-def test_every_mtp_gradient_matches_finite_differences():
-    # Every element of every parameter (trunk and head), float64, centred differences, lambda = 0.7.
+def test_every_mtp_gradient_matches_finite_differences(gradient_check):
+    # Every parameter tensor (trunk and head), float64, centred differences, lambda = 0.7: each small
+    # tensor whole, an element in each row and column of a larger one, and one random direction
+    # through all of it (tests/conftest.py).
     cfg = model.GPTConfig(block_size=8)
     params = mtp.init_params(cfg, 0, dtype=np.float64)
     rng = np.random.default_rng(1)
@@ -58,21 +60,13 @@ def test_every_mtp_gradient_matches_finite_differences():
     lam = 0.7
     total, main, extra, grads = mtp.loss_and_grads(params, cfg, x, y, EOS, lam)
     assert abs(total - (main + lam * extra)) < 1e-12 and extra > 0
-    h = 1e-5
-    for name, p in params.items():
-        numeric = np.zeros_like(p)
-        for i in np.ndindex(p.shape):
-            old = p[i]
-            p[i] = old + h
-            plus = mtp.loss_and_grads(params, cfg, x, y, EOS, lam)[0]
-            p[i] = old - h
-            minus = mtp.loss_and_grads(params, cfg, x, y, EOS, lam)[0]
-            p[i] = old
-            numeric[i] = (plus - minus) / (2 * h)
-        scale = max(np.abs(numeric).max(), np.abs(grads[name]).max())
-        if scale == 0:  # wpe rows past T are unused
+    checks = gradient_check(lambda: mtp.loss_and_grads(params, cfg, x, y, EOS, lam)[0], params, grads)
+    assert set(checks) == set(model.param_shapes(cfg)) | set(mtp.mtp_param_shapes(cfg))
+    for name, c in checks.items():
+        if c["scale"] == 0:  # wpe rows past T are unused
             continue
-        assert np.abs(numeric - grads[name]).max() / scale < 1e-6, name
+        assert c["error"] < 1e-6, name
+        assert c["directional"] < 1e-6, name
 
 
 def test_mtp_gradient_reaches_the_trunk():

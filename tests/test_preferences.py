@@ -197,12 +197,12 @@ def test_rl_with_a_kl_penalty_raises_the_target_frequency(toy_run):
 
 
 @pytest.fixture(scope="module")
-def pretrained_page(tmp_path_factory):
+def pretrained_page(tmp_path_factory, shared_corpus):
     """pylib.web's session over the course corpus, with a short pretraining run done through the ops."""
     import json
     from pylib import web
     from pylib.web import posttrain_ops as ops
-    corpus = data.build_corpus()
+    corpus = shared_corpus
     folder = tmp_path_factory.mktemp("data")
     (folder / "train.bin").write_bytes(corpus.train.tobytes())
     (folder / "val.bin").write_bytes(corpus.val.tobytes())

@@ -80,8 +80,8 @@ def test_masked_mean_loss_is_the_mean_over_counted_targets():
     assert abs(sft.masked_mean_loss(params, CFG, x, y, rm, chunk=1) - expected) < 1e-12
 
 
-def test_build_sft_set_splits_fixed_pairs_that_fit_with_every_answer():
-    corpus = data.build_corpus()
+def test_build_sft_set_splits_fixed_pairs_that_fit_with_every_answer(shared_corpus):
+    corpus = shared_corpus
     s = sft.build_sft_set(corpus.val, corpus.vocab, CFG.block_size)
     assert len(s.speakers) == sft.SFT_SET["speakers"] and len(s.test) == sft.SFT_SET["test_pairs"]
     assert not set(s.train) & set(s.test) and len(set(s.train)) == len(s.train)
@@ -98,12 +98,12 @@ def test_build_sft_set_splits_fixed_pairs_that_fit_with_every_answer():
 
 
 @pytest.fixture(scope="module")
-def web_session(tmp_path_factory):
+def web_session(tmp_path_factory, shared_corpus):
     """A fresh pylib.web Session over the course corpus, written as build.py writes _site/data/."""
     import json
     from pylib import web
     from pylib.web import posttrain_ops
-    corpus = data.build_corpus()
+    corpus = shared_corpus
     folder = tmp_path_factory.mktemp("data")
     (folder / "train.bin").write_bytes(corpus.train.tobytes())
     (folder / "val.bin").write_bytes(corpus.val.tobytes())

@@ -10,8 +10,8 @@ from pylib.systems import compress, slow_links as sl
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return data.build_corpus()
+def corpus(shared_corpus):
+    return shared_corpus
 
 
 def short(corpus, method, steps=6, **kw):

@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from pylib import data, export, model, sample, train
+from pylib import export, model, sample, train
 
 CFG = model.GPTConfig()
 SHORT = train.TrainConfig(steps=40, warmup_steps=5, eval_interval=10, eval_windows=8)
 
 
 @pytest.fixture(scope="module")
-def tokens():
+def tokens(shared_corpus):
     """The course corpus (Shakespeare's plays, V = 65), train and validation token streams."""
-    corpus = data.build_corpus()
+    corpus = shared_corpus
     assert corpus.vocab.size == CFG.vocab_size
     return corpus.train, corpus.val
 

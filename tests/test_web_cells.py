@@ -9,13 +9,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from pylib import data, optim
+from pylib import optim
 from pylib.web import cells
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return data.build_corpus()
+def corpus(shared_corpus):
+    return shared_corpus
 
 
 def source(name):

@@ -11,9 +11,9 @@ from pylib.web import InputError
 
 
 @pytest.fixture(scope="module")
-def session():
+def session(shared_corpus):
     s = web.Session()
-    corpus = data.build_corpus()
+    corpus = shared_corpus
     s.vocab, s.train_tokens, s.val_tokens = corpus.vocab, corpus.train, corpus.val
     return s
 
@@ -102,8 +102,13 @@ def test_own_text_trains_and_samples_with_emoji(session):
     assert result["steps"] == 3 and isinstance(result["sample"], str)
 
 
-def test_mixture_weight_is_validated(session):
-    spans = data.play_spans(data.read_plays(), session.vocab)
+@pytest.fixture(scope="module")
+def spans(session):
+    """Each play's span in the packed streams, as the page gets them (build-time data)."""
+    return data.play_spans(data.read_plays(), session.vocab)
+
+
+def test_mixture_weight_is_validated(session, spans):
     for raw in ["", "-0.1", "1.5", "NaN", "🎭"]:
         with pytest.raises(InputError):
             web_data.mix_start(session, {"weight": raw, "steps": "5", "spans": spans})
@@ -114,12 +119,11 @@ def test_mixture_weight_is_validated(session):
     assert result["fractions"] == [1.0, 0.0] and np.isfinite(result["held_out"]).all()
 
 
-def test_mixture_held_out_loss_is_the_whole_held_out_play(session):
+def test_mixture_held_out_loss_is_the_whole_held_out_play(session, spans):
     # The page's held-out readouts use the same evaluation as the measured table: every window of the play.
     from pylib import evaluation
     from pylib.studies import mixture
 
-    spans = data.play_spans(data.read_plays(), session.vocab)
     web_data.mix_start(session, {"weight": "0.5", "steps": "2", "seed": "0", "spans": spans})
     while not web_data.mix_chunk(session, {})["done"]:
         pass
