@@ -74,7 +74,8 @@ export async function mount(root, client) {
     readouts.mfu_page.textContent = "measuring…";
     try {
       const m = await client.call("parallel_mfu", {});
-      readouts.mfu_page.textContent = `${(100 * m.mfu).toPrecision(3)}%: ${m.model_gflops.toPrecision(3)} GFLOP/s of model FLOPs (a step of ${m.step_ms.toPrecision(3)} ms) against a ${m.peak_gflops.toPrecision(3)} GFLOP/s matmul peak, both measured in this page`;
+      readouts.mfu_page.textContent = `${(100 * m.mfu).toPrecision(3)}%: ${m.model_gflops.toPrecision(3)} GFLOP/s of model FLOPs (a step of ${m.step_ms.toPrecision(3)} ms) against a ${m.peak_gflops.toPrecision(3)} GFLOP/s matmul peak, both measured in this page` +
+        (m.above_peak ? ". Above 100%: the machine was busier while the peak was timed than during the step, so this figure is not an MFU; measure again when it is quiet" : "");
       root.dataset.mfu = JSON.stringify(m);
       calc.setStatus.announcer.say(`MFU measured in this page: ${(100 * m.mfu).toPrecision(3)}%.`);
     } catch (err) {
