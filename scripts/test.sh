@@ -28,9 +28,9 @@ if [ -n "$chromium_pid" ]; then
 fi
 # One pytest process per core (pytest-xdist). Each module's tests stay on one process (so a chapter's
 # browser tests share one loaded page), except the accessibility visits, one group per page: the
-# groups are set in tests/conftest.py. TEST_WORKERS=0 runs everything in this process.
+# scheduler that does so is in tests/conftest.py. TEST_WORKERS=0 runs everything in this process.
 workers="${TEST_WORKERS:-$(nproc)}"
 if [ "$workers" -gt 0 ]; then
-  exec .venv/bin/python -m pytest -n "$workers" --dist loadgroup "$@"
+  exec .venv/bin/python -m pytest -n "$workers" "$@"
 fi
 exec .venv/bin/python -m pytest "$@"

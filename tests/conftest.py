@@ -99,20 +99,35 @@ def gradient_check():
 
 
 # ---------------------------------------------------------------------------
-# How the tests are shared out among pytest-xdist's processes (scripts/test.sh runs `--dist loadgroup`).
+# How the tests are shared out among pytest-xdist's processes (scripts/test.sh runs `-n 2`).
+#
+# A scheduler of our own, not xdist's `--dist loadgroup`: loadgroup finds a test's group in its id,
+# which it rewrites through pytest's private `item._nodeid`, and pytest 9.2 no longer reads that
+# attribute, so every test was its own group and a chapter's tests were split between the two
+# processes, each loading the chapter (and the page that had not pretrained chapter 16's model
+# waited 240 s for a button that never came on).
 
 
-def xdist_group(item):
-    """The group a test runs in: its module, so that a module's fixtures (a chapter page loaded once,
-    a corpus built once) serve all its tests on one process; but test_a11y's visits, one page each,
-    are a group per page, so that the pages are shared out among the processes like modules."""
-    module = item.nodeid.split("::")[0]
-    callspec = getattr(item, "callspec", None)
-    if module.endswith("browser/test_a11y.py") and callspec and "visit" in callspec.params:
-        return f"{module}[{callspec.params['visit']}]"
+def group_of(nodeid):
+    """The group a test runs in, from its id: its module, so that a module's fixtures (a chapter page
+    loaded once, a corpus built once) serve all its tests on one process; but test_a11y's visits, one
+    page each, are a group per page (the id's parameter, before "-chromium"), so that the pages are
+    shared out among the processes like modules."""
+    module = nodeid.split("::")[0]
+    if module.endswith("browser/test_a11y.py") and nodeid.endswith("]") and "[" in nodeid:
+        param = nodeid[nodeid.index("[") + 1:-1]
+        return f"{module}:{param.rsplit('-', 1)[0] if param.endswith('-chromium') else param}"
     return module
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling with group_of() as the scope: a group goes whole to one process,
+    the groups with the most tests first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)

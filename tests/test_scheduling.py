@@ -1,0 +1,39 @@
+"""How the suite is shared out among pytest-xdist's processes (tests/conftest.py): a module's tests run
+on one process, test_a11y's visits a page each. The second test runs pytest-xdist for real, with the
+installed pytest, because the scheduling once failed silently there: xdist's own groups were ignored
+by pytest 9.2, so chapter 16's tests ran on two processes and half of them waited for a model that the
+other process had trained."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import group_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_module_is_one_group_and_an_accessibility_visit_is_a_page():
+    assert group_of("tests/test_optim.py::test_weight_decay_is_decoupled") == "tests/test_optim.py"
+    assert group_of("tests/browser/test_chapter16.py::test_bad_sft_settings_are_refused_visibly[chromium-steps-NaN]") \
+        == "tests/browser/test_chapter16.py"
+    dark = "tests/browser/test_a11y.py::test_no_serious_accessibility_violations_in_the_dark_theme[chapters/01-x.html-chromium]"
+    phone = "tests/browser/test_a11y.py::test_no_page_scrolls_sideways_on_a_360_px_phone[chapters/01-x.html-chromium]"
+    other = "tests/browser/test_a11y.py::test_no_page_scrolls_sideways_on_a_360_px_phone[index.html-chromium]"
+    assert group_of(dark) == group_of(phone) == "tests/browser/test_a11y.py:chapters/01-x.html"
+    assert group_of(other) == "tests/browser/test_a11y.py:index.html"
+
+
+def test_two_processes_run_each_module_whole():
+    # two small pure-Python modules with several tests each; load balancing alone would split them
+    modules = ["tests/test_optim.py", "tests/test_compare.py"]
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *modules],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    workers = {}
+    for worker, nodeid in re.findall(r"^\[(gw\d+)\] \[\s*\d+%\] PASSED (\S+)", out.stdout, re.M):
+        workers.setdefault(nodeid.split("::")[0], set()).add(worker)
+    assert set(workers) == set(modules), out.stdout[-3000:]
+    assert all(len(w) == 1 for w in workers.values()), workers
