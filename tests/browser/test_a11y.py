@@ -91,7 +91,9 @@ def visit(request, browser, site_url, axe_source):
     serious and critical violations in the dark theme, and again after choosing the light theme with
     the header's switch (the charts redraw on "themechange", in the same task as the click)."""
     path = request.param
-    context = browser.new_context(viewport=PHONE, color_scheme="dark")
+    # Service workers blocked, as on every page that does not test the saved copy (test_offline does):
+    # saving the site costs a page seconds of CPU, and the page shows nothing of it.
+    context = browser.new_context(viewport=PHONE, color_scheme="dark", service_workers="block")
     page = context.new_page()
     console = []
     page.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
@@ -193,7 +195,7 @@ def test_every_control_shows_a_focus_ring_the_reader_can_see(browser, site_url, 
     outline at least 2 px wide whose colour has 3:1 against the page."""
     from test_theme import contrast, rgb
 
-    context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme=theme)
+    context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme=theme, service_workers="block")
     page = context.new_page()
     page.goto(site_url + "chapters/" + sorted((SITE / "chapters").glob("06-*.html"))[0].name)
     settle(page)

@@ -21,7 +21,7 @@ RUN_TIMEOUT = 240_000  # ms: the default 400-step run takes ~20-40 s in the page
 
 
 def open_page(browser, url, viewport=WIDE, **kwargs):
-    context = browser.new_context(viewport=viewport, **kwargs)
+    context = browser.new_context(viewport=viewport, service_workers="block", **kwargs)
     page = context.new_page()
     page.log = PageLog(page)
     page.goto(url)
@@ -227,7 +227,7 @@ def test_search_takes_any_query_without_breaking_or_injecting_markup(browser, si
 
 
 def test_search_says_so_when_its_index_cannot_load(browser, site_url):
-    context = browser.new_context(viewport=WIDE)
+    context = browser.new_context(viewport=WIDE, service_workers="block")
     page = context.new_page()
     page.route("**/search-index.json", lambda route: route.fulfill(status=404, body="not here"))
     page.goto(site_url + "index.html")

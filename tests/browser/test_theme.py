@@ -127,7 +127,7 @@ def test_no_two_chart_colours_look_alike_to_colour_blind_readers(page, site_url,
 
 
 def test_with_no_stored_choice_the_page_follows_the_system_setting_live(browser, site_url):
-    context = browser.new_context(color_scheme="dark")
+    context = browser.new_context(color_scheme="dark", service_workers="block")
     page = context.new_page()
     page.goto(site_url + CHAPTER, wait_until="domcontentloaded")
     assert page.evaluate("localStorage.getItem('course-theme')") is None
@@ -143,7 +143,7 @@ def test_with_no_stored_choice_the_page_follows_the_system_setting_live(browser,
 
 
 def test_the_switch_sets_the_theme_remembers_it_and_goes_back_to_the_system(browser, site_url):
-    context = browser.new_context(color_scheme="light")
+    context = browser.new_context(color_scheme="light", service_workers="block")
     page = context.new_page()
     page.goto(site_url + CHAPTER, wait_until="domcontentloaded")
     switch = page.get_by_role("group", name="Colour theme")
@@ -181,7 +181,7 @@ def test_the_switch_sets_the_theme_remembers_it_and_goes_back_to_the_system(brow
 
 def test_the_theme_is_set_before_the_body_is_parsed(browser, site_url):
     """No flash of the wrong theme: data-theme is already on <html> when <body> is created."""
-    context = browser.new_context(color_scheme="dark")
+    context = browser.new_context(color_scheme="dark", service_workers="block")
     context.add_init_script("""
       new MutationObserver((records, observer) => {
         if (document.body) { window.themeAtBody = document.documentElement.dataset.theme || null; observer.disconnect(); }
