@@ -41,14 +41,28 @@ if ! stamp_ok requirements.txt .venv/.requirements.txt; then
   .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
   cp requirements.txt .venv/.requirements.txt
 fi
+# The test requirements (PyTorch's is the largest: most of 20 s) install while the site builds: the
+# build needs only requirements.txt's packages.
+test_pid=""
 if [ "${1:-}" = "--test" ] && ! stamp_ok requirements-test.txt .venv/.requirements-test.txt; then
-  echo "setup: installing requirements-test.txt"
-  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt
-  cp requirements-test.txt .venv/.requirements-test.txt
+  echo "setup: installing requirements-test.txt (while the site builds)"
+  ( .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-test.txt \
+    && cp requirements-test.txt .venv/.requirements-test.txt ) &
+  test_pid=$!
 fi
 for pid in "${pids[@]}"; do
-  wait "$pid" || { echo "setup: npm ci or the download failed (see above)" >&2; exit 1; }
+  if ! wait "$pid"; then
+    echo "setup: npm ci or the download failed (see above)" >&2
+    [ -z "$test_pid" ] || wait "$test_pid" || true
+    exit 1
+  fi
 done
 
 # 5. Build the site into _site/.
-.venv/bin/python build.py
+built=0
+.venv/bin/python build.py || built=$?
+if [ -n "$test_pid" ] && ! wait "$test_pid"; then
+  echo "setup: installing requirements-test.txt failed (see above)" >&2
+  exit 1
+fi
+exit "$built"

@@ -26,6 +26,7 @@ if [ -n "$chromium_pid" ]; then
   fi
   echo "test: chromium installed"
 fi
+echo "test: set-up took ${SECONDS} s"
 # One pytest process per core (pytest-xdist). Each module's tests stay on one process (so a chapter's
 # browser tests share one loaded page), except the accessibility visits, one group per page: the
 # scheduler that does so is in tests/conftest.py. TEST_WORKERS=0 runs everything in this process.

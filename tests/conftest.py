@@ -120,6 +120,13 @@ def group_of(nodeid):
     return module
 
 
+@pytest.fixture(scope="session")
+def group_of_test():
+    """group_of, for tests/test_scheduling.py (a test module cannot import this conftest by name: the
+    browser tests' conftest is the one called "conftest" in a whole run)."""
+    return group_of
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduling with group_of() as the scope: a group goes whole to one process,

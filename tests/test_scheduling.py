@@ -9,12 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import group_of
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_a_module_is_one_group_and_an_accessibility_visit_is_a_page():
+def test_a_module_is_one_group_and_an_accessibility_visit_is_a_page(group_of_test):
+    group_of = group_of_test
     assert group_of("tests/test_optim.py::test_weight_decay_is_decoupled") == "tests/test_optim.py"
     assert group_of("tests/browser/test_chapter16.py::test_bad_sft_settings_are_refused_visibly[chromium-steps-NaN]") \
         == "tests/browser/test_chapter16.py"
@@ -33,7 +32,7 @@ def test_two_processes_run_each_module_whole():
         check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     workers = {}
-    for worker, nodeid in re.findall(r"^\[(gw\d+)\] \[\s*\d+%\] PASSED (\S+)", out.stdout, re.M):
+    for worker, nodeid in re.findall(r"^\[(gw\d+)\] \[\s*\d+%\] PASSED (\S+)", out.stdout, re.MULTILINE):
         workers.setdefault(nodeid.split("::")[0], set()).add(worker)
     assert set(workers) == set(modules), out.stdout[-3000:]
     assert all(len(w) == 1 for w in workers.values()), workers
