@@ -11,6 +11,7 @@ test_packing.py, test_model_variants.py) nudge every element themselves.
 And how the tests are shared out among pytest-xdist's processes (xdist_group, at the end)."""
 
 import os
+import re
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -111,13 +112,11 @@ def gradient_check():
 def group_of(nodeid):
     """The group a test runs in, from its id: its module, so that a module's fixtures (a chapter page
     loaded once, a corpus built once) serve all its tests on one process; but test_a11y's visits, one
-    page each, are a group per page (the id's parameter, before "-chromium"), so that the pages are
-    shared out among the processes like modules."""
+    page each (ids ending "[<page>.html-chromium]"), are a group per page, so that the pages are shared
+    out among the processes like modules."""
     module = nodeid.split("::")[0]
-    if module.endswith("browser/test_a11y.py") and nodeid.endswith("]") and "[" in nodeid:
-        param = nodeid[nodeid.index("[") + 1:-1]
-        return f"{module}:{param.rsplit('-', 1)[0] if param.endswith('-chromium') else param}"
-    return module
+    visit = re.search(r"\[(.+\.html)-chromium\]$", nodeid) if module.endswith("browser/test_a11y.py") else None
+    return f"{module}:{visit.group(1)}" if visit else module
 
 
 @pytest.fixture(scope="session")

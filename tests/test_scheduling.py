@@ -22,6 +22,8 @@ def test_a_module_is_one_group_and_an_accessibility_visit_is_a_page(group_of_tes
     other = "tests/browser/test_a11y.py::test_no_page_scrolls_sideways_on_a_360_px_phone[index.html-chromium]"
     assert group_of(dark) == group_of(phone) == "tests/browser/test_a11y.py:chapters/01-x.html"
     assert group_of(other) == "tests/browser/test_a11y.py:index.html"
+    ring = "tests/browser/test_a11y.py::test_every_control_shows_a_focus_ring_the_reader_can_see[chromium-light]"
+    assert group_of(ring) == "tests/browser/test_a11y.py"  # not a visit: with its module
 
 
 def test_two_processes_run_each_module_whole():
