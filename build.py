@@ -19,6 +19,9 @@ Chapters are Jinja templates before they are Markdown. They can call:
     test(name)           the source of a test, by function name
     widget(name)         a live widget, from site/templates/widgets/<name>.html
 Every figure is rendered with its label (measured, derived or cited).
+
+The command stays here; the modules it calls (the glossary, navigation, the search index, the results
+page, the offline copy and the measurements) are the package builder/.
 """
 
 import argparse
@@ -56,11 +59,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-import glossary
-import navigation
-import offline
-import results_page
-import search_index
+from builder import glossary, navigation, offline, results_page, search_index
 
 ROOT = pathlib.Path(__file__).resolve().parent
 OUT = ROOT / "_site"
@@ -243,7 +242,7 @@ def write_corpus(dest):
 def derived_values():
     """Numbers pylib computes from the config and the corpus; chapters cite them as 'derived'.
     An experiments/chN.py module may add its own with `derived(corpus) -> {"chN.name": value}`."""
-    import measure
+    from builder import measure
     values = core_derived_values()
     for module in measure.experiment_modules():
         extra = module.derived(corpus()) if hasattr(module, "derived") else {}
@@ -556,7 +555,7 @@ def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False
         md.core.ruler.push("chapter_links", lambda state: link_chapter_references(state, chapter_links))
     if terms:
         md.core.ruler.push("glossary_terms", lambda state: glossary.link_terms(state, terms))
-    if heading_links:  # a "#" link beside each section heading (navigation.py)
+    if heading_links:  # a "#" link beside each section heading (builder/navigation.py)
         md.core.ruler.push("heading_links", navigation.heading_links)
     html = md.render(source)
     rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
@@ -791,7 +790,7 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
     try:
         if args.measure or args.bench:
-            import measure
+            from builder import measure
             measure.main(measure=args.measure, bench=args.bench, only=args.only, workers=args.workers)
         if not args.no_build:
             chapters = build_site(args.out.resolve(), args.chapters)

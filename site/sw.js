@@ -1,5 +1,5 @@
 // The site's service worker: a copy of the whole built site, for reading and training offline after
-// one visit. offline.py (the build) writes it to the site's root as sw.js with BUILD filled in:
+// one visit. builder/offline.py (the build) writes it to the site's root as sw.js with BUILD filled in:
 // the build's version (a hash over every file of the site) and each file's path and sha256.
 //
 // - install: fetches every file (revalidating with the server), checks each against its sha256 and
@@ -15,7 +15,7 @@
 //   set headers.
 // Pages ask {type: "status"} and get {type: "offline", state: "saving" | "ready", version, done, total}.
 
-const BUILD = { version: "unbuilt", files: [] }; // offline.py replaces this line
+const BUILD = { version: "unbuilt", files: [] }; // builder/offline.py replaces this line
 
 const SCOPE = self.registration.scope; // the site's root, e.g. https://example.org/course/
 const PREFIX = `course-site:${new URL(SCOPE).pathname}:`;

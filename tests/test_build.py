@@ -16,7 +16,7 @@ import zipfile
 import pytest
 
 import build
-import offline
+from builder import offline
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ def test_chapter_references_link_to_chapters_that_exist():
 
 
 # ---------------------------------------------------------------------------
-# offline.py: the precompressed files, the offline manifest and the service worker
+# builder/offline.py: the precompressed files, the offline manifest and the service worker
 
 
 def _offline_site(root):
@@ -231,7 +231,7 @@ def test_offline_manifest_lists_every_file_the_pages_use_with_its_sha256(tmp_pat
         assert hashlib.sha256((site / rel).read_bytes()).hexdigest() == digest
     sw = (site / "sw.js").read_text()
     build_line = next(line for line in sw.splitlines() if line.startswith("const BUILD = "))
-    written = json.loads(build_line[len("const BUILD = "):build_line.index("; // written by offline.py")])
+    written = json.loads(build_line[len("const BUILD = "):build_line.index("; // written by builder/offline.py")])
     assert written == {"version": manifest["version"], "files": [[p, manifest["files"][p]] for p in sorted(expected)]}
     assert (site / "_headers").read_text() == ("/*\n  Cross-Origin-Opener-Policy: same-origin\n"
                                                "  Cross-Origin-Embedder-Policy: require-corp\n")

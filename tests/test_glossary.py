@@ -5,7 +5,7 @@ import re
 import pytest
 
 import build
-import glossary
+from builder import glossary
 
 
 def page_terms(*entries):

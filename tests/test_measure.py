@@ -1,4 +1,4 @@
-"""measure.py: the measurements are deterministic, independent of how they are scheduled, and
+"""builder/measure.py: the measurements are deterministic, independent of how they are scheduled, and
 results.json matches the current defaults."""
 
 import concurrent.futures
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import measure
+from builder import measure
 from experiments import ch1, common
 from pylib import train
 

@@ -114,7 +114,7 @@ def test_results_json_was_measured_with_the_current_chapter3_settings():
     import dataclasses
     import json
 
-    import measure
+    from builder import measure
     from experiments import ch3
     results = json.loads(measure.RESULTS_JSON.read_text())
     _, acc = web_obj.accum_settings(0)

@@ -1,6 +1,6 @@
-"""Finding one's way, at build time: a page's sections (navigation.py), the "#" link beside each heading,
-the search index (search_index.py), the results page's anchors (results_page.py) and the links from
-measured figures to them (build.py's figure())."""
+"""Finding one's way, at build time: a page's sections (builder/navigation.py), the "#" link beside
+each heading, the search index (builder/search_index.py), the results page's anchors
+(builder/results_page.py) and the links from measured figures to them (build.py's figure())."""
 
 import json
 import re
@@ -8,9 +8,7 @@ import re
 import pytest
 
 import build
-import navigation
-import results_page
-import search_index
+from builder import navigation, results_page, search_index
 
 PAGE = """<html><body><nav class="toc"><a href="#a">Contents: skip me</a></nav>
 <article class="chapter"><h1>Chapter 9 The title</h1>

@@ -201,7 +201,7 @@ def test_noise_scale_at_step_0_is_results_json_on_any_machine(session):
     Step 100 cannot be compared across machines: training is chaotic, and one float32 ulp of one
     initial weight moves B_simple at step 100 from 25.5 to 16.9, 43.5 or 10.4; the test above
     compares it with the experiment's own computation in this process instead."""
-    import measure
+    from builder import measure
     results = json.loads(measure.RESULTS_JSON.read_text())["values"]
     out = run_noise(session, {"seed": "1", "step": "0"})
     assert out["complete"] and out["step"] == 0

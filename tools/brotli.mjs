@@ -1,6 +1,7 @@
-// Brotli-compresses files for the build (offline.py): reads [[source, destination], ...] as JSON on
-// stdin; argv: quality, window bits. Node's zlib does it, so the build needs no brotli package. The
-// files are compressed at once on libuv's thread pool; each destination is written through a .tmp.
+// Brotli-compresses files for the build (builder/offline.py): reads [[source, destination], ...] as
+// JSON on stdin; argv: quality, window bits. Node's zlib does it, so the build needs no brotli
+// package. The files are compressed at once on libuv's thread pool; each destination is written
+// through a .tmp.
 import fs from "node:fs/promises";
 import { promisify } from "node:util";
 import zlib from "node:zlib";

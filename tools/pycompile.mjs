@@ -1,6 +1,7 @@
 // Compiles the Python files of zip archives (Pyodide's standard library, wheels) to bytecode with the
 // Pyodide the site ships, so the page's Python imports them without compiling their source first:
-// for offline.py. Its CPython (3.12) is the one that reads the .pyc files, so they always match.
+// for builder/offline.py. Its CPython (3.12) is the one that reads the .pyc files, so they always
+// match.
 //   stdin: JSON [[source zip, destination zip, mode, prefix, only], ...]
 //     mode "sourceless": each x.py is replaced by x.pyc (zipimport and the path finder both load it);
 //     mode "pycache":    each x.py is kept and __pycache__/x.<cache tag>.pyc is added beside it.

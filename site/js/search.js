@@ -1,9 +1,10 @@
 // The site search in the header (site/templates/search.html): MiniSearch (vendored from npm) over
-// search-index.json, which build.py writes with search_index.py — one document per chapter section and
-// per glossary term, each with the URL of its anchor. Both are loaded on first use, not with the page.
-// Results are built with DOM methods and textContent only: nothing from the index or the query is read
-// as markup. Keys: Down arrow from the field into the results, Up/Down between them, Escape back to the
-// field (and closes them), Enter in the field opens the first result; Tab also walks the results.
+// search-index.json, which build.py writes with builder/search_index.py — one document per chapter
+// section and per glossary term, each with the URL of its anchor. Both are loaded on first use, not
+// with the page. Results are built with DOM methods and textContent only: nothing from the index or
+// the query is read as markup. Keys: Down arrow from the field into the results, Up/Down between them,
+// Escape back to the field (and closes them), Enter in the field opens the first result; Tab also
+// walks the results.
 
 const MAX_QUERY = 200; // characters searched (the field's maxlength; a paste may be longer)
 const MAX_TERMS = 12; // words searched: a pasted paragraph is not a query

@@ -293,7 +293,7 @@ def test_the_results_page_lists_every_key_of_results_json_once(browser, site_url
     page = open_page(browser, site_url + "results.html")
     ids = page.eval_on_selector_all("[id^='key-']", "els => els.map(e => e.id)")
     assert len(ids) == len(set(ids))
-    import results_page
+    from builder import results_page
     expected = {"key-" + results_page.base_key(k, values) for k in values}
     assert expected <= set(ids)
     expect(page.locator("h1")).to_have_text("Results")

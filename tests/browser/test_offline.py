@@ -1,4 +1,4 @@
-"""Offline after one visit, in a real browser: the service worker (sw.js, written by offline.py)
+"""Offline after one visit, in a real browser: the service worker (sw.js, written by builder/offline.py)
 saves the whole built site under a cache named by the build's version; with the server stopped,
 another chapter opens and trains from that copy. A rebuilt site (another version) replaces the
 copy and deletes the old cache; a file that does not match its build is never saved. The pages are
@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 import build
-import offline
+from builder import offline
 from conftest import SITE, PageLog, corpus, wait_until
 
 PREFIX = "/course/"

@@ -22,7 +22,7 @@ import numpy as np
 
 from experiments import common
 
-ROOT = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository's root
 RESULTS_JSON = ROOT / "results.json"
 RESULTS_MD = ROOT / "results.md"
 

@@ -9,7 +9,7 @@ same build writes the same bytes.
 
 import json
 
-import navigation
+from builder import navigation
 
 VERSION = 1  # bump when the document fields change; search.js checks it
 FIELDS = ["heading", "text", "chapter"]  # what MiniSearch indexes

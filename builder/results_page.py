@@ -14,7 +14,7 @@ import markupsafe
 from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
 
-import navigation
+from builder import navigation
 
 ARM_PARTS = ("mean", "sd", "n", "per_seed")
 

@@ -44,7 +44,7 @@ import time
 import urllib.parse
 import zipfile
 
-ROOT = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository's root
 CACHE = ROOT / ".cache" / "precompressed"
 SW_TEMPLATE = ROOT / "site" / "sw.js"
 SW_NAME, MANIFEST_NAME, HEADERS_NAME = "sw.js", "offline-manifest.json", "_headers"
@@ -56,7 +56,7 @@ MIN_SAVING = 0.10  # a sibling is written only when it saves at least this share
 BROTLI = {"quality": 11, "lgwin": 24}  # the largest window browsers accept (16 MB)
 # Already compressed: not worth trying (fonts, images). Zips and wheels are tried: a stored one compresses.
 INCOMPRESSIBLE = {".woff", ".woff2", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".br", ".gz"}
-SW_BUILD_LINE = re.compile(r"^const BUILD = .*; // offline\.py replaces this line$", re.M)
+SW_BUILD_LINE = re.compile(r"^const BUILD = .*; // builder/offline\.py replaces this line$", re.M)
 
 
 class OfflineError(Exception):
@@ -346,11 +346,11 @@ def finish(out):
         stat[rel] = [digests[rel], st.st_size, st.st_mtime_ns]
     template = SW_TEMPLATE.read_text(encoding="utf-8")
     if not SW_BUILD_LINE.search(template):
-        raise OfflineError(f"{SW_TEMPLATE.relative_to(ROOT)}: no `const BUILD = …; // offline.py replaces this line`")
+        raise OfflineError(f"{SW_TEMPLATE.relative_to(ROOT)}: no `const BUILD = …; // builder/offline.py replaces this line`")
     entries = [(url_path(rel), digests[rel]) for rel in files if precached(rel, out)]
     version = build_version(entries, template)
     build = {"version": version, "files": entries}
-    sw = SW_BUILD_LINE.sub(lambda m: f"const BUILD = {json.dumps(build, separators=(',', ':'))}; // written by offline.py",
+    sw = SW_BUILD_LINE.sub(lambda m: f"const BUILD = {json.dumps(build, separators=(',', ':'))}; // written by builder/offline.py",
                            template)
     _write_if_changed(out / SW_NAME, sw)
     _write_if_changed(out / HEADERS_NAME, "/*\n" + "".join(f"  {k}: {v}\n" for k, v in ISOLATION_HEADERS.items()))
