@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pylib import optim
-from pylib.web import cells
+from pylib.web import cell_drivers, cells
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +84,9 @@ def test_keyboard_interrupt_is_a_stop_and_restores_the_patched_function(corpus, 
     original = optim.adamw_step
     code = source("pylib.optim.adamw_step").replace('    state["t"] += 1\n',
                                                       '    state["t"] += 1\n    raise KeyboardInterrupt\n')
-    monkeypatch.setitem(cells._REFERENCE, ("pylib.optim.adamw_step", int(corpus.train.size),
-                                            cells._train_config(**cells.ADAMW_RUN)), ([{"step": 0, "val": 4.0}], None))
+    monkeypatch.setitem(cell_drivers._REFERENCE, ("pylib.optim.adamw_step", int(corpus.train.size),
+                                                   cell_drivers._train_config(**cell_drivers.ADAMW_RUN)),
+                        ([{"step": 0, "val": 4.0}], None))
     r, _, err = run("pylib.optim.adamw_step", code, corpus)
     assert r["status"] == "stopped" and "Stopped by the reader." in err
     assert optim.adamw_step is original
