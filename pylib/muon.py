@@ -93,22 +93,20 @@ def muon_init(params):
 
 
 def muon_step(params, grads, state, lr, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, groups=None,
-              lr_mult=None, momentum=MOMENTUM):
+              momentum=MOMENTUM):
     """One step: Muon on state["matrices"], AdamW (beta1, beta2, eps; decay group) on state["rest"]."""
     state["t"] += 1
     for n in state["matrices"]:
         p, g, buf = params[n], grads[n], state["buf"][n]
         buf += (1.0 - momentum) * (g - buf)  # buf = lerp(buf, g, 1 - momentum)
         update = g + momentum * (buf - g)  # Nesterov: lerp(g, buf, momentum)
-        step_lr = lr if lr_mult is None else lr * lr_mult[n]
         if weight_decay:
-            p *= 1.0 - step_lr * weight_decay
-        p -= (step_lr * update_scale(p.shape)) * newton_schulz(update).astype(p.dtype)
+            p *= 1.0 - lr * weight_decay
+        p -= (lr * update_scale(p.shape)) * newton_schulz(update).astype(p.dtype)
     rest = {n: params[n] for n in state["rest"]}
     decay = [n for n in (groups or optim.param_groups(params))["decay"] if n in rest]
     optim.adamw_step(rest, {n: grads[n] for n in rest}, state["adam"], lr, beta1, beta2, eps, weight_decay,
-                     {"decay": decay, "no_decay": [n for n in rest if n not in decay]},
-                     lr_mult=None if lr_mult is None else {n: lr_mult[n] for n in rest})
+                     {"decay": decay, "no_decay": [n for n in rest if n not in decay]})
 
 
 def state_floats(state):

@@ -54,10 +54,8 @@ def sgd_init(params):
     return {"t": 0, "buf": {n: np.zeros_like(p) for n, p in params.items()}}
 
 
-def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=None, lr_mult=None):
-    """p -= lr * (momentum buffer); weight decay is L2 (added to the grad), as torch.optim.SGD.
-
-    lr_mult, optional: {name: multiplier} of the learning rate per tensor."""
+def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=None):
+    """p -= lr * (momentum buffer); weight decay is L2 (added to the grad), as torch.optim.SGD."""
     decay = set((groups or param_groups(params))["decay"]) if weight_decay else set()
     state["t"] += 1
     for n, p in params.items():
@@ -67,11 +65,53 @@ def sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=No
             buf *= momentum
             buf += g
             g = buf
-        p -= (lr if lr_mult is None else lr * lr_mult[n]) * g
+        p -= lr * g
 
 
 # ---------------------------------------------------------------------------
 # AdamW
+
+
+def adamw_init(params):
+    """First and second moment estimates (zeros, one flat array each) and the step counter t = 0."""
+    n = sum(p.size for p in params.values())
+    dtype = next(iter(params.values())).dtype
+    return {"t": 0, "m": np.zeros(n, dtype), "v": np.zeros(n, dtype)}
+
+
+def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None):
+    """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update."""
+    p, g = flat_params(params), flat_grads(params, grads)  # every tensor as one vector, same order
+    m, v = state["m"], state["v"]
+    state["t"] += 1
+    t = state["t"]
+    bc1 = 1.0 - beta1**t  # bias corrections: m and v start at 0, so early averages are too small
+    bc2 = 1.0 - beta2**t
+    if weight_decay:
+        p *= 1.0 - (lr * weight_decay) * decay_mask(params, groups or param_groups(params), state)
+    m *= beta1
+    m += (1.0 - beta1) * g  # m: running mean of the gradient
+    v *= beta2
+    v += (1.0 - beta2) * (g * g)  # v: running mean of its square
+    denom = np.sqrt(v)
+    denom *= 1.0 / math.sqrt(bc2)
+    denom += eps
+    step = m / denom
+    step *= lr / bc1
+    p -= step
+    write_back(params, p)
+
+
+def adam_l2_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None):
+    """Adam with L2 (chapter 5): wd*p is added to the gradient before the moments, as
+    torch.optim.Adam(weight_decay=...) does, so the decay is divided by sqrt(v) like the rest."""
+    decay = set((groups or param_groups(params))["decay"])
+    l2 = {n: grads[n] + weight_decay * p if weight_decay and n in decay else grads[n] for n, p in params.items()}
+    adamw_step(params, l2, state, lr, beta1, beta2, eps, 0.0, groups)
+
+
+# ---------------------------------------------------------------------------
+# The flat-buffer path: speed, not maths
 
 
 def flat_buffer(params):
@@ -92,59 +132,25 @@ def flat_buffer(params):
     return base if offset == base.size else None
 
 
-def adamw_init(params):
-    """First and second moment estimates (zeros, one flat array each) and the step counter t = 0."""
-    n = sum(p.size for p in params.values())
-    dtype = next(iter(params.values())).dtype
-    return {"t": 0, "m": np.zeros(n, dtype), "v": np.zeros(n, dtype)}
-
-
-def adamw_step(params, grads, state, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, groups=None,
-               lr_mult=None, decoupled=True, mult_decay=True):
-    """One AdamW step: decoupled decay p -= lr*wd*p (decay group only), then the Adam update.
-
-    decoupled=False is Adam with L2 instead: wd*p is added to the gradient before the moments,
-    as torch.optim.Adam(weight_decay=...) does, so the decay is divided by sqrt(v) like the rest.
-    lr_mult, optional: {name: multiplier} of the learning rate per tensor (muP's, see
-    pylib.model.lr_multipliers); it scales the decoupled decay too, as lr does, unless
-    mult_decay=False: then every tensor decays by lr*wd whatever its multiplier, which is what
-    mup's MuAdam/MuAdamW do by default (decoupled_wd=False multiplies wd by the width multiplier
-    where it divides lr, so lr*wd stays the base model's).
-    """
-    # All parameters as one flat vector, with torch.optim.AdamW's order of operations. Params
-    # that are not views of one buffer are gathered here and written back at the end.
-    groups = groups or param_groups(params)
+def flat_params(params):
+    """All params as one vector: the buffer they are views of, else a gathered copy (see write_back)."""
     flat = flat_buffer(params)
-    p = flat if flat is not None else np.concatenate([v.ravel() for v in params.values()])
-    g = np.concatenate([grads[n].ravel() for n in params])  # same order as p
-    m, v = state["m"], state["v"]
-    state["t"] += 1
-    t = state["t"]
-    bc1 = 1.0 - beta1**t  # bias corrections: m and v start at 0, so early averages are too small
-    bc2 = 1.0 - beta2**t
-    mult = None if lr_mult is None else flat_multipliers(params, lr_mult, state)
-    if weight_decay and decoupled:
-        shrink = (lr * weight_decay) * decay_mask(params, groups, state)
-        p *= 1.0 - (shrink if mult is None or not mult_decay else shrink * mult)
-    elif weight_decay:
-        g += weight_decay * decay_mask(params, groups, state) * p  # L2: part of the gradient
-    m *= beta1
-    m += (1.0 - beta1) * g
-    v *= beta2
-    v += (1.0 - beta2) * (g * g)
-    denom = np.sqrt(v)
-    denom *= 1.0 / math.sqrt(bc2)
-    denom += eps
-    step = m / denom
-    step *= lr / bc1
-    if mult is not None:
-        step *= mult
-    p -= step
-    if flat is None:  # write back into the caller's separate arrays
-        offset = 0
-        for value in params.values():
-            value[...] = p[offset:offset + value.size].reshape(value.shape)
-            offset += value.size
+    return flat if flat is not None else np.concatenate([v.ravel() for v in params.values()])
+
+
+def flat_grads(params, grads):
+    """All grads as one new vector, in the params' order."""
+    return np.concatenate([grads[n].ravel() for n in params])
+
+
+def write_back(params, p):
+    """Copy an updated gathered vector p into the caller's arrays; nothing to do for their own buffer."""
+    if next(iter(params.values())).base is p:
+        return
+    offset = 0
+    for value in params.values():
+        value[...] = p[offset:offset + value.size].reshape(value.shape)
+        offset += value.size
 
 
 def decay_mask(params, groups, state):
@@ -157,13 +163,3 @@ def decay_mask(params, groups, state):
             [np.full(p.size, 1.0 if n in decay else 0.0, dtype=dtype) for n, p in params.items()])
         state["decay_key"] = key
     return state["decay_mask"]
-
-
-def flat_multipliers(params, lr_mult, state):
-    """Flat vector of per-tensor learning-rate multipliers; built once and kept in the state."""
-    key = tuple(float(lr_mult[n]) for n in params)
-    if state.get("mult_key") != key:
-        dtype = state["m"].dtype
-        state["mult"] = np.concatenate([np.full(p.size, lr_mult[n], dtype=dtype) for n, p in params.items()])
-        state["mult_key"] = key
-    return state["mult"]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pylib import layers, model, optim, schedules, train
+from pylib import guards, layers, model, mup, optim, schedules, train
 from pylib import loss as xent
 from pylib.studies.gradcheck import check_layer
 
@@ -37,8 +37,12 @@ def max_relative_errors(cfg, z_loss=0.0, h=1e-5):
         params[name] += 0.1 * rng.standard_normal(params[name].shape)
     x, y = batch(cfg)
     # loss_and_grads's loss (its forward and cross-entropy), without the cost of a backward per nudge
-    loss_fn = lambda: xent.cross_entropy_forward(model.forward_logits(params, cfg, x), y, z_loss=z_loss)[0]  # noqa: E731
-    loss, grads = model.loss_and_grads(params, cfg, x, y, z_loss=z_loss)
+    if z_loss:
+        loss_fn = lambda: xent.z_loss_forward(model.forward_logits(params, cfg, x), y, z_loss)[0]  # noqa: E731
+        loss, grads = model.z_loss_and_grads(params, cfg, x, y, z_loss)
+    else:
+        loss_fn = lambda: xent.cross_entropy_forward(model.forward_logits(params, cfg, x), y)[0]  # noqa: E731
+        loss, grads = model.loss_and_grads(params, cfg, x, y)
     assert loss_fn() == loss
     errors = {}
     for name, p in params.items():
@@ -93,7 +97,7 @@ def test_z_loss_adds_mean_squared_log_normaliser():
     rng = np.random.default_rng(0)
     logits, t = rng.standard_normal((4, 5)) * 3, rng.integers(0, 5, 4)
     ce, _ = xent.cross_entropy_forward(logits, t)
-    total, _ = xent.cross_entropy_forward(logits, t, z_loss=0.1)
+    total, _ = xent.z_loss_forward(logits, t, 0.1)
     lse = np.log(np.exp(logits).sum(-1))
     assert total == pytest.approx(ce + 0.1 * (lse**2).mean(), rel=1e-12)
 
@@ -134,7 +138,7 @@ def test_trace_records_the_residual_stream():
     cfg = dataclasses.replace(SMALL, n_layer=3)
     trace = []
     x, _ = batch(cfg)
-    model.forward(model.init_params(cfg, 0), cfg, x, trace=trace)
+    model.traced_forward(model.init_params(cfg, 0), cfg, x, trace)
     assert len(trace) == 4 and trace[0].shape == (2, cfg.block_size, cfg.n_embd)
 
 
@@ -156,8 +160,8 @@ def test_adam_l2_differs_from_decoupled_decay():
     for decoupled in (True, False):
         p = {k: v.copy() for k, v in params.items()}
         p = model.pack_params(p)
-        optim.adamw_step(p, {k: g.copy() for k, g in grads.items()}, optim.adamw_init(p), 1e-2,
-                         eps=1e-12, weight_decay=0.1, decoupled=decoupled)
+        step = optim.adamw_step if decoupled else optim.adam_l2_step
+        step(p, {k: g.copy() for k, g in grads.items()}, optim.adamw_init(p), 1e-2, eps=1e-12, weight_decay=0.1)
         out[decoupled] = p
     # Decoupled: every decayed weight shrinks by exactly lr * wd * w, on top of the Adam step.
     w0 = params["h.0.mlp.c_fc.weight"]
@@ -178,9 +182,9 @@ def test_outlier_skipping_drops_a_corrupted_batch():
     def corrupt(step, x, y):  # step 20: every input token and target the same id
         return (np.zeros_like(x), np.zeros_like(y)) if step == 20 else (x, y)
 
-    state["batch_hook"] = corrupt
+    guards.hook_batches(state, corrupt)
     seen = []
-    state["grad_hook"] = lambda record, grads: seen.append(record["step"])
+    guards.hook_grads(state, lambda record, grads: seen.append(record["step"]))
     records = train.train_steps(state, cfg, tc, tokens, tokens, 30)
     assert seen == list(range(30))
     skipped = [r["step"] for r in records if r.get("skipped")]
@@ -190,7 +194,7 @@ def test_outlier_skipping_drops_a_corrupted_batch():
 def test_mup_constant_decay_keeps_lr_times_wd_for_scaled_tensors():
     # mup's MuAdamW default (decoupled_wd=False) divides a hidden matrix's lr by the width multiplier
     # and multiplies its weight decay by it: the decay lr * wd is the base model's. The default here
-    # scales the decay with the lr multiplier; mult_decay=False is mup's rule. The Adam step is the
+    # scales the decay with the lr multiplier; constant_decay=True is mup's rule. The Adam step is the
     # same in both (the multiplier still scales it).
     cfg = dataclasses.replace(model.GPTConfig(), n_embd=64, mup_base_width=16)
     mult = model.lr_multipliers(cfg)
@@ -199,7 +203,8 @@ def test_mup_constant_decay_keeps_lr_times_wd_for_scaled_tensors():
     out = {}
     for mult_decay in (True, False):
         p = model.pack_params({k: v.copy() for k, v in params.items()})
-        optim.adamw_step(p, grads, optim.adamw_init(p), 1e-2, weight_decay=0.1, lr_mult=mult, mult_decay=mult_decay)
+        mup.grouped_step(optim.adamw_step, p, grads, mup.grouped_init(optim.adamw_init, p, mult), 1e-2, mult,
+                         weight_decay=0.1, constant_decay=not mult_decay)
         out[mult_decay] = p
     hidden = "h.0.mlp.c_fc.weight"
     assert mult[hidden] == pytest.approx(0.25)

@@ -59,8 +59,8 @@ def decay_paths(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1
         state = optim.adamw_init(params)
         path = [params["w"][0].copy()]
         for s in signs:
-            optim.adamw_step(params, {"w": (s * scales)[None, :]}, state, lr, beta1, beta2, 1e-8,
-                             weight_decay=wd, decoupled=decoupled)
+            step = optim.adamw_step if decoupled else optim.adam_l2_step
+            step(params, {"w": (s * scales)[None, :]}, state, lr, beta1, beta2, 1e-8, weight_decay=wd)
             path.append(params["w"][0].copy())
         return np.array(path)  # (steps + 1, n)
 
