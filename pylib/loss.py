@@ -5,10 +5,11 @@ The loss is sum over counted positions of -log softmax(logits)[target], divided 
 makes gradient accumulation exact: the total is then normalised by the TOTAL number of counted
 tokens, not by each microbatch's own count (a mean of means weights short microbatches too much).
 
-With z_loss > 0 the loss also gets z_loss * log(Z)^2 per counted position, Z being the softmax
-normaliser sum_v exp(logit_v) (PaLM, Chowdhery et al. 2022, section 5: coefficient 1e-4). It pulls
-log Z towards 0, so the logits cannot drift to large values together; the probabilities, which
-ignore a shift, are unchanged by it. Its gradient is 2 z_loss log(Z) softmax(logits).
+Chapter 8's z-loss is a term added to it (z_loss_forward, z_loss_backward): coef * log(Z)^2 per
+counted position, Z being the softmax normaliser sum_v exp(logit_v) (PaLM, Chowdhery et al. 2022,
+section 5: coefficient 1e-4). It pulls log Z towards 0, so the logits cannot drift to large values
+together; the probabilities, which ignore a shift, are unchanged by it. Its gradient is
+2 coef log(Z) softmax(logits).
 
 Legend: N positions (B*T flattened), V vocab.
 """
@@ -23,8 +24,8 @@ def count_targets(targets, mask=None):
     return int(np.size(targets)) if mask is None else int(np.count_nonzero(mask))
 
 
-def cross_entropy_forward(logits, targets, mask=None, denom=None, z_loss=0.0):
-    """logits (..., V), integer targets (...), mask (...) of 0/1 -> (loss, cache); see z_loss above."""
+def cross_entropy_forward(logits, targets, mask=None, denom=None):
+    """logits (..., V), integer targets (...), mask (...) of 0/1 -> (loss, cache)."""
     V = logits.shape[-1]
     z = logits.reshape(-1, V)  # (N, V)
     t = targets.reshape(-1)  # (N,)
@@ -40,20 +41,47 @@ def cross_entropy_forward(logits, targets, mask=None, denom=None, z_loss=0.0):
         denom = count_targets(t, mask)
     loss_sum = nll.sum() if weights is None else (nll * weights).sum()
     probs *= (1.0 / s)[:, None]
-    lse = None
-    if z_loss:
-        lse = np.log(s) + zmax[:, 0]  # (N,) log Z
-        zl = lse * lse
-        loss_sum = loss_sum + z_loss * (zl.sum() if weights is None else (zl * weights).sum())
-    return float(loss_sum) / denom, (probs, t, weights, denom, logits.shape, z_loss, lse)
+    return float(loss_sum) / denom, (probs, t, weights, denom, logits.shape)
 
 
 def cross_entropy_backward(cache):
     """dlogits = (softmax - onehot(target)) / denom at counted positions, 0 at masked ones."""
-    probs, t, weights, denom, shape, z_loss, lse = cache
+    probs, t, weights, denom, shape = cache
     rows = np.arange(t.size)
     w = np.full(t.size, 1.0 / denom, dtype=probs.dtype) if weights is None else weights / denom  # (N,)
-    scale = w if lse is None else w * (1.0 + 2.0 * z_loss * lse)  # (N,): z-loss adds 2 z log Z softmax
-    dlogits = probs * scale[:, None]  # a new array: the cache is left untouched
+    dlogits = probs * w[:, None]  # a new array: the cache is left untouched
+    dlogits[rows, t] -= w
+    return dlogits.reshape(shape)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 8: z-loss, a term added to the loss and to its gradient
+
+
+def log_normaliser(logits):
+    """log Z = log sum_v exp(logit_v) per position (N,), computed as cross_entropy_forward does."""
+    V = logits.shape[-1]
+    z = logits.reshape(-1, V)
+    zmax = z.max(axis=1, keepdims=True)
+    s = np.exp(z - zmax) @ np.ones(V, dtype=z.dtype)
+    return np.log(s) + zmax[:, 0]
+
+
+def z_loss_forward(logits, targets, coef, mask=None, denom=None):
+    """Cross-entropy plus coef * log(Z)^2 at each counted position, over the same denom."""
+    loss, cache = cross_entropy_forward(logits, targets, mask, denom)
+    weights, denom = cache[2], cache[3]
+    lse = log_normaliser(logits)  # (N,)
+    zl = lse * lse
+    term = coef * (zl.sum() if weights is None else (zl * weights).sum())
+    return loss + float(term) / denom, (cache, coef, lse)
+
+
+def z_loss_backward(cache):
+    """Cross-entropy's dlogits, with the softmax scaled by 1 + 2 coef log Z (the term's gradient)."""
+    (probs, t, weights, denom, shape), coef, lse = cache
+    rows = np.arange(t.size)
+    w = np.full(t.size, 1.0 / denom, dtype=probs.dtype) if weights is None else weights / denom  # (N,)
+    dlogits = probs * (w * (1.0 + 2.0 * coef * lse))[:, None]
     dlogits[rows, t] -= w
     return dlogits.reshape(shape)

@@ -360,37 +360,73 @@ def mup_output(cfg, logits):
     return logits
 
 
-def forward(params, cfg, x, doc_ids=None, reset_positions=False, trace=None):
-    """Integer ids x (B, T) -> (logits (B, T, V), cache for backward).
-
-    doc_ids (B, T), optional: each token's document (pylib.data.doc_ids_from_eos). Given, attention
-    is also block-diagonal (a token sees only earlier tokens of its own document), and with
-    reset_positions the position embedding restarts at 0 with each document.
-    trace, optional list: the residual stream (B, T, C) after the embeddings and after each block
-    is appended to it (copies), for activation statistics.
-    """
-    B, T = x.shape
-    if T > cfg.block_size:
-        raise ValueError(f"sequence length {T} exceeds block_size {cfg.block_size}")
-    if reset_positions and doc_ids is None:
-        raise ValueError("reset_positions needs doc_ids")
-    p = params
-    tok, c_tok = layers.embedding_forward(x, p["wte"])  # (B, T, C)
-    pos = doc_positions(doc_ids) if reset_positions else None  # (B, T) or None: 0..T-1 for all
-    h = tok + (p["wpe"][:T] if pos is None else p["wpe"][pos])  # (B, T, C)
-    extra_mask = None if doc_ids is None else layers.doc_mask(doc_ids, h.dtype)  # (B, 1, T, T)
-    if trace is not None:
-        trace.append(h.copy())
+def forward(params, cfg, x):
+    """Integer ids x (B, T) -> (logits (B, T, V), cache for backward)."""
+    T = check_length(cfg, x)
+    tok, c_tok = layers.embedding_forward(x, params["wte"])  # (B, T, C)
+    h = tok + params["wpe"][:T]  # (B, T, C): the token's vector plus its position's
     caches = []
     for l in range(cfg.n_layer):
-        h, c_block = block_forward(cfg, p, f"h.{l}.", h, extra_mask)
+        h, c_block = block_forward(cfg, params, f"h.{l}.", h, None)  # None: only the causal mask
+        caches.append(c_block)
+    logits, c_lnf, c_head = head_forward(params, cfg, h)  # final norm, then the tied head
+    return logits, (cfg, T, c_tok, caches, c_lnf, c_head, params["wpe"].shape, None)
+
+
+def check_length(cfg, x):
+    """x's sequence length T; a ValueError if it exceeds the context length."""
+    T = x.shape[1]
+    if T > cfg.block_size:
+        raise ValueError(f"sequence length {T} exceeds block_size {cfg.block_size}")
+    return T
+
+
+def blocks_forward(params, cfg, h, extra_mask=None, trace=None):
+    """The residual stream h (B, T, C) through the n_layer blocks -> (h, the blocks' caches).
+
+    extra_mask, optional: added to every attention logit besides the causal mask (chapter 2's
+    document mask). trace, optional list: h after each block is appended to it (copies)."""
+    caches = []
+    for l in range(cfg.n_layer):
+        h, c_block = block_forward(cfg, params, f"h.{l}.", h, extra_mask)
         caches.append(c_block)
         if trace is not None:
             trace.append(h.copy())
-    f, c_lnf = norm_forward(cfg, p, "ln_f", h)
-    logits, c_head = layers.linear_forward(f, p["wte"], None)  # (B, T, V), tied to the embedding
-    logits = mup_output(cfg, logits)
-    return logits, (cfg, T, c_tok, caches, c_lnf, c_head, p["wpe"].shape, pos)
+    return h, caches
+
+
+def head_forward(params, cfg, h):
+    """The final norm, then the output head tied to the token embedding -> (logits, norm's cache, head's cache).
+    mup_output leaves the logits as they are unless chapter 7's muP is on."""
+    f, c_lnf = norm_forward(cfg, params, "ln_f", h)
+    logits, c_head = layers.linear_forward(f, params["wte"], None)  # (B, T, V), tied to the embedding
+    return mup_output(cfg, logits), c_lnf, c_head
+
+
+def doc_forward(params, cfg, x, doc_ids, reset_positions=False):
+    """forward for packed windows (chapter 2): doc_ids (B, T) gives each token's document
+    (pylib.data.doc_ids_from_eos), attention is also block-diagonal (a token sees only earlier
+    tokens of its own document), and with reset_positions the position embedding restarts at 0
+    with each document."""
+    T = check_length(cfg, x)
+    tok, c_tok = layers.embedding_forward(x, params["wte"])  # (B, T, C)
+    pos = doc_positions(doc_ids) if reset_positions else None  # (B, T) or None: 0..T-1 for all
+    h = tok + (params["wpe"][:T] if pos is None else params["wpe"][pos])  # (B, T, C)
+    h, caches = blocks_forward(params, cfg, h, layers.doc_mask(doc_ids, h.dtype))  # mask (B, 1, T, T)
+    logits, c_lnf, c_head = head_forward(params, cfg, h)
+    return logits, (cfg, T, c_tok, caches, c_lnf, c_head, params["wpe"].shape, pos)
+
+
+def traced_forward(params, cfg, x, trace):
+    """forward, appending the residual stream (B, T, C) after the embeddings and after each block
+    to the list trace (copies), for chapter 7's activation statistics."""
+    T = check_length(cfg, x)
+    tok, c_tok = layers.embedding_forward(x, params["wte"])
+    h = tok + params["wpe"][:T]
+    trace.append(h.copy())
+    h, caches = blocks_forward(params, cfg, h, trace=trace)
+    logits, c_lnf, c_head = head_forward(params, cfg, h)
+    return logits, (cfg, T, c_tok, caches, c_lnf, c_head, params["wpe"].shape, None)
 
 
 def backward(dlogits, cache, df_extra=None, g=None):
@@ -420,22 +456,34 @@ def backward(dlogits, cache, df_extra=None, g=None):
     return {name: g[name] for name in param_shapes(cfg)}  # nanoGPT order
 
 
-def forward_logits(params, cfg, x, doc_ids=None, reset_positions=False):
+def forward_logits(params, cfg, x):
     """Logits (B, T, V) only, for evaluation and sampling."""
-    return forward(params, cfg, x, doc_ids, reset_positions)[0]
+    return forward(params, cfg, x)[0]
 
 
 # ---------------------------------------------------------------------------
 # Loss
 
 
-def loss_and_grads(params, cfg, x, y, mask=None, denom=None, doc_ids=None, reset_positions=False, z_loss=0.0):
-    """Mean cross-entropy over counted tokens and its grads; denom overrides the count (see pylib.loss).
-
-    z_loss > 0 adds PaLM's z-loss term to the loss and its gradient (pylib.loss)."""
-    logits, cache = forward(params, cfg, x, doc_ids, reset_positions)
-    loss, c_loss = xent.cross_entropy_forward(logits, y, mask, denom, z_loss)
+def loss_and_grads(params, cfg, x, y, mask=None, denom=None):
+    """Mean cross-entropy over counted tokens and its grads; denom overrides the count (see pylib.loss)."""
+    logits, cache = forward(params, cfg, x)
+    loss, c_loss = xent.cross_entropy_forward(logits, y, mask, denom)
     return loss, backward(xent.cross_entropy_backward(c_loss), cache)
+
+
+def doc_loss_and_grads(params, cfg, x, y, doc_ids, reset_positions=False):
+    """loss_and_grads for packed windows (chapter 2): the forward is doc_forward."""
+    logits, cache = doc_forward(params, cfg, x, doc_ids, reset_positions)
+    loss, c_loss = xent.cross_entropy_forward(logits, y)
+    return loss, backward(xent.cross_entropy_backward(c_loss), cache)
+
+
+def z_loss_and_grads(params, cfg, x, y, coef, mask=None, denom=None):
+    """loss_and_grads with chapter 8's z-loss term (coef * log(Z)^2 per counted token, pylib.loss)."""
+    logits, cache = forward(params, cfg, x)
+    loss, c_loss = xent.z_loss_forward(logits, y, coef, mask, denom)
+    return loss, backward(xent.z_loss_backward(c_loss), cache)
 
 
 def loss_sum_and_grads(params, cfg, x, y, mask=None):
@@ -445,7 +493,6 @@ def loss_sum_and_grads(params, cfg, x, y, mask=None):
     return loss, count, grads
 
 
-def evaluate_loss(params, cfg, x, y, mask=None, doc_ids=None, reset_positions=False):
+def evaluate_loss(params, cfg, x, y, mask=None):
     """Mean cross-entropy without gradients."""
-    logits = forward_logits(params, cfg, x, doc_ids, reset_positions)
-    return xent.cross_entropy_forward(logits, y, mask)[0]
+    return xent.cross_entropy_forward(forward_logits(params, cfg, x), y, mask)[0]

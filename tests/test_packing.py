@@ -3,7 +3,7 @@ mask and position reset (gradient-checked), and the leak test."""
 
 import numpy as np
 
-from pylib import data, layers, model
+from pylib import data, layers, loss, model
 
 CFG = model.GPTConfig()
 EOS = CFG.vocab_size - 1
@@ -20,6 +20,12 @@ def packed_batch(B, T, seed=0):
 
 
 # ---------------------------------------------------------------------------
+
+
+def doc_loss(params, x, y, doc_ids):
+    """The loss of doc_forward with positions reset, without gradients."""
+    logits = model.doc_forward(params, CFG, x, doc_ids, reset_positions=True)[0]
+    return loss.cross_entropy_forward(logits, y)[0]
 
 
 def test_eos_belongs_to_the_document_it_ends():
@@ -58,17 +64,16 @@ def test_every_param_gradient_matches_finite_differences_with_doc_mask_and_posit
     x, y = packed_batch(2, 8, seed=2)
     doc_ids = data.doc_ids_from_eos(x, EOS)
     assert doc_ids.max() >= 2  # several documents per row: the mask really cuts
-    kw = dict(doc_ids=doc_ids, reset_positions=True)
-    _, grads = model.loss_and_grads(params, CFG, x, y, **kw)
+    _, grads = model.doc_loss_and_grads(params, CFG, x, y, doc_ids, reset_positions=True)
     h = 1e-5
     for name, p in params.items():
         numeric = np.zeros_like(p)
         for i in np.ndindex(p.shape):
             old = p[i]
             p[i] = old + h
-            plus = model.evaluate_loss(params, CFG, x, y, **kw)
+            plus = doc_loss(params, x, y, doc_ids)
             p[i] = old - h
-            minus = model.evaluate_loss(params, CFG, x, y, **kw)
+            minus = doc_loss(params, x, y, doc_ids)
             p[i] = old
             numeric[i] = (plus - minus) / (2 * h)
         scale = max(np.abs(numeric).max(), np.abs(grads[name]).max())
@@ -92,8 +97,8 @@ def test_doc_mask_stops_leaks_across_documents():
     x2 = x.copy()
     x2[:, t] = (x2[:, t] + 1) % EOS
     doc_ids = data.doc_ids_from_eos(x, EOS)
-    masked = model.forward_logits(params, CFG, x, doc_ids)
-    masked2 = model.forward_logits(params, CFG, x2, doc_ids)
+    masked = model.doc_forward(params, CFG, x, doc_ids)[0]
+    masked2 = model.doc_forward(params, CFG, x2, doc_ids)[0]
     np.testing.assert_array_equal(masked[:, 31:], masked2[:, 31:])  # B untouched, exactly
     assert (np.abs(masked[:, t:31] - masked2[:, t:31]).max(axis=-1) > 0).all()  # A itself sees it
     plain = model.forward_logits(params, CFG, x)
@@ -107,7 +112,7 @@ def test_doc_mask_with_one_document_changes_nothing():
     x[x == EOS] = 0
     doc_ids = data.doc_ids_from_eos(x, EOS)
     np.testing.assert_allclose(
-        model.forward_logits(params, CFG, x, doc_ids, reset_positions=True),
+        model.doc_forward(params, CFG, x, doc_ids, reset_positions=True)[0],
         model.forward_logits(params, CFG, x), rtol=0, atol=1e-12)
 
 

@@ -104,7 +104,7 @@ def init_stats(cfg, seed, x, y, wpe_std=None):
         params["wpe"] *= wpe_std / cfg.init_std
     trace = []
     with np.errstate(all="ignore"):  # a huge init scale overflows float32: reported as None
-        logits, cache = model.forward(params, cfg, x, trace=trace)  # logits (B, T, V)
+        logits, cache = model.traced_forward(params, cfg, x, trace)  # logits (B, T, V)
         loss, c_loss = xent.cross_entropy_forward(logits, y)
         grads = model.backward(xent.cross_entropy_backward(c_loss), cache)
         act_std = [float(np.std(h, dtype=np.float64)) for h in trace]  # L + 1 values
@@ -136,7 +136,7 @@ def coordinate_sizes(params, cfg, x):
     causal entries only) and the output logits, on the batch x."""
     trace = []
     with np.errstate(all="ignore"):
-        logits, cache = model.forward(params, cfg, x, trace=trace)
+        logits, cache = model.traced_forward(params, cfg, x, trace)
         q_scaled, k = cache[3][0][1][2][:2]  # layer 0's attention cache: (q * scale, k, ...), (B, H, T, D)
         scores = q_scaled @ k.swapaxes(-1, -2)  # (B, H, T, T)
         T = scores.shape[-1]

@@ -203,8 +203,8 @@ def leak_test(session, args):
     doc_ids = data.doc_ids_from_eos(x, eos)
     out = {}
     for name, d in [("masked", doc_ids), ("unmasked", None)]:
-        a = model.forward_logits(params, cfg, x, d)
-        b = model.forward_logits(params, cfg, x2, d)
+        a, b = ((model.doc_forward(params, cfg, v, d)[0] if d is not None else model.forward_logits(params, cfg, v))
+                for v in (x, x2))
         out[name] = np.abs(a - b).max(axis=-1)[0].tolist()  # (T,)
     other = doc_ids[0] != doc_ids[0, position]
     return {"position": position, "doc_ids": doc_ids[0].tolist(), "changed_from": _show(session, int(x[0, position])),
