@@ -154,7 +154,7 @@ def part_resume(corpus):
 
 
 def replay_seed(corpus, seed):
-    from pylib import checkpoint, train
+    from pylib import checkpoint, guards, train
     from pylib.studies import resume, stability
     BAD = stability.BAD
     mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "none", seed)
@@ -164,7 +164,7 @@ def replay_seed(corpus, seed):
     ckpt_step = first - resume.REPLAY["before"]
     end = first + BAD["repeats"] + resume.REPLAY["after"]
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook(bad_steps, token)
+    guards.hook_batches(state, stability.bad_batch_hook(bad_steps, token))
     train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, ckpt_step)
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
     original = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, end - ckpt_step)

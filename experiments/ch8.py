@@ -39,6 +39,7 @@ import numpy as np
 
 from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
 
+from pylib import guards
 from pylib.studies import stability
 
 ATTN, BAD = stability.ATTN, stability.BAD  # the settings live in pylib: the page re-runs them
@@ -142,8 +143,8 @@ def bad_run(corpus, cure, seed, bad_steps, final_eval):
     mcfg, tcfg = stability.bad_configs(corpus.vocab.size, cure, seed)
     tcfg = dataclasses.replace(tcfg, final_eval=final_eval)
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook(set(bad_steps), int(corpus.vocab.encode(BAD["token"])[0][0]))
-    state["grad_hook"] = stability.grad_norm_hook(mcfg)
+    guards.hook_batches(state, stability.bad_batch_hook(set(bad_steps), int(corpus.vocab.encode(BAD["token"])[0][0])))
+    guards.hook_grads(state, stability.grad_norm_hook(mcfg))
     xd = diag_windows(corpus, mcfg.block_size)
     diag = {"init": diagnostics(state["params"], mcfg, xd)}
     history = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)

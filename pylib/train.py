@@ -20,15 +20,18 @@ One record per step, JSON-ready (Python floats and ints; None instead of NaN or 
   final_eval, the last record also has val_full: the loss on the whole validation split
   (pylib.evaluation), the course's one evaluation for final numbers.
 
-Optional per-run hooks, kept in the train state (not in the config, which must stay a value):
-  state["batch_hook"](step, x, y) -> (x, y) may replace a microbatch (e.g. inject a corrupted
-  batch); state["grad_hook"](record, grads) sees the step's gradients before clipping and may
-  add entries to the record (e.g. per-layer gradient norms).
+A step whose gradient was clipped is marked {"clipped": True}.
 
-Outlier skipping (skip_factor > 0): a step whose gradient norm exceeds skip_factor times the
-median of the last 20 applied steps' norms (once 10 have been applied) is not applied and is
-marked {"skipped": True}; the run goes on with the next batch. A clipped step is marked
-{"clipped": True}.
+Chapter 1's loop is the whole loop. Later chapters' ideas are layered on in init_train_state,
+which builds three functions the loop calls, from TrainConfig's later fields:
+  state["loss_fn"](params, model_cfg, x, y, denom) -> (loss, grads): one microbatch's
+    (pylib.model.loss_and_grads; chapter 8's z-loss: pylib.model.z_loss_and_grads);
+  state["step_grads"](state, model_cfg, train_cfg, tokens, record) -> (loss, grads, tokens):
+    the step's, over grad_accum microbatches (step_loss_and_grads);
+  state["update"](state, train_cfg, record, grads, lr): the optimiser's step (apply_update:
+    AdamW; chosen_update: chapter 5's Adam with L2, SGD and Muon, chapter 7's muP groups).
+Chapter 8's guards wrap them (pylib.guards): skipping outlier steps, and hooks that replace a
+microbatch or read the gradients before clipping.
 
 Divergence: a step whose loss or gradient norm is not finite, or whose loss exceeds 2 ln V, is
 marked {"diverged": True} (and has no tokens_per_s), is not applied, and ends the run. A loss of
@@ -43,20 +46,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pylib import evaluation, model, optim
-from pylib.schedules import SCHEDULES, lr_at
+from pylib import evaluation, guards, model, mup, optim
+from pylib.schedules import SCHEDULES, lr_at, warmup_cosine_lr
 
 # ---------------------------------------------------------------------------
 # Config
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    optimizer: str = "adamw"  # see OPTIMIZERS
+class LoopConfig:
+    """Chapter 1's training loop: AdamW, warmup then cosine, clipping, and periodic evaluation."""
+
     lr: float = 1e-2  # peak learning rate; see chapter 1 for why not 0.02 (seed spread)
     min_lr_ratio: float = 0.1  # the cosine ends at lr * min_lr_ratio (nanoGPT, Chinchilla)
-    schedule: str = "cosine"  # "cosine", "wsd" or "constant" (pylib.schedules), after the warmup
-    decay_frac: float = 0.2  # WSD only: the fraction of the steps spent decaying
     warmup_steps: int = 20
     steps: int = 400  # ~2 s in CPython, ~10-20 s in the page
     batch_size: int = 16  # B windows per microbatch
@@ -65,27 +67,47 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.99  # nanoGPT's shakespeare_char choice for small batches
     eps: float = 1e-8
-    momentum: float = 0.9  # SGD only
     grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
-    skip_factor: float = 0.0  # skip a step whose grad norm > this x the recent median; 0: off
-    z_loss: float = 0.0  # PaLM's z-loss coefficient (pylib.loss); 0: off
     seed: int = 0
     eval_interval: int = 10  # fine enough to see the short stay at the unigram loss
     eval_windows: int = 128  # fixed windows per split for train_eval / val (the curves' subset)
     final_eval: bool = False  # score the last step on the whole validation split too (val_full)
-    mup_constant_decay: bool = False  # AdamW under muP: decay every tensor by lr*wd, not lr*mult*wd (mup's default)
 
     def __post_init__(self):
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}")
         if self.steps < 1 or self.batch_size < 1 or self.grad_accum < 1 or self.eval_interval < 1:
             raise ValueError("steps, batch_size, grad_accum and eval_interval must be >= 1")
 
     @property
     def min_lr(self):
         return self.lr * self.min_lr_ratio
+
+    def lr_at(self, step):
+        """The learning rate at a 0-based step: warmup, then cosine (pylib.schedules)."""
+        return warmup_cosine_lr(step, self.lr, self.warmup_steps, self.steps, self.min_lr)
+
+
+@dataclass(frozen=True)
+class TrainConfig(LoopConfig):
+    """LoopConfig plus the options later chapters teach; each default leaves chapter 1's loop as it is."""
+
+    optimizer: str = "adamw"  # chapter 5: see OPTIMIZERS
+    momentum: float = 0.9  # chapter 5: SGD only
+    schedule: str = "cosine"  # chapter 6: "cosine", "wsd" or "constant" (pylib.schedules), after the warmup
+    decay_frac: float = 0.2  # chapter 6: WSD only, the fraction of the steps spent decaying
+    mup_constant_decay: bool = False  # chapter 7: AdamW under muP decays every tensor by lr*wd (mup's default)
+    skip_factor: float = 0.0  # chapter 8: skip a step whose grad norm > this x the recent median; 0: off
+    z_loss: float = 0.0  # chapter 8: PaLM's z-loss coefficient (pylib.loss); 0: off
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}")
+
+    def lr_at(self, step):
+        """The learning rate of the named schedule at a 0-based step."""
+        return lr_at(self.schedule, step, self.lr, self.warmup_steps, self.steps, self.min_lr, self.decay_frac)
 
 
 OPTIMIZERS = {
@@ -106,23 +128,39 @@ def divergence_threshold(vocab_size):
 
 
 def init_train_state(model_cfg, train_cfg):
-    """Fresh params, optimiser state, step 0, the batch rng, and diverged = False."""
+    """Fresh params, optimiser state, step 0, the batch rng, diverged = False, and the step's
+    functions for the config (see the module docstring)."""
     params = model.init_params(model_cfg, train_cfg.seed)
-    if train_cfg.optimizer == "muon":
-        from pylib import muon
-        opt = muon.muon_init(params)
-    else:
-        opt = optim.sgd_init(params) if train_cfg.optimizer == "sgd" else optim.adamw_init(params)
-    return {
+    state = {
         "params": params,
-        "opt": opt,
         "groups": optim.param_groups(params),
-        "lr_mult": model.lr_multipliers(model_cfg) if model_cfg.mup_base_width else None,
-        "recent_norms": [],  # the last applied steps' gradient norms, for skip_factor
         "step": 0,
         "batch_rng": np.random.default_rng([train_cfg.seed, 1]),
         "diverged": False,
+        "loss_fn": model.loss_and_grads,
+        "step_grads": step_loss_and_grads,
+        "update": apply_update,
     }
+    optimizer = getattr(train_cfg, "optimizer", "adamw")
+    init = {"sgd": optim.sgd_init, "muon": _muon_init}.get(optimizer, optim.adamw_init)
+    if model_cfg.mup_base_width:  # chapter 7: one optimiser state per learning-rate group
+        state["lr_mult"] = model.lr_multipliers(model_cfg)
+        state["opt"] = mup.grouped_init(init, params, state["lr_mult"])
+    else:
+        state["opt"] = init(params)
+    if optimizer != "adamw" or model_cfg.mup_base_width:  # chapters 5 and 7
+        state["update"] = chosen_update
+    if getattr(train_cfg, "z_loss", 0.0):  # chapter 8
+        coef = train_cfg.z_loss
+        state["loss_fn"] = lambda params, cfg, x, y, denom: model.z_loss_and_grads(params, cfg, x, y, coef, denom=denom)
+    if getattr(train_cfg, "skip_factor", 0.0) > 0:  # chapter 8
+        guards.skip_outliers(state, train_cfg.skip_factor)
+    return state
+
+
+def _muon_init(params):
+    from pylib import muon
+    return muon.muon_init(params)
 
 
 def estimate_loss(params, model_cfg, tokens, n_windows):
@@ -150,7 +188,7 @@ def _evaluate(params, model_cfg, train_cfg, train_tokens, val_tokens):
         }
 
 
-def _accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng, batch_hook=None, step=0):
+def accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng, loss_fn=model.loss_and_grads):
     """Loss and grads over grad_accum microbatches, normalised by the total token count."""
     from pylib.data import get_batch
 
@@ -159,10 +197,7 @@ def _accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng, batch
     loss, grads = 0.0, None
     for _ in range(train_cfg.grad_accum):
         x, y = get_batch(tokens, B, T, rng)
-        if batch_hook is not None:
-            x, y = batch_hook(step, x, y)
-        micro_loss, micro_grads = model.loss_and_grads(params, model_cfg, x, y, denom=total,
-                                                       z_loss=train_cfg.z_loss)
+        micro_loss, micro_grads = loss_fn(params, model_cfg, x, y, denom=total)
         loss += micro_loss
         if grads is None:
             grads = micro_grads
@@ -172,67 +207,85 @@ def _accumulated_loss_and_grads(params, model_cfg, train_cfg, tokens, rng, batch
     return loss, grads, total
 
 
+def step_loss_and_grads(state, model_cfg, train_cfg, tokens, record):
+    """The step's loss and grads: accumulated_loss_and_grads with the state's rng and loss_fn."""
+    return accumulated_loss_and_grads(state["params"], model_cfg, train_cfg, tokens, state["batch_rng"],
+                                      state["loss_fn"])
+
+
 def train_steps(state, model_cfg, train_cfg, train_tokens, val_tokens, n_steps, on_step=None):
     """Run up to n_steps more steps (never past train_cfg.steps); returns their records."""
     records = []
-    params, tc = state["params"], train_cfg
-    limit = divergence_threshold(model_cfg.vocab_size)
     for _ in range(n_steps):
-        if state["diverged"] or state["step"] >= tc.steps:
+        if state["diverged"] or state["step"] >= train_cfg.steps:
             break
-        step = state["step"]
-        last = step == tc.steps - 1
-        record = {"step": step}
-        if step % tc.eval_interval == 0 and not last:
-            record.update(_evaluate(params, model_cfg, tc, train_tokens, val_tokens))
-        t0 = time.perf_counter()
-        lr = lr_at(tc.schedule, step, tc.lr, tc.warmup_steps, tc.steps, tc.min_lr, tc.decay_frac)
-        with np.errstate(all="ignore"):  # a diverging run overflows; it is caught just below
-            loss, grads, n_tokens = _accumulated_loss_and_grads(
-                params, model_cfg, tc, train_tokens, state["batch_rng"], state.get("batch_hook"), step)
-            if state.get("grad_hook"):
-                state["grad_hook"](record, grads)
-            grad_norm = optim.clip_grad_norm(grads, tc.grad_clip)
-        record.update(loss=_finite_or_none(loss), lr=float(lr), grad_norm=_finite_or_none(grad_norm))
-        if not (math.isfinite(loss) and math.isfinite(grad_norm)) or loss > limit:
-            record["diverged"] = True
-            state["diverged"] = True
-            records.append(record)
-            if on_step:
-                on_step(record)
-            break
-        recent = state.setdefault("recent_norms", [])
-        if tc.skip_factor > 0 and len(recent) >= 10 and grad_norm > tc.skip_factor * float(np.median(recent)):
-            record["skipped"] = True  # an outlier: this batch's update is dropped
-        else:
-            if tc.grad_clip > 0 and grad_norm > tc.grad_clip:
-                record["clipped"] = True
-            _apply_update(state, tc, grads, lr)
-            recent.append(grad_norm)
-            del recent[:-20]
-        record["tokens_per_s"] = n_tokens / max(time.perf_counter() - t0, 1e-9)
-        state["step"] += 1
-        if last:
-            record.update(_evaluate(params, model_cfg, tc, train_tokens, val_tokens))
-            if tc.final_eval:
-                record["val_full"] = _finite_or_none(evaluation.full_loss(params, model_cfg, val_tokens))
+        record = train_step(state, model_cfg, train_cfg, train_tokens, val_tokens)
         records.append(record)
         if on_step:
             on_step(record)
     return records
 
 
-def _apply_update(state, tc, grads, lr):
-    """One optimiser step on state["params"], by tc.optimizer."""
-    params, opt, groups, mult = state["params"], state["opt"], state["groups"], state.get("lr_mult")
-    if tc.optimizer in ("adamw", "adam_l2"):
-        optim.adamw_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups,
-                         lr_mult=mult, decoupled=tc.optimizer == "adamw", mult_decay=not tc.mup_constant_decay)
-    elif tc.optimizer == "muon":
-        from pylib import muon
-        muon.muon_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups, lr_mult=mult)
+def train_step(state, model_cfg, tc, train_tokens, val_tokens):
+    """One step: evaluate (every eval_interval steps), loss and grads, clip, update; returns its record."""
+    params, step = state["params"], state["step"]
+    last = step == tc.steps - 1
+    record = {"step": step}
+    if step % tc.eval_interval == 0 and not last:
+        record.update(_evaluate(params, model_cfg, tc, train_tokens, val_tokens))
+    t0 = time.perf_counter()
+    lr = tc.lr_at(step)
+    with np.errstate(all="ignore"):  # a diverging run overflows; it is caught just below
+        loss, grads, n_tokens = state["step_grads"](state, model_cfg, tc, train_tokens, record)
+        grad_norm = optim.clip_grad_norm(grads, tc.grad_clip)
+    record.update(loss=_finite_or_none(loss), lr=float(lr), grad_norm=_finite_or_none(grad_norm))
+    if not (math.isfinite(loss) and math.isfinite(grad_norm)) or loss > divergence_threshold(model_cfg.vocab_size):
+        record["diverged"] = state["diverged"] = True  # not applied: the run ends here
+        return record
+    if tc.grad_clip > 0 and grad_norm > tc.grad_clip:
+        record["clipped"] = True
+    state["update"](state, tc, record, grads, lr)
+    record["tokens_per_s"] = n_tokens / max(time.perf_counter() - t0, 1e-9)
+    state["step"] += 1
+    if last:
+        record.update(_evaluate(params, model_cfg, tc, train_tokens, val_tokens))
+        if tc.final_eval:
+            record["val_full"] = _finite_or_none(evaluation.full_loss(params, model_cfg, val_tokens))
+    return record
+
+
+def apply_update(state, tc, record, grads, lr):
+    """AdamW's step on state["params"], with the config's betas, eps and weight decay."""
+    optim.adamw_step(state["params"], grads, state["opt"], lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay,
+                     state["groups"])
+
+
+def chosen_update(state, tc, record, grads, lr):
+    """The update of tc.optimizer (chapter 5), on each muP learning-rate group apart (chapter 7)."""
+    step = {"adamw": optim.adamw_step, "adam_l2": optim.adam_l2_step, "sgd": _sgd_step, "muon": _muon_step}[tc.optimizer]
+    params, opt = state["params"], state["opt"]
+    if "lr_mult" in state:
+        constant_decay = tc.mup_constant_decay and tc.optimizer == "adamw"
+        mup.grouped_step(step, params, grads, opt, lr, state["lr_mult"], tc.weight_decay, constant_decay,
+                         **_hyper(tc))
     else:
-        optim.sgd_step(params, grads, opt, lr, tc.momentum, tc.weight_decay, groups, lr_mult=mult)
+        step(params, grads, opt, lr, weight_decay=tc.weight_decay, groups=state["groups"], **_hyper(tc))
+
+
+def _hyper(tc):
+    """The optimiser's settings besides lr and weight decay."""
+    if tc.optimizer == "sgd":
+        return {"momentum": tc.momentum}
+    return {"beta1": tc.beta1, "beta2": tc.beta2, "eps": tc.eps}
+
+
+def _sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=None):
+    optim.sgd_step(params, grads, state, lr, momentum, weight_decay, groups)
+
+
+def _muon_step(params, grads, state, lr, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, groups=None):
+    from pylib import muon
+    muon.muon_step(params, grads, state, lr, beta1, beta2, eps, weight_decay, groups)
 
 
 def train(model_cfg, train_cfg, train_tokens, val_tokens, on_step=None):

@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from pylib import checkpoint, data, model, train
+from pylib import checkpoint, data, guards, model, train
 from pylib.checkpoint import CheckpointError
 from pylib.studies import monitoring, resume, stability
 
@@ -276,7 +276,7 @@ def test_replay_same_batches_brings_the_spike_back_other_batches_do_not(tokens):
     token = 1
     bad = {150, 151, 152}
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook(bad, token)
+    guards.hook_batches(state, stability.bad_batch_hook(bad, token))
     train.train_steps(state, mcfg, tcfg, *tokens, 140)
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
     original = train.train_steps(state, mcfg, tcfg, *tokens, 33)

@@ -140,10 +140,10 @@ def test_clipping_acts_once_on_the_accumulated_gradient(monkeypatch):
     # The same step by hand: sum the four shares, clip the sum once, update.
     monkeypatch.setattr(optim, "clip_grad_norm", real_clip)
     ref = train.init_train_state(CFG, tc)
-    _, grads, _ = train._accumulated_loss_and_grads(ref["params"], CFG, tc, tokens, ref["batch_rng"])
+    _, grads, _ = train.accumulated_loss_and_grads(ref["params"], CFG, tc, tokens, ref["batch_rng"])
     assert calls[0] == optim.global_grad_norm(grads)  # it saw the summed gradient
     real_clip(grads, tc.grad_clip)
-    train._apply_update(ref, tc, grads, record["lr"])
+    ref["update"](ref, tc, {}, grads, record["lr"])
     assert all(np.array_equal(state["params"][k], ref["params"][k]) for k in ref["params"])
 
     # Clipping each microbatch's share instead is a different step (the check can tell them apart).
@@ -155,7 +155,7 @@ def test_clipping_acts_once_on_the_accumulated_gradient(monkeypatch):
         real_clip(g, tc.grad_clip)
         shares.append(g)
     summed = {k: sum(g[k] for g in shares) for k in shares[0]}
-    train._apply_update(alt, tc, summed, record["lr"])
+    alt["update"](alt, tc, {}, summed, record["lr"])
     assert not all(np.allclose(state["params"][k], alt["params"][k], rtol=0, atol=1e-7) for k in alt["params"])
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pylib import data, layers, model, optim, train, web
+from pylib import data, guards, layers, model, optim, train, web
 from pylib.studies import stability
 
 
@@ -37,7 +37,7 @@ def test_attention_stats_match_a_direct_computation():
     x = random_ids(cfg)
     stats = stability.attention_stats(params, cfg, x)
     trace = []  # the residual stream entering each block
-    model.forward(params, cfg, x, trace=trace)
+    model.traced_forward(params, cfg, x, trace)
     T, H, D = cfg.block_size, cfg.n_head, cfg.n_embd // cfg.n_head
     for l in range(cfg.n_layer):
         p = lambda k: params[f"h.{l}.{k}"]
@@ -143,7 +143,7 @@ def test_mlp_preactivations_are_the_input_of_the_gelu():
         params[f"h.{l}.attn.c_proj.bias"][:] = 0.0
     x = random_ids(cfg)
     trace = []
-    model.forward(params, cfg, x, trace=trace)
+    model.traced_forward(params, cfg, x, trace)
     pre = stability.mlp_preactivations(params, cfg, x)
     for l in range(cfg.n_layer):
         p = lambda k: params[f"h.{l}.{k}"]
@@ -185,7 +185,7 @@ def test_bad_batch_hook_replaces_only_the_chosen_steps_and_keeps_the_batch_strea
 
     for inner in (None, stability.bad_batch_hook({3, 4}, 7)):
         state = train.init_train_state(mcfg, tcfg)
-        state["batch_hook"] = spy(inner)
+        guards.hook_batches(state, spy(inner))
         train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
     clean, bad = seen[True], seen[False]
     for step in range(8):
@@ -228,8 +228,8 @@ def test_clipping_and_skipping_shrink_the_spike_of_a_bad_stretch(corpus):
         state = train.init_train_state(mcfg, tcfg)
         head = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, branch)
         bad_state = checkpoint.load_checkpoint(checkpoint.checkpoint_bytes(state, mcfg, tcfg), mcfg)[0]
-        bad_state["batch_hook"] = stability.bad_batch_hook({inject, inject + 1, inject + 2},
-                                                           int(corpus.vocab.encode(" ")[0][0]))
+        guards.hook_batches(bad_state, stability.bad_batch_hook({inject, inject + 1, inject + 2},
+                                                               int(corpus.vocab.encode(" ")[0][0])))
         runs = [head + train.train_steps(s, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps) for s in (state, bad_state)]
         assert [len(r) for r in runs] == [tcfg.steps] * 2
         assert [r["loss"] for r in runs[0][branch:inject]] == [r["loss"] for r in runs[1][branch:inject]]
@@ -363,7 +363,7 @@ def test_bad_batch_op_replays_the_measured_setting_and_injects_on_demand(session
     # the same run in CPython, with the same hooks, gives the same losses
     mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "skip", seed=1, lr=0.02, skip_factor=4.0)
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook({5, 6, 7, *injected}, int(corpus.vocab.encode(" ")[0][0]))
+    guards.hook_batches(state, stability.bad_batch_hook({5, 6, 7, *injected}, int(corpus.vocab.encode(" ")[0][0])))
     ref = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
     assert [r["loss"] for r in records] == [r["loss"] for r in ref]
     # the weight norms and dead units the page draws are pylib's, of the same weights

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from pylib import train
+from pylib import guards, train
 from pylib.studies import stability
 
 METRICS = {  # name: (what it is, the moment it measures)
@@ -88,7 +88,7 @@ def overfit_one_batch(model_cfg, train_cfg, tokens, steps, seed=0):
 
     state = train.init_train_state(model_cfg, train_cfg)
     x, y = get_batch(tokens, train_cfg.batch_size, model_cfg.block_size, np.random.default_rng([seed, 2]))
-    state["batch_hook"] = lambda step, _x, _y: (x, y)  # the same batch at every step
+    guards.hook_batches(state, lambda step, _x, _y: (x, y))  # the same batch at every step
     history = train.train_steps(state, model_cfg, train_cfg, tokens, tokens, steps)
     return [r["loss"] for r in history]
 

@@ -17,7 +17,7 @@ tells a data spike from a numerics one.
 
 import numpy as np
 
-from pylib import checkpoint, train
+from pylib import checkpoint, guards, train
 from pylib.studies import stability
 
 OTHER_STREAM = 7  # the replay on other batches reads np.random.default_rng([seed, 1, OTHER_STREAM])
@@ -60,7 +60,7 @@ def replay(ckpt, model_cfg, train_tokens, val_tokens, n_steps, bad_steps, token_
     bad batches at bad_steps) or on other batches (another stream, which does not). Returns records."""
     state, tcfg = restart(ckpt, model_cfg)
     if same_batches:
-        state["batch_hook"] = stability.bad_batch_hook(set(bad_steps), token_id)
+        guards.hook_batches(state, stability.bad_batch_hook(set(bad_steps), token_id))
     else:
         state["batch_rng"] = np.random.default_rng([tcfg.seed, 1, OTHER_STREAM])
     return train.train_steps(state, model_cfg, tcfg, train_tokens, val_tokens, n_steps, on_step)

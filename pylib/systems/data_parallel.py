@@ -26,7 +26,7 @@ Legend: W workers, B batch, T time, N parameters (one flat vector, pylib.model.p
 import numpy as np
 
 from pylib import loss as xent
-from pylib import model, optim
+from pylib import guards, model, optim
 from pylib.systems import collectives as col
 
 # ---------------------------------------------------------------------------
@@ -252,5 +252,6 @@ def data_parallel_train_state(model_cfg, train_cfg, n_workers):
             grads[name][...] = dp_grads[name]
         record["allreduce_bytes"] = max(info["sent"]) * info["itemsize"]
 
-    state["batch_hook"], state["grad_hook"] = keep_batch, replace_grads
+    guards.hook_batches(state, keep_batch)
+    guards.hook_grads(state, replace_grads)
     return state

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from pylib import checkpoint, model, train
+from pylib import checkpoint, guards, model, train
 from pylib.studies import monitoring, resume, stability, target as to_target
 from pylib.systems import goodput
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
@@ -215,7 +215,7 @@ def replay_start(session, args):
         seed = parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
         mcfg, tcfg = stability.bad_configs(session.vocab.size, "none", seed)
         state = train.init_train_state(mcfg, tcfg)
-        state["batch_hook"] = stability.bad_batch_hook(bad_steps, token)
+        guards.hook_batches(state, stability.bad_batch_hook(bad_steps, token))
         _RUNS["replay"] = {"model_cfg": mcfg, "cfg": tcfg, "state": state, "seed": seed, "ckpt": None,
                            "mode": mode, "log": [], "end": end, "bad_steps": bad_steps}
     else:
@@ -224,7 +224,7 @@ def replay_start(session, args):
             raise InputError({"mode": f"Run the original first: its checkpoint at step {ckpt_step} is what a replay starts from."})
         state, tcfg = resume.restart(prev["ckpt"], prev["model_cfg"])
         if mode == "same":
-            state["batch_hook"] = stability.bad_batch_hook(bad_steps, token)
+            guards.hook_batches(state, stability.bad_batch_hook(bad_steps, token))
         else:
             state["batch_rng"] = np.random.default_rng([tcfg.seed, 1, resume.OTHER_STREAM])
         _RUNS["replay"] = {**prev, "state": state, "mode": mode, "log": []}

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from pylib import data, train
+from pylib import data, guards, train
 from pylib.studies import stability
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
 from pylib.web.chunks import chunk_steps
@@ -121,8 +121,8 @@ def bad_start(session, args):
     state = train.init_train_state(mcfg, tcfg)
     bad_steps = set(range(s["inject_step"], s["inject_step"] + stability.BAD["repeats"]))
     token = int(session.vocab.encode(stability.BAD["token"])[0][0])
-    state["batch_hook"] = stability.bad_batch_hook(bad_steps, token)
-    state["grad_hook"] = stability.grad_norm_hook(mcfg)
+    guards.hook_batches(state, stability.bad_batch_hook(bad_steps, token))
+    guards.hook_grads(state, stability.grad_norm_hook(mcfg))
     x_diag, _ = data.eval_windows(session.val_tokens, stability.DIAG_WINDOWS, mcfg.block_size)
     _RUNS["bad"] = {"model_cfg": mcfg, "cfg": tcfg, "state": state, "bad_steps": bad_steps, "history": [],
                     "diverged_at": None, "x_diag": x_diag}

@@ -162,7 +162,7 @@ def test_checkpoint_widget_refuses_bad_steps(chapter15, raw):
 def cpython_replays(seed=0):
     """pylib's replay in CPython, on the corpus the page loads: the original run to its checkpoint,
     then the replays on other batches and on the same ones; their spikes."""
-    from pylib import checkpoint, train
+    from pylib import checkpoint, guards, train
     from pylib.studies import resume, stability
     vocab, tr, va = corpus()
     mcfg, tcfg = stability.bad_configs(vocab.size, "none", seed)
@@ -170,7 +170,7 @@ def cpython_replays(seed=0):
     bad = set(range(stability.BAD["inject_step"], stability.BAD["inject_step"] + stability.BAD["repeats"]))
     ckpt_step = stability.BAD["inject_step"] - resume.REPLAY["before"]
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook(bad, token)
+    guards.hook_batches(state, stability.bad_batch_hook(bad, token))
     train.train_steps(state, mcfg, tcfg, tr, va, ckpt_step)
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
     n = max(bad) + 1 + resume.REPLAY["after"] - ckpt_step

@@ -108,7 +108,7 @@ def fill_bad(page, **fields):
 
 
 def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
-    from pylib import data, train
+    from pylib import data, guards, train
     from pylib.studies import stability
     w = fill_bad(chapter8, cure="skip", inject_step="150")
     assert wait_settled(w, after=press_run(w)) == "done"
@@ -121,7 +121,7 @@ def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
     vocab, train_ids, val_ids = corpus()
     mcfg, tcfg = stability.bad_configs(vocab.size, "skip", 0)
     state = train.init_train_state(mcfg, tcfg)
-    state["batch_hook"] = stability.bad_batch_hook({150, 151, 152}, int(vocab.encode(" ")[0][0]))
+    guards.hook_batches(state, stability.bad_batch_hook({150, 151, 152}, int(vocab.encode(" ")[0][0])))
     h = train.train_steps(state, mcfg, tcfg, train_ids, val_ids, tcfg.steps)
     assert r["final_loss"] == pytest.approx(h[-1]["loss"], abs=2e-3)
     assert r["skipped_steps"] == sum(1 for x in h if x.get("skipped"))
