@@ -28,7 +28,7 @@ def _fmt(x, spec=".4f"):
 
 def loss_driver(fn, corpus):
     """The untrained course model's logits on fixed validation windows, scored by your function and
-    by pylib's, with no mask, with a mask, with a fixed denominator and with z-loss."""
+    by pylib's, with no mask, with a mask and with a fixed denominator."""
     from pylib import data, loss, model
 
     cfg = model.GPTConfig()
@@ -42,7 +42,6 @@ def loss_driver(fn, corpus):
         ("every position", {}),
         ("mask: first half of each window", {"mask": half}),
         (f"denominator {2 * n} (twice the count)", {"denom": 2 * n}),
-        ("z-loss 1e-4", {"z_loss": 1e-4}),
     ]
     print(f"Untrained model (seed {LOSS_CHECK['seed']}), {LOSS_CHECK['windows']} validation windows "
           f"of {cfg.block_size} tokens; ln V = {math.log(cfg.vocab_size):.4f} nats.")
@@ -271,7 +270,7 @@ def _cells():
     return [
         Cell("pylib.loss.cross_entropy_forward", loss_driver, True,
              f"Run scores the untrained model's logits on {LOSS_CHECK['windows']} validation windows with your "
-             "function and with pylib's: with no mask, with a mask, with a fixed denominator and with z-loss."),
+             "function and with pylib's: with no mask, with a mask and with a fixed denominator."),
         Cell("pylib.optim.adamw_step", adamw_driver, True,
              f"Run trains the course model for {adamw['steps']} steps with your adamw_step and compares its "
              f"validation loss, every {adamw['eval_interval']} steps, with a run of pylib's on the same seed "

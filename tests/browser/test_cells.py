@@ -339,7 +339,7 @@ def test_loss_cell_matches_pylib_unedited(chapter3):
     c = cell(chapter3, "pylib.loss.cross_entropy_forward")
     assert run(c) == "done"
     r = json.loads(c.get_attribute("data-result"))
-    assert r["same"] is True and len(r["cases"]) == 4
+    assert r["same"] is True and len(r["cases"]) == 3
     assert "Every case matches pylib exactly." in output(c)
 
 
