@@ -262,7 +262,8 @@ def apply_update(state, tc, record, grads, lr):
 
 def chosen_update(state, tc, record, grads, lr):
     """The update of tc.optimizer (chapter 5), on each muP learning-rate group apart (chapter 7)."""
-    step = {"adamw": optim.adamw_step, "adam_l2": optim.adam_l2_step, "sgd": _sgd_step, "muon": _muon_step}[tc.optimizer]
+    steps = {"adamw": optim.adamw_step, "adam_l2": optim.adam_l2_step, "sgd": _sgd_step, "muon": _muon_step}
+    step = steps[tc.optimizer]
     params, opt = state["params"], state["opt"]
     if "lr_mult" in state:
         constant_decay = tc.mup_constant_decay and tc.optimizer == "adamw"

@@ -7,7 +7,8 @@ norms, dead MLP units, and where NaN comes from (each source next to its guard).
   |q.k| * scale and the mean attention entropy per layer, read from the forward cache; and the
   output's log normaliser log Z (what z-loss acts on), signed and in absolute value.
 - One bad batch: a batch whose every input and target is one repeated token id, swapped in at
-  chosen steps through pylib.train's batch_hook; per-layer gradient norms through its grad_hook.
+  chosen steps through a batch hook (pylib.guards.hook_batches); per-layer gradient norms
+  through a gradient hook (pylib.guards.hook_grads).
 - Diagnostics of a run's state: the weight norm of each layer group, and the MLP units that
   never fire (pre-activation never above 0) on a set of windows.
 - NaN sources: log(0), exp overflow, a fully masked softmax row; each as the naive formula and
@@ -171,7 +172,7 @@ def dead_units(params, cfg, x):
 
 
 def grad_norm_hook(cfg):
-    """A pylib.train grad_hook that records each step's per-layer gradient norms (before clipping)."""
+    """A gradient hook (pylib.guards.hook_grads) recording each step's per-layer gradient norms (before clipping)."""
     def hook(record, grads):
         record["layer_grad_norms"] = layer_grad_norms(grads, cfg)
     return hook
@@ -187,7 +188,7 @@ def repeated_token_batch(x, y, token_id):
 
 
 def bad_batch_hook(steps, token_id):
-    """A pylib.train batch_hook that corrupts the batch at each step in steps (a set, shared: the
+    """A batch hook (pylib.guards.hook_batches) that corrupts the batch at each step in steps (a set, shared: the
     page adds to it when the reader presses "Inject now"). The clean batch is still drawn, so the
     batch stream after the bad steps is the same as without them."""
     def hook(step, x, y):
