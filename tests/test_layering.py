@@ -135,3 +135,18 @@ def test_adamw_step_on_separate_arrays_writes_back():
     mult = {n: 0.5 for n in params}
     mup.grouped_step(optim.adamw_step, params, grads, mup.grouped_init(optim.adamw_init, params, mult), 1e-2, mult)
     assert all(np.isfinite(v).all() for v in params.values())
+
+
+@pytest.mark.parametrize("recipe", ["bf16_master", "fp16_dynamic", "fp8"])
+def test_rounding_recipes_equal_the_all_in_one_core(recipe, monkeypatch):
+    # Chapter 9's recipes round through layers.MATMUL_INPUT (a hook the layering left as it was) and
+    # run their own loop over the core's loss and AdamW: the same bits with the old core patched in.
+    from pylib.systems import mixed_precision as mp
+
+    mcfg, tcfg = model.GPTConfig(), train.TrainConfig(**SHORT)
+    new = mp.train_recipe(mcfg, tcfg, TOKENS, TOKENS, recipe)
+    monkeypatch.setattr(optim, "adamw_step", allinone.adamw_step)
+    monkeypatch.setattr(xent, "cross_entropy_forward", allinone.cross_entropy_forward)
+    monkeypatch.setattr(xent, "cross_entropy_backward", allinone.cross_entropy_backward)
+    old = mp.train_recipe(mcfg, tcfg, TOKENS, TOKENS, recipe)
+    assert_same_run(new[1], new[0], old[1], old[0])
