@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pylib import evaluation, guards, model, mup, optim
+from pylib import evaluation, guards, model, muon, mup, optim
 from pylib.schedules import SCHEDULES, lr_at, warmup_cosine_lr
 
 # ---------------------------------------------------------------------------
@@ -141,8 +141,8 @@ def init_train_state(model_cfg, train_cfg):
         "step_grads": step_loss_and_grads,
         "update": apply_update,
     }
-    optimizer = getattr(train_cfg, "optimizer", "adamw")
-    init = {"sgd": optim.sgd_init, "muon": _muon_init}.get(optimizer, optim.adamw_init)
+    optimizer = option(train_cfg, "optimizer")
+    init = {"sgd": optim.sgd_init, "muon": muon.muon_init}.get(optimizer, optim.adamw_init)
     if model_cfg.mup_base_width:  # chapter 7: one optimiser state per learning-rate group
         state["lr_mult"] = model.lr_multipliers(model_cfg)
         state["opt"] = mup.grouped_init(init, params, state["lr_mult"])
@@ -150,17 +150,17 @@ def init_train_state(model_cfg, train_cfg):
         state["opt"] = init(params)
     if optimizer != "adamw" or model_cfg.mup_base_width:  # chapters 5 and 7
         state["update"] = chosen_update
-    if getattr(train_cfg, "z_loss", 0.0):  # chapter 8
+    if option(train_cfg, "z_loss"):  # chapter 8
         coef = train_cfg.z_loss
         state["loss_fn"] = lambda params, cfg, x, y, denom: model.z_loss_and_grads(params, cfg, x, y, coef, denom=denom)
-    if getattr(train_cfg, "skip_factor", 0.0) > 0:  # chapter 8
+    if option(train_cfg, "skip_factor") > 0:  # chapter 8
         guards.skip_outliers(state, train_cfg.skip_factor)
     return state
 
 
-def _muon_init(params):
-    from pylib import muon
-    return muon.muon_init(params)
+def option(train_cfg, name):
+    """A later chapter's setting: the config's own, or TrainConfig's default for a LoopConfig."""
+    return getattr(train_cfg, name, getattr(TrainConfig, name))
 
 
 def estimate_loss(params, model_cfg, tokens, n_windows):
@@ -262,11 +262,12 @@ def apply_update(state, tc, record, grads, lr):
 
 def chosen_update(state, tc, record, grads, lr):
     """The update of tc.optimizer (chapter 5), on each muP learning-rate group apart (chapter 7)."""
-    steps = {"adamw": optim.adamw_step, "adam_l2": optim.adam_l2_step, "sgd": _sgd_step, "muon": _muon_step}
-    step = steps[tc.optimizer]
+    optimizer = option(tc, "optimizer")
+    steps = {"adamw": optim.adamw_step, "adam_l2": optim.adam_l2_step, "sgd": optim.sgd_step, "muon": muon.muon_step}
+    step = steps[optimizer]
     params, opt = state["params"], state["opt"]
     if "lr_mult" in state:
-        constant_decay = tc.mup_constant_decay and tc.optimizer == "adamw"
+        constant_decay = option(tc, "mup_constant_decay") and optimizer == "adamw"
         mup.grouped_step(step, params, grads, opt, lr, state["lr_mult"], tc.weight_decay, constant_decay,
                          **_hyper(tc))
     else:
@@ -275,18 +276,9 @@ def chosen_update(state, tc, record, grads, lr):
 
 def _hyper(tc):
     """The optimiser's settings besides lr and weight decay."""
-    if tc.optimizer == "sgd":
+    if option(tc, "optimizer") == "sgd":
         return {"momentum": tc.momentum}
     return {"beta1": tc.beta1, "beta2": tc.beta2, "eps": tc.eps}
-
-
-def _sgd_step(params, grads, state, lr, momentum=0.0, weight_decay=0.0, groups=None):
-    optim.sgd_step(params, grads, state, lr, momentum, weight_decay, groups)
-
-
-def _muon_step(params, grads, state, lr, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, groups=None):
-    from pylib import muon
-    muon.muon_step(params, grads, state, lr, beta1, beta2, eps, weight_decay, groups)
 
 
 def train(model_cfg, train_cfg, train_tokens, val_tokens, on_step=None):

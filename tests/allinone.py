@@ -224,5 +224,7 @@ def _apply_update(state, tc, grads, lr):
     if tc.optimizer in ("adamw", "adam_l2"):
         adamw_step(params, grads, opt, lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, groups,
                    lr_mult=mult, decoupled=tc.optimizer == "adamw", mult_decay=not tc.mup_constant_decay)
-    else:
+    elif tc.optimizer == "sgd":
         sgd_step(params, grads, opt, lr, tc.momentum, tc.weight_decay, groups, lr_mult=mult)
+    else:
+        raise NotImplementedError(f"the oracle keeps no {tc.optimizer!r} step")

@@ -132,9 +132,12 @@ def test_adamw_step_on_separate_arrays_writes_back():
     allinone.adamw_step(ref, grads, optim.adamw_init(ref), 1e-2, weight_decay=0.1)
     for name in ref:
         assert np.array_equal(params[name], ref[name]), name
-    mult = {n: 0.5 for n in params}
-    mup.grouped_step(optim.adamw_step, params, grads, mup.grouped_init(optim.adamw_init, params, mult), 1e-2, mult)
-    assert all(np.isfinite(v).all() for v in params.values())
+    mult = {n: 0.25 if n.endswith("c_fc.weight") else 1.0 for n in params}  # two groups, separate arrays
+    mup.grouped_step(optim.adamw_step, params, grads, mup.grouped_init(optim.adamw_init, params, mult), 1e-2, mult,
+                     weight_decay=0.1)
+    allinone.adamw_step(ref, grads, optim.adamw_init(ref), 1e-2, weight_decay=0.1, lr_mult=mult)
+    for name in ref:
+        assert np.array_equal(params[name], ref[name]), name
 
 
 @pytest.mark.parametrize("recipe", ["bf16_master", "fp16_dynamic", "fp8"])
@@ -150,3 +153,13 @@ def test_rounding_recipes_equal_the_all_in_one_core(recipe, monkeypatch):
     monkeypatch.setattr(xent, "cross_entropy_backward", allinone.cross_entropy_backward)
     old = mp.train_recipe(mcfg, tcfg, TOKENS, TOKENS, recipe)
     assert_same_run(new[1], new[0], old[1], old[0])
+
+
+@pytest.mark.parametrize("mcfg", [model.GPTConfig(), model.GPTConfig(n_embd=32, mup_base_width=16)])
+def test_loop_config_trains_as_train_config_defaults(mcfg):
+    # Chapter 1's LoopConfig runs the loop with TrainConfig's defaults for every later option.
+    runs = []
+    for cfg in (train.LoopConfig(**SHORT), train.TrainConfig(**SHORT)):
+        state = train.init_train_state(mcfg, cfg)
+        runs += [train.train_steps(state, mcfg, cfg, TOKENS, TOKENS, cfg.steps), state["params"]]
+    assert_same_run(*runs)
