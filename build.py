@@ -256,7 +256,8 @@ def derived_values():
 
 
 def core_derived_values():
-    from pylib import data, model
+    from experiments.common import SEEDS
+    from pylib import compare, data, model
     c, cfg = corpus(), model.GPTConfig()
     return {
         "param_count": model.count_params(cfg),
@@ -276,6 +277,9 @@ def core_derived_values():
         "n_embd": cfg.n_embd,
         "n_layer": cfg.n_layer,
         "n_head": cfg.n_head,
+        # the exact sign test's smallest two-sided p with the course's seeds: 2 / 2^n
+        "sign_test_min_p": compare.paired_comparison([1.0] * len(SEEDS), [0.0] * len(SEEDS)).sign_test_p(),
+        "seed_count": len(SEEDS),
     }
 
 
