@@ -25,7 +25,8 @@ below starts from that one pretrained model:
    held-out prompts. IPO at IPO["tau"] runs beside DPO on the same pairs. On the training pairs,
    every policy's mean log-probability of the chosen and of the rejected responses, and the mean
    margin h = (log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l)): whether the chosen
-   responses' likelihood falls while the margin grows (likelihood displacement).
+   responses' likelihood falls while the margin grows (likelihood displacement); for DPO and IPO also
+   at the steps in CHECKPOINTS, the run being done in segments.
 
 No number here is a validation loss of the corpus: the SFT losses are on the held-out pairs'
 response or prompt tokens, and the preference measurements are on sampled responses.
@@ -107,8 +108,16 @@ def preferences_seed(corpus, mcfg, params, seed):
     ref_r = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
     for name, (method, settings) in PREF_METHODS.items():
         state = sft.init_finetune(params, seed)
-        if method in pf.PAIR_LOSSES:
-            rec = pf.dpo_steps(state, mcfg, pairs, ref_c, ref_r, settings["steps"], settings, method)[-1]
+        if method in pf.PAIR_LOSSES:  # in segments (the same run: the state carries its rng), measured at each checkpoint
+            done = 0
+            for step in CHECKPOINTS:
+                rec = pf.dpo_steps(state, mcfg, pairs, ref_c, ref_r, step - done, settings, method)[-1]
+                done = step
+                pc = pf.response_logps(state["params"], mcfg, pairs["prompts"], pairs["chosen"])
+                pr = pf.response_logps(state["params"], mcfg, pairs["prompts"], pairs["rejected"])
+                out[f"{name}.step{step}.chosen"] = float((pc - ref_c).mean())
+                out[f"{name}.step{step}.margin"] = float(pf.log_ratio_margin(pc, pr, ref_c, ref_r).mean())
+            assert done == settings["steps"]
             out[f"{name}.final_loss"] = rec["loss"]
         elif method == "rl":
             rec = pf.rl_steps(state, params, mcfg, prompts, w, settings["steps"], settings)[-1]
@@ -123,6 +132,7 @@ def preferences_seed(corpus, mcfg, params, seed):
     return out
 
 
+CHECKPOINTS = (10, 20, 40, 80)  # DPO's and IPO's steps at which the training pairs are measured (the last: all)
 HELD_OUT_OFFSET = 1000  # tokens: the held-out prompts start this far from the pair prompts' windows
 
 
@@ -189,6 +199,7 @@ def derived(corpus):
         "ch16.ipo_tau": pf.IPO["tau"],
         "ch16.ipo_target": 1.0 / (2.0 * pf.IPO["tau"]),
         "ch16.ipo_steps": pf.IPO["steps"],
+        **{f"ch16.checkpoint_{i + 1}": step for i, step in enumerate(CHECKPOINTS)},
         "ch16.answer_tokens": ANSWER_TOKENS,
         "ch16.sft_question_tokens": len(sft.SFT_SET["question"]),
         "ch16.sft_clip": sft.SFT["grad_clip"],
@@ -258,5 +269,12 @@ def markdown(results):
               f"- rl_nokl − rl, KL: {cmp('ch16.pref.rl_nokl.kl', 'ch16.pref.rl.kl', 0.5, '+.2f')}",
               f"- dpo − reference, log p(chosen): {cmp('ch16.pref.dpo.chosen_logp', 'ch16.pref.reference.chosen_logp', 0.5, '+.2f')}",
               f"- ipo − reference, log p(chosen): {cmp('ch16.pref.ipo.chosen_logp', 'ch16.pref.reference.chosen_logp', 0.5, '+.2f')}",
-              f"- ipo − dpo, KL: {cmp('ch16.pref.ipo.kl', 'ch16.pref.dpo.kl', 0.5, '+.2f')}", ""]
+              f"- ipo − dpo, KL: {cmp('ch16.pref.ipo.kl', 'ch16.pref.dpo.kl', 0.5, '+.2f')}", "",
+              "On the training pairs during the run: the chosen responses' mean log-ratio log pi - log pi_ref, and the "
+              "mean margin h (nats per response).", "",
+              "| step | DPO chosen | DPO margin | IPO chosen | IPO margin |", "| --- | --- | --- | --- | --- |"]
+    for step in CHECKPOINTS:
+        lines.append(f"| {step} | " + " | ".join(pm(f"ch16.pref.{m}.step{step}.{q}", ".2f")
+                                                 for m in ("dpo", "ipo") for q in ("chosen", "margin")) + " |")
+    lines += [""]
     return lines
