@@ -202,6 +202,7 @@ def derived(corpus):
         **{f"ch16.checkpoint_{i + 1}": step for i, step in enumerate(CHECKPOINTS)},
         "ch16.answer_tokens": ANSWER_TOKENS,
         "ch16.sft_question_tokens": len(sft.SFT_SET["question"]),
+        "ch16.sft_verse_tokens": float(np.mean([len(line) - 1 for _, line in s.test])),  # a line's targets: all but its first character
         "ch16.sft_clip": sft.SFT["grad_clip"],
         "ch16.rl_kl_coef": pf.RL["kl_coef"],
         "ch16.rl_steps": pf.RL["steps"],
