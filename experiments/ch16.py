@@ -1,5 +1,5 @@
 """Chapter 16's experiments: after pretraining, SFT with a response-only loss, and preferences
-(a Bradley-Terry reward model, RL with a KL penalty, DPO), all on the course model.
+(a Bradley-Terry reward model, RL with a KL penalty, DPO and IPO), all on the course model.
 
 For each seed in SEEDS the course model is pretrained once with chapter 1's default recipe
 (400 steps, TrainConfig() with that seed; pylib.studies.sft.pretrain_configs), and every method

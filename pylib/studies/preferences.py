@@ -49,7 +49,7 @@ REWARD = {"steps": 300, "lr": 0.05, "l2": 1e-3}
 DPO = {"beta": 0.1, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
 IPO = {"tau": 0.1, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}  # tau as DPO's beta
 RL = {"kl_coef": 1.0, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
-METHODS = ("reference", "rl", "dpo")
+METHODS = ("reference", "rl", "dpo", "ipo")
 
 
 # ---------------------------------------------------------------------------
