@@ -37,9 +37,10 @@ preferences per seed: pairs ~0.5 s, held-out pairs ~0.25 s, DPO 80 steps ~0.9 s,
 ~3.5 s each, measurements 4 x ~0.15 s: ~9 s, x 3 = 27 s. Total ~42 s, under the 90 s budget.
 Measured with one BLAS thread on the shared, busy 2-core machine: 44 s of CPU time (user) for the
 task, 67 s and 168 s of wall time in two runs under other engineers' load. Issue 22 added the
-sampled answers (3 x 3 models x 400 lines, batched by prompt length), IPO (80 steps per seed) and
-each policy's log-probabilities of the training pairs: the task went from 32.5 s to 38.4 s on the
-same machine, back to back.
+sampled answers (3 x 3 models x 400 lines, batched by prompt length), IPO (80 steps per seed),
+each policy's log-probabilities of the training pairs, and DPO's and IPO's at CHECKPOINTS: CPU time
+(user) 31.7 s before, 37.4 s with all but the checkpoints, 39.9 s with them (wall 32.5 s, 38.4 s,
+and 60.1 s under a load average of 4.3).
 One task (no PARTS): the pretrained model is shared by every method of its seed.
 """
 
