@@ -105,6 +105,7 @@ def early_resume_seed(corpus, seed):
 
 
 def part_resume(corpus):
+    from pylib import train
     from pylib.studies import resume, target
     runs = {s: resume_seed(corpus, s) for s in SEEDS}
     k, w = RESUME["at_step"], RESUME["window"]
@@ -127,6 +128,16 @@ def part_resume(corpus):
             values[f"ch15.resume.{name}.steps_to_target.seed{seed}"] = "not reached" if reached is None else reached
         values[f"ch15.resume.{name}.reached_runs"] = sum(
             target.steps_to_target(r["head"] + r[name], RESUME["target"]) is not None for r in runs.values())
+    # Steps to the target with misses censored at the run's end: each seed's pair ordered when at
+    # least one arm reached the target, and a sign test over the ordered pairs (pylib.studies.target).
+    steps = train.TrainConfig().steps
+    order = target.censored_sign_test(
+        [tuple(target.steps_to_target(r["head"] + r[name], RESUME["target"]) for name in ("no_opt", "proper"))
+         for r in runs.values()], steps)
+    values.update({"ch15.resume.target_order.no_opt_first": order["a"], "ch15.resume.target_order.proper_first": order["b"],
+                   "ch15.resume.target_order.tie": order["tie"], "ch15.resume.target_order.neither": order["neither"],
+                   "ch15.resume.target_order.p": order["p"],
+                   "ch15.resume.target_order.min_p": target.censored_sign_test([(0, 1)] * len(runs), steps)["p"]})
     early = {s: early_resume_seed(corpus, s) for s in SEEDS}
     for name in ("proper", "no_opt"):
         values.update(arm(f"ch15.resume.early.{name}.excess_max",
@@ -263,7 +274,6 @@ def part_health(corpus):
     values["ch15.health.markov_entropy"] = H
     values.update(arm("ch15.health.markov_final_val", {s: final_val(h) for s, h in runs.items()}))
     values.update(arm("ch15.health.markov_gap", {s: final_val(h) - H for s, h in runs.items()}))
-    values.update(arm("ch15.health.markov_min_batch_loss", {s: min(r["loss"] for r in h) for s, h in runs.items()}))
     arr = np.array([[r["val"] for r in h if "val" in r] for h in runs.values()])
     curves = {"ch15.health.markov": {"steps": [r["step"] for r in runs[SEEDS[0]] if "val" in r],
                                      "val_mean": rounded(arr.mean(axis=0), 4), "entropy": round(H, 5)}}
@@ -338,7 +348,13 @@ def markdown(results):
               f"{cmp('ch15.resume.early.no_opt.excess_max', 'ch15.resume.early.proper.excess_max')}",
               f"- excess max, no_opt − proper: {cmp('ch15.resume.no_opt.excess_max', 'ch15.resume.proper.excess_max')}",
               f"- final val, no_opt − proper: {cmp('ch15.resume.no_opt.final_val', 'ch15.resume.proper.final_val', MARGIN)}",
-              f"- steps to target, no_opt − proper: {cmp('ch15.resume.no_opt.steps_to_target', 'ch15.resume.proper.steps_to_target', 0.0, '+.1f')}",
+              "- steps to target, misses censored at the run's end: no_opt first in "
+              f"{v.get('ch15.resume.target_order.no_opt_first', '–')}, proper first in "
+              f"{v.get('ch15.resume.target_order.proper_first', '–')}, same evaluation in "
+              f"{v.get('ch15.resume.target_order.tie', '–')}, neither reached in "
+              f"{v.get('ch15.resume.target_order.neither', '–')} of {len(SEEDS)} seeds; sign test p = "
+              f"{g('ch15.resume.target_order.p', '.3g')} (the smallest possible with {len(SEEDS)} seeds: "
+              f"{g('ch15.resume.target_order.min_p', '.3g')})",
               f"- initial loss − ln V: {pm('ch15.health.initial_gap', '.4f')} ({v.get('ch15.health.initial_ok_runs', '–')} of 3 within 0.1)",
               "", "Replay (chapter 8's bad stretch, no clipping; checkpoint 10 steps before it). Same-batch "
               f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(SEEDS)}.", "",
