@@ -13,7 +13,8 @@ A checkpoint holds everything pylib.train's state needs to continue exactly wher
   - the outlier-skipping window (the last applied steps' gradient norms) and the diverged flag;
   - the loss scaler's state when the run has one (state["loss_scaler"], a dict with a finite
     positive "scale", or state["scaler"].state_dict(), as pylib.systems.mixed_precision's
-    DynamicLossScaler gives; optional: a float32 run has none); loaded as state["loss_scaler"];
+    DynamicLossScaler gives; optional: a float32 run has none); loaded as state["loss_scaler"], which
+    mixed_precision.resume_state hands to DynamicLossScaler.load_state_dict;
   - the model and train configs (JSON), so a checkpoint is never loaded into another model;
   - optionally, the run's logged records (JSON), so a page can redraw the curve up to here.
 
