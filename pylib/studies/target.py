@@ -22,9 +22,11 @@ def first_reaching(history, target, key="val"):
 
 
 def steps_to_target(history, target, key="val"):
-    """Steps done when the loss first reaches target; None if it never does."""
+    """Steps done when the loss first reaches target; None if it never does. A record that says
+    when its loss was measured (key + "_step", as the dashboard's rows do for the last evaluation,
+    made after the last update) is read at that step."""
     record = first_reaching(history, target, key)
-    return None if record is None else record["step"]
+    return None if record is None else record.get(f"{key}_step", record["step"])
 
 
 def cost_to_target(history, target, cost="bytes", key="val"):

@@ -114,7 +114,7 @@ def _run_chunk(slot):
         for _ in chunk_steps(done):
             t_step = time.perf_counter()
             for rec in train.train_steps(state, mcfg, cfg, session.train_tokens, session.val_tokens, 1):
-                row = monitoring.dashboard_record(rec, state["params"], mcfg, run["counts"])
+                row = monitoring.dashboard_record(rec, state["params"], mcfg, run["counts"], cfg.steps)
                 run["seconds"] += time.perf_counter() - t_step
                 row["seconds"] = run["seconds"]  # cumulative training time: each step's own, evals included
                 run["log"].append(row)
@@ -170,7 +170,7 @@ def _checked_log(log, step, n_groups):
             raise bad(i, "has no whole-number step")
         if s >= step:
             continue  # logged after the save: the continued run logs it again
-        unknown = set(r) - {"step", "weight_norms", *_LOG_NUMBERS, *_LOG_FLAGS}
+        unknown = set(r) - {"step", "val_step", "weight_norms", *_LOG_NUMBERS, *_LOG_FLAGS}
         if unknown:
             raise bad(i, f"has a field the dashboard does not know ({sorted(unknown)[0][:40]!r})")
         for key in _LOG_NUMBERS:
@@ -178,6 +178,8 @@ def _checked_log(log, step, n_groups):
                 raise bad(i, f"has {key} = {str(r.get(key))[:40]!r}, not a finite number")
         if r.get("seconds") is not None and r["seconds"] < 0:
             raise bad(i, "has a negative time")
+        if "val_step" in r and r["val_step"] not in (s, s + 1):
+            raise bad(i, f"has val_step = {str(r['val_step'])[:40]!r}, not its step or the next")
         for key in _LOG_FLAGS:
             if not isinstance(r.get(key, False), bool):
                 raise bad(i, f"has {key} = {str(r.get(key))[:40]!r}, not true or false")

@@ -249,6 +249,13 @@ def test_dashboard_runs_reports_target_and_exports(chapter15, tmp_path):
     info.value.save_as(tmp_path / "x.jsonl")
     lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(50))
+    # the last validation loss is measured after the last update: on the final weights, after 50 steps
+    assert [(x["step"], x["val_step"]) for x in lines if "val" in x][-2:] == [(40, 40), (49, 50)]
+    table = chart_table(w, "chart-loss-data")
+    by_step = {row[0]: row for row in table["rows"]}
+    val_col = next(i for i, h in enumerate(table["header"]) if h.startswith("val"))
+    assert by_step["50"][val_col] != "" and float(by_step["50"][val_col]) == pytest.approx(lines[-1]["val"], abs=1e-3)
+    assert by_step["49"][val_col] == "–" and by_step["40"][val_col] != "–"  # no point at 49: the last one is at 50
     # the page's steps to target against pylib's own function on the exported rows
     from pylib.studies.target import steps_to_target
     assert steps_to_target(lines, 3.3) == r["target_step"]
