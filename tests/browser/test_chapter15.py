@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import pickle
+import zipfile
 
 import numpy as np
 import pytest
@@ -105,6 +106,21 @@ def test_download_reload_upload_continue_is_exact(chapter15, uninterrupted, tmp_
     assert r["losses"] == uninterrupted  # the curve continues exactly: every batch loss bit for bit
 
 
+def npy(arr):
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def with_member(blob, name, raw):
+    """The checkpoint with one member's bytes replaced (a valid zip: the loader must read the member to refuse it)."""
+    src, out = zipfile.ZipFile(io.BytesIO(blob)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for info in src.infolist():
+            zf.writestr(info.filename, raw if info.filename == name else src.read(info))
+    return out.getvalue()
+
+
 def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterrupted, tmp_path):
     w, before = run_ckpt(chapter15)
     stop_after(chapter15, w, before, 15)
@@ -118,6 +134,16 @@ def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterru
     cases = {"half.npz": (good[: len(good) // 2], "truncated"), "text.npz": (b"just text", "not a checkpoint"),
              "pickle.npz": (pickle.dumps({"a": 1}), "pickle"), "foreign.npz": (buf.getvalue(), "not a checkpoint of this course"),
              "<b class=injected>x</b>.npz": (b"<img src='x' onerror='alert(1)'>", "not a checkpoint")}
+    log = json.loads(np.lib.format.read_array(io.BytesIO(zipfile.ZipFile(io.BytesIO(good)).read("log.npy"))).tobytes())
+    log[1]["seconds"] = "abc"
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000000,), }"
+    header += b" " * (64 - (10 + len(header) + 1) % 64) + b"\n"
+    cases["seconds.npz"] = (with_member(good, "log.npy", npy(np.frombuffer(json.dumps(log).encode(), np.uint8))),
+                            "record 1 has seconds = 'abc', not a finite number")
+    cases["header.npz"] = (with_member(good, "param/wte.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little")
+                                       + header + b"\0" * 16), "declares 1,000,000,000,000,000 elements")
+    cases["deep.npz"] = (with_member(good, "meta.npy", npy(np.frombuffer(b"[" * 200_000 + b"]" * 200_000, np.uint8))),
+                         "nests 17 levels deep")
     for name, (blob, words) in cases.items():
         path = tmp_path / name.replace("/", "_")
         path.write_bytes(blob)
