@@ -13,7 +13,9 @@ Health checks, each with a known right answer:
     falls far below ln V; if it does not, the gradient or the update is broken;
   - the loss has a floor, the entropy of the data: on a source whose entropy rate is known (a
     Markov chain drawn here), the held-out loss approaches that rate and never goes below it
-    beyond sampling noise; a held-out loss below it means a leak (the targets seen as inputs).
+    beyond sampling noise; a held-out loss below it means a leak (held-out text seen in training).
+    A first loss far below ln V is no sign of a leak (an untrained model cannot exploit one): it
+    points at the loss itself.
 
 Legend: V vocab, N tokens.
 """
