@@ -96,7 +96,8 @@ def recipe(name):
 
 
 class DynamicLossScaler:
-    """Dynamic loss scaling with skip-on-inf (Micikevicius et al. 2018, section 3.2; torch.amp.GradScaler).
+    """Dynamic loss scaling with skip-on-inf (Micikevicius et al. 2018, section 3.2: "skip the weight
+    update when an overflow is detected and simply move on to the next iteration"; torch.amp.GradScaler).
 
     scale() multiplies the loss's gradient by s; unscale_(grads) divides the gradients by s and
     says whether they are all finite; update(found_inf) halves s after an overflow (the step is
