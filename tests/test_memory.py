@@ -283,3 +283,12 @@ def test_full_recomputation_peaks_with_one_layer_recomputed_on_top_of_the_checkp
     assert full["activations_peak"] > full["activations"]
     none = memory.training_memory(memory.LLAMA_7B, 1, s, recompute="none")
     assert none["activations_peak"] == none["activations"] and none["total_peak"] == none["total"]
+
+
+def test_bf16_with_fp32_main_gradients_is_megatrons_18_bytes_per_parameter():
+    """Megatron-LM's table (docs/user-guide/features/dist_optimizer.md): bf16 parameters with fp32
+    gradients, 18 bytes per parameter without the distributed optimiser; ZeRO's mixed Adam, 16."""
+    assert memory.bytes_per_param("mixed_fp32_grads", "adamw")["total"] == 18
+    assert memory.bytes_per_param("mixed", "adamw")["total"] == 16
+    r = memory.training_memory(memory.LLAMA_7B, precision="mixed_fp32_grads")
+    assert r["model_states"] == 18 * memory.param_count(memory.LLAMA_7B)
