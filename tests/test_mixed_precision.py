@@ -85,7 +85,67 @@ def test_bf16_step_is_close_to_fp32_within_the_unit_roundoff_bound():
     out = mp.one_step_comparison(CFG, tcfg, x, y, "bf16_master")
     assert 0 < out["logits_rel"] <= out["tolerance_logits"]
     assert 0 < out["grads_rel_all"] <= out["tolerance_grads"]
-    assert out["update_sign_differs"] <= out["unresolved_fraction"]
+    assert out["update_sign_differs"] > 0 and out["flips_resolved"] == 0 and out["all_ok"]
+
+
+def test_fp8_tolerances_use_each_formats_unit_roundoff_and_stay_below_one():
+    out = mp.one_step_tolerances(CFG, mp.RECIPES["fp8"])
+    assert out["unit_roundoff"] == 2.0 ** -4 and out["unit_roundoff_grad"] == 2.0 ** -3  # E4M3, E5M2
+    assert out["tolerance_logits"] < out["tolerance_grads"] < 1  # a zero output (relative error 1) fails
+
+
+@pytest.mark.parametrize("rec_name, coarser", [("bf16_master", "fp8_e4m3"), ("fp16_noscale", "fp8_e4m3")])
+def test_one_step_logits_check_fails_when_the_rounding_is_coarser_than_the_recipe_says(monkeypatch, rec_name, coarser):
+    """A planted error: the forward rounds to a coarser format than the recipe declares."""
+    x, y = batch(1, 16)
+    real = mp.round_tensor
+    monkeypatch.setattr(mp, "round_tensor", lambda a, fmt, amax_scaling=False: real(a, coarser, amax_scaling))
+    out = mp.one_step_comparison(CFG, short(), x, y, rec_name)
+    assert not out["logits_ok"] and not out["all_ok"]
+
+
+def test_one_step_gradient_check_fails_on_e5m2_gradients_declared_as_bf16(monkeypatch):
+    """A planted error: the backward's gradients round to E5M2 where the recipe says bf16."""
+    x, y = batch(1, 16)
+    real = mp.one_step_tolerances
+    monkeypatch.setattr(mp, "one_step_tolerances", lambda cfg, rec: real(cfg, mp.RECIPES["bf16_master"]))
+    out = mp.one_step_comparison(CFG, short(), x, y, "bf16_master", rec=mp.Recipe("bf16", "fp8_e5m2"))
+    assert out["logits_ok"] and not out["grads_ok"]
+
+
+def test_fp8_one_step_checks_fail_when_the_per_tensor_scale_is_undone_wrongly(monkeypatch):
+    """A planted error: FP8's unscaling divides by 2s instead of s (an exponent off by one)."""
+    x, y = batch(1, 16)
+    assert mp.one_step_comparison(CFG, short(), x, y, "fp8")["all_ok"]
+    real = mp.pow2_scale
+    calls = []
+
+    def off_by_one(a, fmt, amax_scaling=False):
+        if fmt == "fp32" or not amax_scaling:
+            return a if fmt == "fp32" else precision.round_to(a, fmt)
+        a = np.asarray(a, dtype=np.float32)
+        s = real(float(np.max(np.abs(a))) if a.size else 0.0, fmt)
+        calls.append(fmt)
+        return precision.round_to(a * np.float32(s), fmt) * np.float32(0.5 / s)
+    monkeypatch.setattr(mp, "round_tensor", off_by_one)
+    out = mp.one_step_comparison(CFG, short(), x, y, "fp8")
+    assert calls and not out["logits_ok"] and not out["grads_ok"]
+
+
+def test_one_step_update_check_fails_when_the_optimiser_gets_swapped_gradients(monkeypatch):
+    """A planted error: the recipe's AdamW step receives two same-shaped gradients swapped."""
+    x, y = batch(1, 16)
+    real = mp.optim.adamw_step
+    calls = []
+
+    def swapped(params, grads, *args, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the recipe's step (fp32's runs first)
+            grads["h.0.ln_1.weight"], grads["h.0.ln_2.weight"] = grads["h.0.ln_2.weight"], grads["h.0.ln_1.weight"]
+        return real(params, grads, *args, **kw)
+    monkeypatch.setattr(mp.optim, "adamw_step", swapped)
+    out = mp.one_step_comparison(CFG, short(), x, y, "bf16_master")
+    assert out["logits_ok"] and out["grads_ok"] and out["flips_resolved"] > 0 and not out["update_ok"]
 
 
 def test_pure_bf16_weights_stay_bf16_and_lose_updates(tokens):
