@@ -119,3 +119,41 @@ def test_sync_seconds_alpha_beta():
     n, w, a, b = 1000, 4, 1e-3, 1e-6
     assert cp.sync_seconds("all_reduce", n, w, a, b) == pytest.approx(2 * 3 * a + 2 * 3 / 4 * 4000 * b)
     assert cp.sync_seconds("all_gather", n, w, a, b, payload_bytes=100) == pytest.approx(3 * a + 3 * 100 * b)
+
+
+@pytest.mark.parametrize("w,n,bits", [(2, 5376, 8), (4, 5376, 4), (3, 1001, 8), (8, 5376, 8)])
+def test_quantised_ring_all_reduce_agrees_everywhere_and_sends_codes(w, n, bits):
+    vectors = [vec(n, s) for s in range(w)]
+    results, sent = cp.quantised_ring_all_reduce(vectors, bits)
+    # The finished chunks travel as codes, unchanged: every worker ends with the same bits.
+    assert all(np.array_equal(r, results[0]) for r in results)
+    # Each hop rounds the running sum to the chunk's own grid (error <= step / 2, step = amax / q_max);
+    # a chunk is rounded W times (W - 1 hops and the owner's), and no partial sum exceeds sum_i max|x_i|.
+    exact = np.sum(vectors, axis=0, dtype=np.float64)
+    bound = w * sum(np.abs(v).max() for v in vectors) / (2 * (2 ** (bits - 1) - 1))
+    err = np.abs(results[0] - exact).max()
+    assert 0 < err <= bound
+    # Bytes: 2(W-1) messages, each a chunk's codes and one float32 scale; the closed form is the largest.
+    assert max(sent) == cp.quantised_all_reduce_bytes(n, w, bits)
+    if n % w == 0:
+        assert sent == [2 * (w - 1) * (-(-(n // w) * bits // 8) + 4)] * w
+
+
+def test_quantised_all_reduce_sends_bits_over_32_of_the_ring_and_less_than_the_all_gather():
+    n, w = 5376, 4
+    ring = cp.sync_wire_bytes("all_reduce", n, w)
+    ar8 = cp.quantised_all_reduce_bytes(n, w, 8)
+    assert ar8 == ring * 8 / 32 + 2 * (w - 1) * 4  # the ring's bytes at 8 of 32 bits, plus one scale per message
+    # The all-gather of the same codes sends (W-1) whole payloads; the ring sends 2(W-1)/W of one.
+    assert ar8 < cp.sync_wire_bytes("all_gather", n, w, cp.quantise_bytes(n, 8))
+    # More bits, a finer grid: the all-reduced sum lands closer to the exact one.
+    vectors = [vec(n, s) for s in range(w)]
+    exact = np.sum(vectors, axis=0, dtype=np.float64)
+    errs = [np.abs(cp.quantised_ring_all_reduce(vectors, b)[0][0] - exact).max() for b in (4, 8, 16)]
+    assert errs[0] > errs[1] > errs[2]
+
+
+@pytest.mark.parametrize("w", [1, 0, 2.5])
+def test_quantised_all_reduce_refuses_bad_worker_counts(w):
+    with pytest.raises(ValueError):
+        cp.quantised_all_reduce_bytes(100, w, 8)

@@ -71,3 +71,31 @@ def test_negative_times_are_refused():
         q.expected_slowest(4, 1.0, -0.1)
     with pytest.raises(ValueError):
         q.simulate_md1(0.5, -1.0)
+
+
+def test_local_steps_at_h_1_are_the_harmonic_number():
+    for w in (1, 4, 64):
+        assert q.expected_slowest_local(w, 1, 1.0, 0.2) == pytest.approx(q.expected_slowest(w, 1.0, 0.2), rel=1e-9)
+        assert q.once_per_h_naive(w, 1, 1.0, 0.2) == pytest.approx(q.expected_slowest(w, 1.0, 0.2))
+
+
+def test_simulated_local_stragglers_match_the_integral_and_exceed_once_per_h():
+    # W = 64 workers, H = 10 local steps of 1 + Exponential(0.2) between syncs.
+    sim = q.simulate_local_stragglers(64, 10, 1.0, 0.2, syncs=20_000, seed=3)
+    assert sim["low"] <= sim["exact"] <= sim["high"]
+    assert sim["naive"] == pytest.approx(1.0 + 0.2 + 0.2 * (q.harmonic(64) - 1) / 10)
+    assert sim["low"] > sim["naive"] + 0.05  # paying the slowest "once per H" understates it
+
+
+def test_the_slowest_workers_excess_at_a_sync_grows_like_sqrt_h():
+    # Excess over the average worker's H steps: H (E[per step] - base - spread). Once per H would keep it
+    # at spread (H_W - 1) whatever H is; it grows like sqrt(H) instead (the sum's sd is spread sqrt(H)).
+    excess = {h: h * (q.expected_slowest_local(64, h, 0.0, 1.0) - 1.0) for h in (1, 100, 400)}
+    assert excess[1] == pytest.approx(q.harmonic(64) - 1)
+    assert 1.8 < excess[400] / excess[100] < 2.05  # sqrt(4) = 2, approached from below
+
+
+@pytest.mark.parametrize("h", [0, 1001, 2.5, float("nan"), True])
+def test_bad_local_step_counts_are_refused(h):
+    with pytest.raises(ValueError):
+        q.simulate_local_stragglers(4, h, 1.0, 0.1)

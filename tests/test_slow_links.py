@@ -97,6 +97,33 @@ def test_bytes_per_step_of_each_method(corpus):
     assert rec[-1]["bytes"] == steps * (w - 1) * sl.payload_bytes(state) and sl.payload_bytes(state) < n * 4
 
 
+def test_update_norm_is_the_global_weights_step(corpus):
+    for method, steps in (("topk", 1), ("diloco", 5)):
+        state, rec = short(corpus, method, steps, **({"diloco_h": 5, "eval_interval": 5} if method == "diloco" else {}))
+        before = np.concatenate([p.ravel() for p in model.init_params(state["model_cfg"], 0).values()]).astype(np.float64)
+        after = np.concatenate([p.ravel() for p in state["params"].values()]).astype(np.float64)
+        moves = [r["update_norm"] for r in rec if "update_norm" in r]
+        assert len(moves) == steps
+        if method == "topk":
+            assert moves[0] == pytest.approx(np.linalg.norm(after - before), rel=1e-5) and moves[0] > 0
+        else:  # DiLoCo's global weights move only at the sync, after H local steps
+            assert moves[:-1] == [0.0] * (steps - 1)
+            assert moves[-1] == pytest.approx(np.linalg.norm(after - before), rel=1e-5) and moves[-1] > 0
+
+
+def test_quantised_arm_priced_as_an_all_reduce(corpus):
+    shapes = model.param_shapes(model.GPTConfig(vocab_size=corpus.vocab.size))
+    n = sum(int(np.prod(s)) for s in shapes.values())
+    cfg = sl.configured("quant")
+    gather = sl.sync_cost(cfg, shapes, 4, 1e-3, 1e-6)
+    ar = sl.sync_cost(cfg, shapes, 4, 1e-3, 1e-6, quant_all_reduce=True)
+    assert ar["kind"] == "quantised_all_reduce"
+    assert ar["wire_bytes"] == compress.quantised_all_reduce_bytes(n, 4, cfg.quant_bits) < gather["wire_bytes"]
+    assert ar["seconds"] == pytest.approx(2 * 3 * 1e-3 + ar["wire_bytes"] * 1e-6)
+    with pytest.raises(ValueError):
+        sl.sync_cost(sl.configured("topk"), shapes, 4, quant_all_reduce=True)  # positions differ: no all-reduce
+
+
 def test_outer_nesterov_step():
     glob = np.array([1.0, 2.0])
     workers = [np.array([0.0, 2.0]), np.array([1.0, 1.0])]
@@ -192,10 +219,16 @@ def test_link_race_is_the_alpha_beta_model_on_measured_steps():
         assert out["rows"][m]["wire_bytes"] == cost["wire_bytes"]
     assert out["rows"]["dense"]["time_to_target"] == pytest.approx(120 * 0.003 + 120 * out["rows"]["dense"]["seconds"])
     assert out["rows"]["diloco"]["time_to_target"] is None  # not reached: no time, not a guess
+    # The sixth row: the quantised arm's measured steps, priced as a quantised ring all-reduce.
+    q_ar = sl.sync_cost(sl.configured("quant"), shapes, 4, alpha, beta, quant_all_reduce=True)
+    assert out["rows"]["quant_ar"]["wire_bytes"] == q_ar["wire_bytes"] < out["rows"]["quant"]["wire_bytes"]
+    assert out["rows"]["quant_ar"]["time_to_target"] == pytest.approx(130 * 0.003 + 130 * q_ar["seconds"])
     assert out["winner"] in ("topk", "quant", "demo", "dense")
     # With no latency, a fast link leaves compute: the fewest steps win; on a slow one, the fewest bytes.
     sweep = call("slow_link_race", **{**LINK, "latency": "0"}, measured=MEASURED, vocab_size=65)["value"]["sweep"]
-    assert sweep["winner"][-1] == "dense" and sweep["winner"][0] == "topk"
+    fewest_bytes = min((r for r in out["rows"] if r != "diloco"),
+                       key=lambda r: MEASURED[r.removesuffix("_ar")]["syncs"] * out["rows"][r]["wire_bytes"])
+    assert sweep["winner"][-1] == "dense" and sweep["winner"][0] == fewest_bytes == "quant_ar"
     # With latency, the all-gather's W-1 messages beat the ring's 2(W-1) even on a fast link.
     assert out["sweep"]["winner"][-1] != "dense"
 

@@ -14,13 +14,20 @@ byte count per worker per sync:
                         al. 2014; Karimireddy et al. 2019). Over many steps, what was sent plus
                         what is still held equals what came in.
 
-Why compressed vectors are all-gathered: a ring all-reduce adds chunks as they travel, which
-works only if every worker's chunk c covers the same positions in the same format. Top-k picks
-different positions on each worker, and each worker's quantised vector has its own scale, so
-the sums cannot be formed on the way: every worker's payload travels to every other worker
-(an all-gather) and is decoded at the end. Each worker's wire bytes are then (W - 1) * payload,
-growing with W, against the ring's 2 (W - 1) / W * n * 4, which does not
+Why top-k is all-gathered: a ring all-reduce adds chunks as they travel, which works only if
+every worker's chunk c covers the same positions. Top-k picks different positions on each
+worker, so the sums cannot be formed on the way: every worker's payload travels to every other
+worker (an all-gather) and is decoded at the end. Each worker's wire bytes are then
+(W - 1) * payload, growing with W, against the ring's 2 (W - 1) / W * n * 4, which does not
 (`sync_wire_bytes`; pylib.systems.collectives counts both).
+
+Quantised vectors keep every position, so they can be all-reduced: each hop decodes the
+running sum it receives, adds its own float32 chunk, and quantises the new sum again at that
+chunk's own scale before passing it on; the finished chunk is quantised once and forwarded
+unchanged. That is INTELLECT-1's int8 all-reduce (Jaghouar et al. 2024; the prime repository,
+src/zeroband/C/csrc/collectives.cpp, ring_allreduce: uniform_8bit_quantize before every send,
+fast_index_add on receipt). Its wire bytes are the ring's, at bits / 32 of the float32 size,
+plus one scale per message (`quantised_ring_all_reduce`, `quantised_all_reduce_bytes`).
 
 Legend: n elements in the flat vector, k kept entries, W workers, e the residual (n,).
 """
@@ -108,6 +115,63 @@ def topk_compressor(k):
 def quantise_compressor(bits):
     """compress(v) for error_feedback_step: v quantised to `bits` bits at its amax."""
     return lambda v: quantise_compress(v, bits)
+
+
+# ---------------------------------------------------------------------------
+# A quantised ring all-reduce (INTELLECT-1's int8 all-reduce, at any bit width)
+
+
+def _quantised_message(x, bits):
+    """What one hop puts on the wire for chunk x: (its decoded float32 values, its bytes)."""
+    return quantise_compress(x, bits), quantise_bytes(x.size, bits)
+
+
+def quantised_ring_all_reduce(vectors, bits):
+    """Sum W equal-length vectors on a ring whose every message is `bits`-bit codes and one scale.
+
+    Reduce-scatter step s: worker i sends chunk (i - s - 1) mod W, its running sum quantised at the
+    chunk's amax; the receiver decodes it and adds its own float32 chunk. After W - 1 steps worker i
+    holds the sum of chunk i, quantises it once, and the all-gather forwards those codes unchanged,
+    so every worker ends with the same values. Returns (list of W results (n,), bytes each sent)."""
+    bufs = [np.asarray(v, dtype=np.float32).reshape(-1).copy() for v in vectors]  # W x (n,)
+    w = collectives.check_workers(len(bufs), low=2)
+    n = bufs[0].size
+    if any(b.size != n for b in bufs):
+        raise ValueError("every worker's vector must have the same length")
+    bounds = collectives.chunk_bounds(n, w)
+    sent = [0] * w
+    for s in range(w - 1):  # reduce-scatter: every worker sends at once, so read before writing
+        out = []
+        for i in range(w):
+            a, b = bounds[(i - s - 1) % w]
+            out.append((i, a, b, *_quantised_message(bufs[i][a:b], bits)))
+        for i, a, b, values, nbytes in out:
+            dst = (i + 1) % w
+            bufs[dst][a:b] = values + bufs[dst][a:b]
+            sent[i] += nbytes
+    for i in range(w):  # the owner quantises its finished chunk, so all copies agree bit for bit
+        a, b = bounds[i]
+        bufs[i][a:b] = quantise_compress(bufs[i][a:b], bits)
+    for s in range(w - 1):  # all-gather: worker i forwards chunk (i - s) mod W; codes travel unchanged
+        out = []
+        for i in range(w):
+            a, b = bounds[(i - s) % w]
+            out.append((i, a, b, bufs[i][a:b].copy(), quantise_bytes(b - a, bits)))
+        for i, a, b, values, nbytes in out:
+            bufs[(i + 1) % w][a:b] = values
+            sent[i] += nbytes
+    return bufs, sent
+
+
+def quantised_all_reduce_bytes(n, workers, bits):
+    """The most wire bytes any worker sends in quantised_ring_all_reduce: worker i sends every chunk
+    but chunk i in the reduce-scatter and every chunk but chunk i + 1 in the all-gather, each as
+    codes of `bits` bits and one float32 scale; 2 (W - 1) * quantise_bytes(n / W) when W divides n."""
+    w = collectives.check_workers(workers, low=2)
+    sizes = [b - a for a, b in collectives.chunk_bounds(int(n), w)]
+    msg = [quantise_bytes(c, bits) for c in sizes]
+    total = sum(msg)
+    return max(2 * total - msg[i] - msg[(i + 1) % w] for i in range(w))
 
 
 # ---------------------------------------------------------------------------

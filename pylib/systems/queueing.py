@@ -18,6 +18,14 @@ base + Exponential(spread) (a shifted exponential), the expected slowest is exac
 base + spread * H_W, H_W = 1 + 1/2 + ... + 1/W, the harmonic number: it keeps growing with W,
 like spread * ln W.
 
+Local steps (DiLoCo): with H steps between syncs, each worker's time to a sync is the sum of its
+H step times, base H + Erlang(H, spread), and the sync waits for the slowest sum. The average
+worker's excess, spread H, is paid by everyone; the slowest's excess over it grows like
+spread sqrt(H) (the sums' spread), not like a constant, so syncing once per H steps does not
+divide the straggler cost by H: per step it falls like 1 / sqrt(H). `expected_slowest_local`
+integrates E[max] = int_0^inf (1 - F(x)^W) dx with F the Erlang CDF; `simulate_local_stragglers`
+draws it, and `once_per_h_naive` is what "the slowest is paid once per H" would give.
+
 Legend: rho load, D service time (s), W workers, n simulated transfers or syncs.
 """
 
@@ -125,3 +133,80 @@ def simulate_stragglers(workers, base, spread, syncs=20_000, seed=0):
     m, sd = float(slowest.mean()), float(slowest.std(ddof=1))
     half = t_quantile(0.975, syncs - 1) * sd / math.sqrt(syncs)
     return {"mean": m, "low": m - half, "high": m + half, "mean_step": float(times.mean()), "exact": exact}
+
+
+# ---------------------------------------------------------------------------
+# Stragglers with H local steps between syncs (DiLoCo)
+
+MAX_LOCAL_STEPS = 1000
+
+
+def check_local_steps(h):
+    """H as an int from 1 to MAX_LOCAL_STEPS, or ValueError."""
+    if isinstance(h, bool):
+        raise ValueError(f"the number of local steps H must be a whole number, got {h!r}")
+    f = float(h)
+    if not math.isfinite(f) or f != int(f) or not 1 <= f <= MAX_LOCAL_STEPS:
+        raise ValueError(f"the number of local steps H must be a whole number from 1 to {MAX_LOCAL_STEPS}, got {h!r}")
+    return int(f)
+
+
+def _check_times(base, spread):
+    base, spread = float(base), float(spread)
+    if not (math.isfinite(base) and base >= 0 and math.isfinite(spread) and spread >= 0):
+        raise ValueError("the base step time and the spread must be finite and >= 0")
+    return base, spread
+
+
+def erlang_survival(y, h):
+    """P(Erlang(h, 1) > y) = exp(-y) sum_{k<h} y^k / k!, for an array y >= 0 (summed in log space)."""
+    y = np.asarray(y, dtype=np.float64)  # (m,)
+    k = np.arange(h)  # (h,)
+    logy = np.log(np.maximum(y, 1e-300))[:, None]  # (m, 1); at y = 0 only the k = 0 term survives
+    lgam = np.array([math.lgamma(i + 1) for i in range(h)])  # (h,)
+    terms = k * logy - lgam - y[:, None]  # (m, h) the log of each term
+    top = terms.max(axis=1, keepdims=True)
+    return np.exp(top[:, 0]) * np.exp(terms - top).sum(axis=1)
+
+
+def expected_slowest_local(workers, h, base, spread, points=4001):
+    """Mean time per step when W workers each take H steps of base + Exponential(spread) between
+    syncs and every sync waits for the slowest: base + E[max of W Erlang(H, spread)] / H, the
+    expectation by integrating 1 - F(x)^W (Simpson's rule on [0, H + 40 sqrt(H) + 60] spreads)."""
+    w, h = check_workers(workers), check_local_steps(h)
+    base, spread = _check_times(base, spread)
+    if spread == 0:
+        return base
+    top = h + 40.0 * math.sqrt(h) + 60.0
+    y = np.linspace(0.0, top, points)  # (points,), in units of the spread
+    cdf = 1.0 - erlang_survival(y, h)
+    f = 1.0 - cdf ** w
+    dy = y[1] - y[0]
+    integral = dy / 3.0 * (f[0] + f[-1] + 4.0 * f[1:-1:2].sum() + 2.0 * f[2:-1:2].sum())
+    return float(base + spread * integral / h)
+
+
+def once_per_h_naive(workers, h, base, spread):
+    """The per-step time if the slowest worker's excess over the average, spread (H_W - 1), were
+    paid once per H steps: base + spread + spread (H_W - 1) / H."""
+    w, h = check_workers(workers), check_local_steps(h)
+    base, spread = _check_times(base, spread)
+    return base + spread + spread * (harmonic(w) - 1.0) / h
+
+
+def simulate_local_stragglers(workers, h, base, spread, syncs=20_000, seed=0):
+    """Simulated syncs of W workers with H local steps each: {"mean", "low", "high" (95% t-interval
+    of the time per step, the slowest worker's H steps over H), "exact", "naive"}."""
+    w, h = check_workers(workers), check_local_steps(h)
+    base, spread = _check_times(base, spread)
+    syncs = int(syncs)
+    if not 100 <= syncs or syncs * w > MAX_SAMPLES:
+        raise ValueError(f"syncs x workers must be at most {MAX_SAMPLES:,} (and syncs >= 100)")
+    rng = np.random.default_rng(seed)
+    # The sum of H Exponential(spread) step delays is Gamma(H, spread): one draw per worker and sync.
+    sums = h * base + rng.gamma(h, spread, size=(syncs, w)) if spread > 0 else np.full((syncs, w), h * base)  # (syncs, W)
+    per_step = sums.max(axis=1) / h  # (syncs,)
+    m, sd = float(per_step.mean()), float(per_step.std(ddof=1))
+    half = t_quantile(0.975, syncs - 1) * sd / math.sqrt(syncs)
+    return {"mean": m, "low": m - half, "high": m + half,
+            "exact": expected_slowest_local(w, h, base, spread), "naive": once_per_h_naive(w, h, base, spread)}

@@ -24,7 +24,11 @@ in what crosses the link and what the workers do with it:
 
 Bytes are each worker's wire bytes (compress.sync_wire_bytes): a ring all-reduce for dense
 vectors of one layout (dense, diloco), an all-gather for payloads that differ per worker
-(topk, quant, demo). Evaluations use the trainer's 128-window validation subset on the global
+(topk, quant, demo). Quantised vectors could also be all-reduced, requantised at every hop
+(compress.quantised_ring_all_reduce, INTELLECT-1's int8 all-reduce); `sync_cost(...,
+quant_all_reduce=True)` prices the quant arm that way, as a second option (the run itself
+all-gathers, so its numerics are the all-gather's). Every step records the norm of the global
+weights' change, ||theta_after - theta_before|| (`update_norm`). Evaluations use the trainer's 128-window validation subset on the global
 weights (for diloco, those of the last sync: eval_interval is a multiple of H).
 
 Legend: W workers, n parameters, B windows per synced step (B / W per worker), H inner steps.
@@ -230,10 +234,18 @@ def sync_kind(method):
     return "all_reduce" if method in ("dense", "diloco") else "all_gather"
 
 
-def sync_cost(cfg, shapes, workers, alpha=0.0, beta=0.0):
+def sync_cost(cfg, shapes, workers, alpha=0.0, beta=0.0, quant_all_reduce=False):
     """One sync of cfg.method over `workers` workers: {kind, payload_bytes, wire_bytes (per worker),
-    seconds (alpha-beta: alpha s per message, beta s per byte)}."""
+    seconds (alpha-beta: alpha s per message, beta s per byte)}. quant_all_reduce (quant only): the
+    quantised ring all-reduce, 2 (W - 1) messages of n / W codes and a scale, instead of the all-gather."""
     n = sum(math.prod(s) for s in shapes.values())
+    if quant_all_reduce:
+        if cfg.method != "quant":
+            raise ValueError("only the quantised method has a quantised all-reduce")
+        w = compress.collectives.check_workers(workers, low=2)
+        wire = compress.quantised_all_reduce_bytes(n, w, cfg.quant_bits)
+        return {"kind": "quantised_all_reduce", "payload_bytes": compress.quantise_bytes(n, cfg.quant_bits),
+                "wire_bytes": wire, "seconds": 2 * (w - 1) * alpha + wire * beta}
     kind, payload = sync_kind(cfg.method), payload_bytes_for(cfg, shapes)
     return {"kind": kind, "payload_bytes": payload,
             "wire_bytes": compress.sync_wire_bytes(kind, n, workers, payload),
@@ -371,12 +383,15 @@ def run_steps(state, n_steps):
     for _ in range(n_steps):
         if state["diverged"] or state["step"] >= cfg.steps:
             break
+        before = optim.flat_buffer(state["params"]).copy()  # (n,) the global weights
         with np.errstate(all="ignore"):
             losses = STEPS[cfg.method](state, _lr(cfg, state["step"], peak))
+            moved = float(np.linalg.norm(optim.flat_buffer(state["params"]) - before, ord=2))
         state["step"] += 1
         loss = float(np.mean(losses))
         rec = {"step": state["step"], "loss": loss if math.isfinite(loss) else None,
-               "bytes": state["bytes"], "syncs": state["syncs"]}
+               "bytes": state["bytes"], "syncs": state["syncs"],
+               "update_norm": moved if math.isfinite(moved) else None}
         if not math.isfinite(loss) or loss > state["limit"]:
             rec["diverged"] = state["diverged"] = True
         elif state["step"] % cfg.eval_interval == 0 or state["step"] == cfg.steps:

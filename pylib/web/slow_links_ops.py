@@ -7,7 +7,9 @@ Ops (see pylib.web.all_ops):
                    the measured band of the same method (3 seeds) when the page passes it;
   slow_link_race   time per sync of each method from the alpha-beta model at the reader's
                    bandwidth, latency and worker count, and wall-clock to the target from the
-                   measured steps and syncs to it; the same over a sweep of bandwidths;
+                   measured steps and syncs to it; the same over a sweep of bandwidths. A sixth
+                   row, quant_ar, prices the quantised arm's steps with a quantised ring
+                   all-reduce instead of its all-gather;
   slow_queue       the M/D/1 link at load rho (simulated against Pollaczek-Khinchine) and the
                    slowest of W workers (simulated against base + spread * H_W).
 """
@@ -34,6 +36,9 @@ LIMITS = {
 }
 
 _RUNS = {}
+# The link race's rows: (method whose measured steps and syncs it uses, priced as a quantised all-reduce?)
+RACE = {m: (m, False) for m in sl.METHODS} | {"quant_ar": ("quant", True)}
+RACE_NAME = "quantised gradients, priced as a quantised ring all-reduce (the same measured steps)"
 
 
 def _number(args, key, label, lo, hi, lo_open=False, unit=""):
@@ -147,9 +152,10 @@ def link_race(session, args):
     def at(mbit):
         beta = 1.0 / (mbit * 1e6 / 8)  # seconds per byte
         rows = {}
-        for m in sl.METHODS:
-            cost = sl.sync_cost(sl.configured(m), shapes, s["workers"], alpha, beta)
-            meas = measured[m]
+        for m in RACE:
+            method, ar = RACE[m]
+            cost = sl.sync_cost(sl.configured(method), shapes, s["workers"], alpha, beta, quant_all_reduce=ar)
+            meas = measured[method]
             total = tgt.time_to_target(meas["steps"], meas["syncs"], step_s, cost["seconds"]) if meas else None
             rows[m] = {**cost, "time_to_target": total}
         return rows
@@ -158,15 +164,15 @@ def link_race(session, args):
     timed = {m: r["time_to_target"] for m, r in rows.items() if r["time_to_target"] is not None}
     winner = min(timed, key=timed.get) if timed else None
     grid = np.logspace(0, 7, LIMITS["sweep_points"])  # 1 Mb/s .. 10 Tb/s
-    sweep = {m: [] for m in sl.METHODS}
+    sweep = {m: [] for m in RACE}
     winners = []
     for mbit in grid:
         r = at(float(mbit))
-        for m in sl.METHODS:
+        for m in RACE:
             sweep[m].append(r[m]["time_to_target"])
         t = {m: x["time_to_target"] for m, x in r.items() if x["time_to_target"] is not None}
         winners.append(min(t, key=t.get) if t else None)
-    return {"settings": s, "rows": rows, "winner": winner, "names": sl.METHODS,
+    return {"settings": s, "rows": rows, "winner": winner, "names": {**sl.METHODS, "quant_ar": RACE_NAME},
             "sweep": {"mbit": grid.tolist(), "time": sweep, "winner": winners}}
 
 

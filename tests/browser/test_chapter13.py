@@ -117,6 +117,10 @@ def test_link_race_matches_pylib_and_the_winner_moves(chapter13):
         ref = sl.sync_cost(sl.configured(m), shapes, 4, 0.0, 1 / (10e6 / 8))
         assert r["rows"][m]["seconds"] == pytest.approx(ref["seconds"], rel=1e-12)
         assert r["rows"][m]["wire_bytes"] == ref["wire_bytes"]
+    # The sixth row: the quantised arm priced as a quantised ring all-reduce, shown as its own table row.
+    ref = sl.sync_cost(sl.configured("quant"), shapes, 4, 0.0, 1 / (10e6 / 8), quant_all_reduce=True)
+    assert r["rows"]["quant_ar"]["wire_bytes"] == ref["wire_bytes"] < r["rows"]["quant"]["wire_bytes"]
+    expect(w.locator('tr[data-method="quant_ar"] td').first).to_have_text("quantised ring all-reduce")
     slow_winner = r["winner"]
     fast_winner = fill_and_wait(w, bandwidth="10000000", latency="0", step_ms="3", workers="4")["winner"]
     assert slow_winner != fast_winner  # bytes decide on a slow link, steps on a fast one

@@ -6,8 +6,10 @@
 import { bindFields, calculator, readConfig } from "../widget-kit.js";
 import { lineChart } from "./job-kit.js";
 
-const NAMES = { dense: "dense", topk: "top-k + EF", quant: "quantised + EF", demo: "DeMo", diloco: "DiLoCo" };
-const ORDER = ["dense", "topk", "quant", "demo", "diloco"]; // series colours 1–5, as the legend
+const NAMES = { dense: "dense", topk: "top-k + EF", quant: "quantised + EF", demo: "DeMo", diloco: "DiLoCo",
+  quant_ar: "quantised + EF, all-reduced" };
+const ORDER = ["dense", "topk", "quant", "demo", "diloco", "quant_ar"]; // series colours 1–6, as the legend
+const COLLECTIVE = { all_reduce: "ring all-reduce", all_gather: "all-gather", quantised_all_reduce: "quantised ring all-reduce" };
 
 function seconds(s) {
   if (s == null) return "not reached";
@@ -45,7 +47,7 @@ export async function mount(root, client) {
       const tr = document.createElement("tr");
       if (m === v.winner) tr.className = "sl-winner";
       tr.dataset.method = m;
-      const cells = [NAMES[m] + (m === v.winner ? " (first)" : ""), r.kind === "all_reduce" ? "ring all-reduce" : "all-gather",
+      const cells = [NAMES[m] + (m === v.winner ? " (first)" : ""), COLLECTIVE[r.kind] || r.kind,
         Math.round(r.payload_bytes).toLocaleString("en"), Math.round(r.wire_bytes).toLocaleString("en"), seconds(r.seconds), seconds(r.time_to_target)];
       cells.forEach((text, i) => {
         const td = document.createElement(i === 0 ? "th" : "td");
