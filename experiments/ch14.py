@@ -44,6 +44,8 @@ import sys
 
 import numpy as np
 
+from pylib.systems import flops
+
 from experiments.common import SEEDS, arm, final_val, rounded, run_parts
 
 from pylib.studies import scaling
@@ -184,9 +186,9 @@ def run(corpus):
 
 
 def derived(corpus):
-    """Build-time values: the FLOPs of the course model's step, the family, the budgets."""
+    """Build-time values: the FLOPs of the course model's step, the family, the budgets, the fits to
+    Chinchilla's own runs."""
     from pylib import model, train
-    from pylib.systems import flops
     cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
     T, B = cfg.block_size, 16
     fwd = flops.forward_flops_per_token(cfg)
@@ -227,6 +229,39 @@ def derived(corpus):
     for i, b in enumerate(scaling.BUDGETS):
         out[f"ch14.budget.{budget_tag(i)}"] = b
     out.update(derived_cited(corpus))
+    out.update(derived_chinchilla_data())
+    return out
+
+
+def derived_chinchilla_data():
+    """Chinchilla's parametric form fitted to Besiroglu et al.'s 245 runs (cited data, shipped with
+    pylib): the paper's Huber fit, plain least squares on the same points, and why they differ."""
+    from pylib.studies import chinchilla_fit as cf
+    from pylib.web import scaling_ops as ops
+    c = flops.six_nd(ops.CHINCHILLA_PARAMS, ops.CHINCHILLA_TOKENS)
+    n, d, loss = cf.load_points()
+    keep = np.ones(n.size, bool)
+    keep[cf.highest_losses(loss, 5)] = False
+    few = keep & (d / n < 1)  # runs that saw fewer tokens than they have parameters
+    out = {"ch14.real.runs": n.size, "ch14.real.kept": int(keep.sum()), "ch14.real.dropped": int((~keep).sum()),
+           "ch14.real.dropped_max_tokens_per_param": float(np.max((d / n)[~keep])),
+           "ch14.real.under_one_token": int(few.sum()), "ch14.real.grid_starts": len(cf.grid_starts()),
+           "ch14.real.page_starts": ops.LIMITS["fit_starts"]}
+    fits = {"huber": cf.fit(n[keep], d[keep], loss[keep], keep=ops.LIMITS["fit_starts"]),
+            "squares": cf.fit(n[keep], d[keep], loss[keep], loss="squares", keep=ops.LIMITS["fit_starts"]),
+            "squares_trained": cf.fit(n[keep & ~few], d[keep & ~few], loss[keep & ~few], loss="squares",
+                                      keep=ops.LIMITS["fit_starts"]),
+            "huber_all": cf.fit(n, d, loss, keep=ops.LIMITS["fit_starts"])}
+    for name, f in fits.items():
+        n_opt, d_opt = cf.optimum(f, c)
+        out.update({f"ch14.real.{name}.{k}": f[k] for k in ("E", "A", "B", "alpha", "beta", "objective")})
+        out[f"ch14.real.{name}.a"] = f["beta"] / (f["alpha"] + f["beta"])
+        out[f"ch14.real.{name}.n_at_chinchilla"] = n_opt
+        out[f"ch14.real.{name}.tokens_per_param_at_chinchilla"] = d_opt / n_opt
+    sq = fits["squares"]
+    err = (loss - (sq["E"] + sq["A"] / n ** sq["alpha"] + sq["B"] / d ** sq["beta"])) ** 2
+    out["ch14.real.squares.under_one_token_share_percent"] = 100 * err[few].sum() / err[keep].sum()
+    out["ch14.real.squares.under_one_token_point_percent"] = 100 * few.sum() / keep.sum()
     return out
 
 
