@@ -230,7 +230,29 @@ def derived(corpus):
         out[f"ch14.budget.{budget_tag(i)}"] = b
     out.update(derived_cited(corpus))
     out.update(derived_chinchilla_data())
+    out.update(derived_from_results())
+    T, C = cfg.block_size, cfg.n_embd
+    out["ch14.t_over_6c"] = T / (6 * C)
+    out["ch14.t_over_6c_share_percent"] = 100 * (T / (6 * C)) / (1 + T / (6 * C))
+    out["ch14.attention_over_weights"] = fwd["attention"] / fwd["weights"]
     return out
+
+
+def derived_from_results():
+    """Arithmetic on measured values (results.json): the toy exponent's seed span and its 95%
+    t-interval over the seeds (the same t quantile as pylib.compare)."""
+    import json
+    import pathlib
+    from pylib.compare import t_quantile
+    path = pathlib.Path(__file__).resolve().parents[1] / "results.json"
+    values = json.loads(path.read_text()).get("values", {}) if path.exists() else {}
+    per_seed = values.get("ch14.fit.a.per_seed")
+    if not per_seed:
+        return {}
+    a = np.array([v for v in per_seed.values()], float)
+    half = t_quantile(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
+    return {"ch14.fit.a.min": float(a.min()), "ch14.fit.a.max": float(a.max()),
+            "ch14.fit.a.t_low": float(a.mean() - half), "ch14.fit.a.t_high": float(a.mean() + half)}
 
 
 def derived_chinchilla_data():
