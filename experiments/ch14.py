@@ -40,6 +40,7 @@ width 4, 2.0 at 8, 2.4 at 12, 2.9 at 16, 4.3 at 24, 7.4 at 32, 9.8 at 48; a whol
   wall time and 147 s of CPU after, at a load average near 12.)
 """
 
+import json
 import sys
 
 import numpy as np
@@ -241,7 +242,6 @@ def derived(corpus):
 def derived_from_results():
     """Arithmetic on measured values (results.json): the toy exponent's seed span and its 95%
     t-interval over the seeds (the same t quantile as pylib.compare)."""
-    import json
     import pathlib
     from pylib.compare import t_quantile
     path = pathlib.Path(__file__).resolve().parents[1] / "results.json"
@@ -251,8 +251,48 @@ def derived_from_results():
         return {}
     a = np.array([v for v in per_seed.values()], float)
     half = t_quantile(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
-    return {"ch14.fit.a.min": float(a.min()), "ch14.fit.a.max": float(a.max()),
-            "ch14.fit.a.t_low": float(a.mean() - half), "ch14.fit.a.t_high": float(a.mean() + half)}
+    out = {"ch14.fit.a.min": float(a.min()), "ch14.fit.a.max": float(a.max()),
+           "ch14.fit.a.t_low": float(a.mean() - half), "ch14.fit.a.t_high": float(a.mean() + half)}
+    curve = json.loads(path.read_text()).get("curves", {}).get("ch14.isoflop")
+    if curve:
+        out.update(bootstrap_over_seeds(curve))
+    return out
+
+
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def bootstrap_over_seeds(curve, resamples=BOOTSTRAP_RESAMPLES, seed=0):
+    """A percentile bootstrap over seeds: every (budget, width) point's loss is the mean of its seeds
+    drawn with replacement; the IsoFLOP optima, the exponents a and b and the optima's power law
+    (hence the held-out prediction at the held-out budget) are refitted on each resample. 95%
+    intervals. With three seeds per point the bootstrap's spread is a little narrow (it draws from
+    the three values only), and the parametric prediction is not resampled (each of its fits takes
+    a fraction of a second)."""
+    rng = np.random.default_rng(seed)
+    series = [(s["budget"], np.asarray(s["n"], float), np.asarray(s["d"], float),
+               np.asarray(s["loss_per_seed"], float)) for s in curve["series"]]  # loss (widths, seeds)
+    c_held = curve["heldout"]["budget"]
+    draws = {"a": [], "b": [], "power_law": []}
+    for _ in range(resamples):
+        optima = []
+        for budget, n, d, seeds in series:
+            pick = rng.integers(0, seeds.shape[1], seeds.shape)
+            opt = scaling.isoflop_optimum(n, d, np.take_along_axis(seeds, pick, axis=1).mean(axis=1))
+            if opt is not None:
+                optima.append((budget, opt))
+        if len(optima) < 2:
+            continue
+        cs = [c for c, _ in optima]
+        draws["a"].append(scaling.fit_power_law(cs, [o["n"] for _, o in optima])[0])
+        draws["b"].append(scaling.fit_power_law(cs, [o["d"] for _, o in optima])[0])
+        exp, k = scaling.fit_power_law(cs, [o["loss"] for _, o in optima])
+        draws["power_law"].append(k * c_held ** exp)
+    out = {"ch14.boot.resamples": resamples, "ch14.boot.kept": len(draws["a"])}
+    for name, values in draws.items():
+        low, high = np.percentile(values, [2.5, 97.5])
+        out[f"ch14.boot.{name}.low"], out[f"ch14.boot.{name}.high"] = float(low), float(high)
+    return out
 
 
 def derived_chinchilla_data():

@@ -1,12 +1,12 @@
 """Chinchilla's parametric fit done the paper's way, in NumPy (it runs in the page under Pyodide).
 
-Hoffmann et al. 2022 (section 3.3 and Appendix D.2) fit L(N, D) = E + A/N^α + B/D^β by minimising
+Hoffmann et al. 2022 (section 3.3, eq. (3)) fit L(N, D) = E + A/N^α + B/D^β by minimising
 a Huber loss (δ = 10⁻³) of the residuals in log L, with the prediction written as a log-sum-exp,
 
     log L̂ = LSE(a − α log N, b − β log D, e),    A = eᵃ, B = eᵇ, E = eᵉ,
 
-using L-BFGS from a grid of starting points (α, β ∈ {0, 0.5, …, 2}, e ∈ {−1, −0.5, …, 1},
-a, b ∈ {0, 5, …, 25}). Besiroglu et al. 2024 ("Chinchilla Scaling: A replication attempt",
+using L-BFGS from "a grid of initialisations" (the grid here, α, β ∈ {0, 0.5, …, 2},
+e ∈ {−1, −0.5, …, 1}, a, b ∈ {0, 5, …, 25}, is Besiroglu et al.'s notebook's). Besiroglu et al. 2024 ("Chinchilla Scaling: A replication attempt",
 arXiv:2404.10102) refit it to 245 runs read off Hoffmann et al.'s Figure 4, leaving out the five
 highest losses; their analysis notebook (epoch-research/analyzing-chinchilla, data_analysis.ipynb)
 has the objective, the grid and the data (chinchilla_data/svg_extracted_data.csv here).
@@ -28,11 +28,11 @@ from itertools import product
 
 import numpy as np
 
-DELTA = 1e-3  # Hoffmann et al.'s Huber δ (Appendix D.2)
+DELTA = 1e-3  # Hoffmann et al.'s Huber δ (section 3.3)
 NAMES = ("a", "b", "e", "alpha", "beta")
 DATA = pathlib.Path(__file__).with_name("chinchilla_data") / "svg_extracted_data.csv"
 
-# Hoffmann et al.'s grid of initialisations (Appendix D.2; the notebook's "Replicate exactly" cell)
+# the grid of initialisations of Besiroglu et al.'s notebook (its "Replicate exactly" cell)
 GRID = {"a": np.arange(0, 30, 5.0), "b": np.arange(0, 30, 5.0), "e": np.arange(-1, 1.5, 0.5),
         "alpha": np.arange(0, 2.5, 0.5), "beta": np.arange(0, 2.5, 0.5)}
 
@@ -65,19 +65,20 @@ def highest_losses(loss, k):
 def log_prediction(x, log_n, log_d):
     """log L̂ = LSE(a − α log N, b − β log D, e) and its Jacobian (P, 5)."""
     a, b, e, alpha, beta = x
-    terms = np.stack([a - alpha * log_n, b - beta * log_d, np.full_like(log_n, e)], axis=1)  # (P, 3)
-    top = terms.max(axis=1, keepdims=True)
-    w = np.exp(terms - top)
-    total = w.sum(axis=1, keepdims=True)
-    w /= total  # softmax weights: each term's share of L̂
-    jac = np.stack([w[:, 0], w[:, 1], w[:, 2], -w[:, 0] * log_n, -w[:, 1] * log_d], axis=1)  # (P, 5)
-    return top[:, 0] + np.log(total[:, 0]), jac
+    t1, t2 = a - alpha * log_n, b - beta * log_d  # (P,)
+    top = np.maximum(np.maximum(t1, t2), e)
+    w1, w2, w3 = np.exp(t1 - top), np.exp(t2 - top), np.exp(e - top)
+    total = w1 + w2 + w3
+    jac = np.empty((log_n.size, 5))  # the softmax weights (each term's share of L̂), chained to x
+    jac[:, 0], jac[:, 1], jac[:, 2] = w1 / total, w2 / total, w3 / total
+    jac[:, 3], jac[:, 4] = -jac[:, 0] * log_n, -jac[:, 1] * log_d
+    return top + np.log(total), jac
 
 
 def huber(r, delta=DELTA):
     """Huber's loss of r: r²/2 inside ±δ, δ(|r| − δ/2) outside; and its derivative."""
-    inside = np.abs(r) <= delta
-    return np.where(inside, 0.5 * r * r, delta * (np.abs(r) - 0.5 * delta)), np.clip(r, -delta, delta)
+    size = np.abs(r)
+    return np.where(size <= delta, 0.5 * r * r, delta * (size - 0.5 * delta)), np.clip(r, -delta, delta)
 
 
 def huber_objective(x, log_n, log_d, log_loss, delta=DELTA):
@@ -217,7 +218,7 @@ def grid_starts(grid=GRID):
 
 def fit(n_params, n_tokens, losses, loss="huber", delta=DELTA, starts=None, keep=None):
     """Fit L = E + A/N^α + B/D^β with `loss` ("huber": Hoffmann et al.'s; "squares": least squares
-    on L), L-BFGS from each start (default: Hoffmann et al.'s grid of 4,500); the best end wins.
+    on L), L-BFGS from each start (default: the notebook's grid of 4,500); the best end wins.
 
     keep: run L-BFGS only from the `keep` starts whose objective is lowest (the grid is scored in
     one vectorised pass first), which is what makes the page's fit fast; None runs every start.
