@@ -256,7 +256,19 @@ def derived_from_results():
     curve = json.loads(path.read_text()).get("curves", {}).get("ch14.isoflop")
     if curve:
         out.update(bootstrap_over_seeds(curve))
+        out.update(toy_huber_refit(curve))
     return out
+
+
+def toy_huber_refit(curve):
+    """The toy's parametric form refitted, after the held-out outcome was known, with the paper's Huber
+    loss on log L (pylib.studies.chinchilla_fit) on the same seed means, and its held-out prediction."""
+    from pylib.studies import chinchilla_fit
+    n, d, loss = (np.array([x for s in curve["series"] for x in s[k]], float) for k in ("n", "d", "loss_mean"))
+    f = chinchilla_fit.fit(n, d, loss, keep=20)
+    held = curve["heldout"]
+    return {"ch14.toy_huber.E": f["E"], "ch14.toy_huber.alpha": f["alpha"], "ch14.toy_huber.beta": f["beta"],
+            "ch14.toy_huber.prediction": f["E"] + f["A"] / held["n"] ** f["alpha"] + f["B"] / held["d"] ** f["beta"]}
 
 
 BOOTSTRAP_RESAMPLES = 1000
