@@ -88,6 +88,20 @@ def test_besiroglus_table_is_the_bfgs_optimum_of_the_huber_likelihood(points):
     assert -res.fun == pytest.approx(879.77, abs=0.005)
 
 
+def test_numpy_bfgs_reproduces_besiroglus_table(points):
+    """pylib's own BFGS on the same likelihood, from the same start, ends where SciPy's does: the table."""
+    n, d, loss, keep = points
+    f = cf.fit_likelihood(n[keep], d[keep], loss[keep])
+    assert round(f["E"], 2) == 1.82 and round(f["A"], 2) == 482.01 and round(f["B"], 2) == 2085.43
+    assert abs(f["alpha"] - 0.3478) < 1e-4 and abs(f["beta"] - 0.3658) < 1e-4
+    assert f["log_likelihood"] == pytest.approx(879.77, abs=0.005)
+    # and on all 245 runs, the notebook's cell 33 note: fitted_params_with_outliers = [6.13834459,
+    # 9.43584213, 0.63412782, 0.3453568, 0.45189211] (log A, log B, log E, α, β)
+    f = cf.fit_likelihood(n, d, loss)
+    assert [math.log(f["A"]), math.log(f["B"]), math.log(f["E"]), f["alpha"], f["beta"]] == pytest.approx(
+        [6.13834459, 9.43584213, 0.63412782, 0.3453568, 0.45189211], abs=1e-6)
+
+
 def test_least_squares_is_pulled_by_the_runs_with_under_one_token_per_parameter(points):
     """Least squares on L differs from the Huber fit; without the 6 runs that saw fewer tokens than
     parameters it lands near the Huber fit's exponents."""

@@ -12,9 +12,8 @@ highest losses; their analysis notebook (epoch-research/analyzing-chinchilla, da
 has the objective, the grid and the data (chinchilla_data/svg_extracted_data.csv here).
 
 What is here: the objective with its analytic gradient (`huber_objective`), the same form by plain
-least squares on L (`squares_objective`), the Huber likelihood with a fitted scale whose BFGS
-optimum from Hoffmann et al.'s constants is the table of Besiroglu et al. (`huber_likelihood_objective`;
-tests/test_chinchilla_fit.py shows it with SciPy's BFGS, which this module does not reimplement), an L-BFGS minimiser (`lbfgs`, Nocedal &
+least squares on L (`squares_objective`), the Huber likelihood with a fitted scale that gave
+Besiroglu et al.'s table (`huber_likelihood_objective`, minimised by `bfgs` in `fit_likelihood`), an L-BFGS minimiser (`lbfgs`, Nocedal &
 Wright 2006, algorithm 7.4 with a backtracking Armijo search), the grid search (`fit`), the data
 (`load_points`) and the compute-optimal allocation under C = 6ND (`optimum`).
 
@@ -216,13 +215,9 @@ def grid_starts(grid=GRID):
     return np.array(list(product(*(grid[k] for k in NAMES))), float)
 
 
-def fit(n_params, n_tokens, losses, loss="huber", delta=DELTA, starts=None, keep=None):
-    """Fit L = E + A/N^α + B/D^β with `loss` ("huber": Hoffmann et al.'s; "squares": least squares
-    on L), L-BFGS from each start (default: the notebook's grid of 4,500); the best end wins.
-
-    keep: run L-BFGS only from the `keep` starts whose objective is lowest (the grid is scored in
-    one vectorised pass first), which is what makes the page's fit fast; None runs every start.
-    Returns {"E", "A", "B", "alpha", "beta", "x", "objective", "starts_run", "points"}."""
+def log_points(n_params, n_tokens, losses):
+    """(log N, log D, log L) after checking them: three 1-D lists of one length, at least five points,
+    every value positive and finite."""
     n, d, y = (np.asarray(v, float) for v in (n_params, n_tokens, losses))
     if not (n.ndim == d.ndim == y.ndim == 1 and n.size == d.size == y.size):
         raise ValueError("N, D and L must be three lists of the same length")
@@ -231,9 +226,19 @@ def fit(n_params, n_tokens, losses, loss="huber", delta=DELTA, starts=None, keep
     if not (np.all(np.isfinite(n) & np.isfinite(d) & np.isfinite(y)) and np.all(n > 0) and np.all(d > 0)
             and np.all(y > 0)):
         raise ValueError("every N, D and L must be a positive finite number")
+    return np.log(n), np.log(d), np.log(y)
+
+
+def fit(n_params, n_tokens, losses, loss="huber", delta=DELTA, starts=None, keep=None):
+    """Fit L = E + A/N^α + B/D^β with `loss` ("huber": Hoffmann et al.'s; "squares": least squares
+    on L), L-BFGS from each start (default: the notebook's grid of 4,500); the best end wins.
+
+    keep: run L-BFGS only from the `keep` starts whose objective is lowest (the grid is scored in
+    one vectorised pass first), which is what makes the page's fit fast; None runs every start.
+    Returns {"E", "A", "B", "alpha", "beta", "x", "objective", "starts_run", "points"}."""
     if loss not in OBJECTIVES:
         raise ValueError(f"unknown loss {loss!r}: choose one of {', '.join(OBJECTIVES)}")
-    log_n, log_d, log_y = np.log(n), np.log(d), np.log(y)
+    log_n, log_d, log_y = log_points(n_params, n_tokens, losses)
     if loss == "huber":
         def fun(x):
             return huber_objective(x, log_n, log_d, log_y, delta)
@@ -253,7 +258,7 @@ def fit(n_params, n_tokens, losses, loss="huber", delta=DELTA, starts=None, keep
                 best = res
     a, b, e, alpha, beta = best["x"]
     return {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": float(alpha), "beta": float(beta),
-            "x": best["x"].tolist(), "objective": best["fun"], "starts_run": len(starts), "points": int(n.size),
+            "x": best["x"].tolist(), "objective": best["fun"], "starts_run": len(starts), "points": int(log_n.size),
             "loss": loss}
 
 
@@ -265,6 +270,46 @@ def grid_values(starts, log_n, log_d, log_loss, loss="huber", delta=DELTA):
     if loss == "huber":
         return huber(pred - log_loss, delta)[0].sum(axis=1)
     return np.sum((np.exp(pred) - np.exp(log_loss)) ** 2, axis=1)
+
+
+HOFFMANN_TEX = (6.0073404, 6.0179186, 0.5267228, 0.33917084, 0.2849083)  # log A, log B, log E, α, β (notebook)
+
+
+def bfgs(fun, x0, max_iter=1000, gtol=1e-5):
+    """Minimise fun(x) -> (value, gradient) by BFGS with a dense inverse Hessian (Nocedal & Wright,
+    algorithm 6.1, H₀ = I) and the strong-Wolfe search; it stops at max |gradient| <= gtol, or when
+    the search finds no better step (what SciPy's BFGS reports as "precision loss")."""
+    x = np.array(x0, float)
+    f, g = fun(x)
+    h = np.eye(x.size)
+    for it in range(1, max_iter + 1):
+        if np.max(np.abs(g)) <= gtol:
+            return {"x": x, "fun": f, "iterations": it - 1, "converged": True}
+        d = -h @ g
+        found = wolfe_step(fun, x, f, g @ d, d)
+        if found is None:
+            return {"x": x, "fun": f, "iterations": it, "converged": False}
+        x_new, f_new, g_new = found
+        s, y = x_new - x, g_new - g
+        if s @ y > 1e-12:
+            rho, eye = 1.0 / (s @ y), np.eye(x.size)
+            h = (eye - rho * np.outer(s, y)) @ h @ (eye - rho * np.outer(y, s)) + rho * np.outer(s, s)
+        x, f, g = x_new, f_new, g_new
+    return {"x": x, "fun": f, "iterations": max_iter, "converged": False}
+
+
+def fit_likelihood(n_params, n_tokens, losses, x0=HOFFMANN_TEX, delta=DELTA):
+    """Besiroglu et al.'s table estimator: the maximum likelihood of log L under a Huber density whose
+    scale is fitted too, by BFGS from x0 (theirs: Hoffmann et al.'s constants at the TeX's precision,
+    scale 1). Returns the constants, "scale", "log_likelihood", "converged" (False when the search
+    stopped on precision, as theirs did)."""
+    log_n, log_d, log_y = log_points(n_params, n_tokens, losses)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        res = bfgs(lambda x: huber_likelihood_objective(x, log_n, log_d, log_y, delta), list(x0) + [0.0])
+    a, b, e, alpha, beta, sigma = res["x"]
+    return {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": float(alpha), "beta": float(beta),
+            "scale": math.exp(sigma), "log_likelihood": -res["fun"], "objective": res["fun"],
+            "converged": res["converged"], "points": int(log_n.size), "starts_run": 1, "loss": "likelihood"}
 
 
 def optimum(constants, compute):

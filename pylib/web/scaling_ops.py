@@ -28,7 +28,8 @@ LIMITS = {
     "curve_points": 60,  # points on a drawn parabola
     "fit_starts": 20,  # the page's Chinchilla fit runs L-BFGS from the grid's 20 best starts (the module says why)
 }
-LOSS_CHOICES = {"huber": "Huber (δ = 10⁻³) on log L", "squares": "least squares on L"}
+LOSS_CHOICES = {"huber": "Huber (δ = 10⁻³) on log L", "squares": "least squares on L",
+                "likelihood": "the Huber likelihood with a fitted scale (Besiroglu et al.'s table)"}
 A100_PEAK = 312e12  # dense 16-bit FLOP/s (Narayanan et al. 2021, section 5; the chapter cites it)
 DEFAULT_MFU_PERCENT = 40.0  # an assumption the page states, not a measurement
 LLAMA_7B_TOKENS = 1.0e12  # Touvron et al. 2023, Table 2: the 6.7B model's tokens
@@ -130,7 +131,7 @@ def chinchilla(session, args):
     n, d, loss = chinchilla_fit.load_points()
     choice = args.get("loss")
     if choice not in LOSS_CHOICES:
-        raise InputError({"loss": "Choose the loss: " + " or ".join(LOSS_CHOICES.values()) + "."})
+        raise InputError({"loss": "Choose the loss: " + ", or ".join(LOSS_CHOICES.values()) + "."})
     v = collect_fields({
         "drop_highest": lambda r: parse_field(parse_int, "drop_highest", "The number of highest losses left out", r,
                                               0, n.size),
@@ -144,7 +145,10 @@ def chinchilla(session, args):
     if keep.sum() < 5:
         raise InputError({"drop_highest": f"These choices leave {int(keep.sum())} of the {n.size} runs; the fit has "
                                           "five constants and needs at least five runs."})
-    f = chinchilla_fit.fit(n[keep], d[keep], loss[keep], loss=choice, keep=LIMITS["fit_starts"])
+    if choice == "likelihood":  # one BFGS run from Hoffmann et al.'s constants, as Besiroglu et al. did
+        f = chinchilla_fit.fit_likelihood(n[keep], d[keep], loss[keep])
+    else:
+        f = chinchilla_fit.fit(n[keep], d[keep], loss[keep], loss=choice, keep=LIMITS["fit_starts"])
     n_opt, d_opt = chinchilla_fit.optimum(f, v["compute"])
     return {"loss": choice, "points": int(keep.sum()), "total": int(n.size), "excluded": np.flatnonzero(~keep).tolist(),
             "constants": {k: f[k] for k in ("E", "A", "B", "alpha", "beta")}, "objective": f["objective"],

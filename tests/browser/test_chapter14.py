@@ -210,6 +210,11 @@ def test_chinchilla_fit_matches_cpython_and_refuses_bad_choices(chapter14):
     set_fields(w, loss="squares")
     assert run(w) == "done"
     assert result(w)["constants"]["beta"] > page["constants"]["beta"] + 0.05  # least squares is pulled away
+    set_fields(w, loss="likelihood")
+    assert run(w) == "done"
+    table = result(w)["constants"]  # Besiroglu et al.'s table, computed in the page
+    assert (round(table["E"], 2), round(table["A"], 2), round(table["B"], 2)) == (1.82, 482.01, 2085.43)
+    assert abs(table["alpha"] - 0.3478) < 1e-4 and abs(table["beta"] - 0.3658) < 1e-4
     set_fields(w, drop_highest="245")
     assert run(w) == "error"
     assert "at least five runs" in w.inner_text()
