@@ -141,10 +141,11 @@ def chinchilla(session, args):
     }, args)
     keep = np.ones(n.size, bool)
     keep[chinchilla_fit.highest_losses(loss, v["drop_highest"])] = False
+    culprit = "drop_highest" if keep.sum() < 5 else "min_tokens_per_param"  # the field that empties the selection
     keep &= d / n >= v["min_tokens_per_param"]
     if keep.sum() < 5:
-        raise InputError({"drop_highest": f"These choices leave {int(keep.sum())} of the {n.size} runs; the fit has "
-                                          "five constants and needs at least five runs."})
+        raise InputError({culprit: f"These choices leave {int(keep.sum())} of the {n.size} runs; the fit has "
+                                   "five constants and needs at least five runs."})
     if choice == "likelihood":  # one BFGS run from Hoffmann et al.'s constants, as Besiroglu et al. did
         f = chinchilla_fit.fit_likelihood(n[keep], d[keep], loss[keep])
     else:

@@ -218,6 +218,11 @@ def test_chinchilla_fit_matches_cpython_and_refuses_bad_choices(chapter14):
     set_fields(w, drop_highest="245")
     assert run(w) == "error"
     assert "at least five runs" in w.inner_text()
+    assert w.locator('input[name="drop_highest"]').get_attribute("aria-invalid") == "true"
+    set_fields(w, drop_highest="5", min_tokens_per_param="1000")  # no run saw 1,000 tokens per parameter
+    assert run(w) == "error"
+    assert w.locator('input[name="min_tokens_per_param"]').get_attribute("aria-invalid") == "true"
+    set_fields(w, min_tokens_per_param="0")
     for bad in ("1e99", "<b class=injected>x</b>"):
         set_fields(w, drop_highest="5", compute=bad)
         assert run(w) == "error"
