@@ -189,7 +189,7 @@ def copy_vendor(dest):
 def build_wheel(dest, keep_old=False):
     """Write pylib as a wheel into dest; the local version is a hash of the sources. Older wheels are
     removed unless keep_old (a partial build leaves pages that still name them)."""
-    sources = sorted((ROOT / "pylib").rglob("*.py"))
+    sources = sorted([*(ROOT / "pylib").rglob("*.py"), *(ROOT / "pylib").rglob("*.csv")])  # the data pylib reads
     names = [p.relative_to(ROOT).as_posix() for p in sources]  # pylib/..., sub-packages included
     digest = hashlib.sha256(b"".join(n.encode() + p.read_bytes() for n, p in zip(names, sources))).hexdigest()
     version = f"{WHEEL_VERSION}+{digest[:10]}"

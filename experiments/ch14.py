@@ -40,9 +40,12 @@ width 4, 2.0 at 8, 2.4 at 12, 2.9 at 16, 4.3 at 24, 7.4 at 32, 9.8 at 48; a whol
   wall time and 147 s of CPU after, at a load average near 12.)
 """
 
+import json
 import sys
 
 import numpy as np
+
+from pylib.systems import flops
 
 from experiments.common import SEEDS, arm, final_val, rounded, run_parts
 
@@ -184,9 +187,9 @@ def run(corpus):
 
 
 def derived(corpus):
-    """Build-time values: the FLOPs of the course model's step, the family, the budgets."""
+    """Build-time values: the FLOPs of the course model's step, the family, the budgets, the fits to
+    Chinchilla's own runs."""
     from pylib import model, train
-    from pylib.systems import flops
     cfg = model.GPTConfig(vocab_size=corpus.vocab.size)
     T, B = cfg.block_size, 16
     fwd = flops.forward_flops_per_token(cfg)
@@ -227,6 +230,112 @@ def derived(corpus):
     for i, b in enumerate(scaling.BUDGETS):
         out[f"ch14.budget.{budget_tag(i)}"] = b
     out.update(derived_cited(corpus))
+    out.update(derived_chinchilla_data())
+    out.update(derived_from_results())
+    T, C = cfg.block_size, cfg.n_embd
+    out["ch14.t_over_6c"] = T / (6 * C)
+    out["ch14.t_over_6c_share_percent"] = 100 * (T / (6 * C)) / (1 + T / (6 * C))
+    out["ch14.attention_over_weights"] = fwd["attention"] / fwd["weights"]
+    return out
+
+
+def derived_from_results():
+    """Arithmetic on measured values (results.json): the toy exponent's seed span and its 95%
+    t-interval over the seeds (the same t quantile as pylib.compare)."""
+    import pathlib
+    from pylib.compare import t_quantile
+    path = pathlib.Path(__file__).resolve().parents[1] / "results.json"
+    values = json.loads(path.read_text()).get("values", {}) if path.exists() else {}
+    per_seed = values.get("ch14.fit.a.per_seed")
+    if not per_seed:
+        return {}
+    a = np.array([v for v in per_seed.values()], float)
+    half = t_quantile(0.975, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
+    out = {"ch14.fit.a.min": float(a.min()), "ch14.fit.a.max": float(a.max()),
+           "ch14.fit.a.t_low": float(a.mean() - half), "ch14.fit.a.t_high": float(a.mean() + half)}
+    curve = json.loads(path.read_text()).get("curves", {}).get("ch14.isoflop")
+    if curve:
+        out.update(bootstrap_over_seeds(curve))
+        out.update(toy_huber_refit(curve))
+    return out
+
+
+def toy_huber_refit(curve):
+    """The toy's parametric form refitted, after the held-out outcome was known, with the paper's Huber
+    loss on log L (pylib.studies.chinchilla_fit) on the same seed means, and its held-out prediction."""
+    from pylib.studies import chinchilla_fit
+    n, d, loss = (np.array([x for s in curve["series"] for x in s[k]], float) for k in ("n", "d", "loss_mean"))
+    f = chinchilla_fit.fit(n, d, loss, keep=20)
+    held = curve["heldout"]
+    return {"ch14.toy_huber.E": f["E"], "ch14.toy_huber.alpha": f["alpha"], "ch14.toy_huber.beta": f["beta"],
+            "ch14.toy_huber.prediction": f["E"] + f["A"] / held["n"] ** f["alpha"] + f["B"] / held["d"] ** f["beta"]}
+
+
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def bootstrap_over_seeds(curve, resamples=BOOTSTRAP_RESAMPLES, seed=0):
+    """A percentile bootstrap over seeds: every (budget, width) point's loss is the mean of its seeds
+    drawn with replacement; the IsoFLOP optima, the exponents a and b and the optima's power law
+    (hence the held-out prediction at the held-out budget) are refitted on each resample. 95%
+    intervals. With three seeds per point the bootstrap's spread is a little narrow (it draws from
+    the three values only), and the parametric prediction is not resampled (each of its fits takes
+    a fraction of a second)."""
+    rng = np.random.default_rng(seed)
+    series = [(s["budget"], np.asarray(s["n"], float), np.asarray(s["d"], float),
+               np.asarray(s["loss_per_seed"], float)) for s in curve["series"]]  # loss (widths, seeds)
+    c_held = curve["heldout"]["budget"]
+    draws = {"a": [], "b": [], "power_law": []}
+    for _ in range(resamples):
+        optima = []
+        for budget, n, d, seeds in series:
+            pick = rng.integers(0, seeds.shape[1], seeds.shape)
+            opt = scaling.isoflop_optimum(n, d, np.take_along_axis(seeds, pick, axis=1).mean(axis=1))
+            if opt is not None:
+                optima.append((budget, opt))
+        if len(optima) < 2:
+            continue
+        cs = [c for c, _ in optima]
+        draws["a"].append(scaling.fit_power_law(cs, [o["n"] for _, o in optima])[0])
+        draws["b"].append(scaling.fit_power_law(cs, [o["d"] for _, o in optima])[0])
+        exp, k = scaling.fit_power_law(cs, [o["loss"] for _, o in optima])
+        draws["power_law"].append(k * c_held ** exp)
+    out = {"ch14.boot.resamples": resamples, "ch14.boot.kept": len(draws["a"])}
+    for name, values in draws.items():
+        low, high = np.percentile(values, [2.5, 97.5])
+        out[f"ch14.boot.{name}.low"], out[f"ch14.boot.{name}.high"] = float(low), float(high)
+    return out
+
+
+def derived_chinchilla_data():
+    """Chinchilla's parametric form fitted to Besiroglu et al.'s 245 runs (cited data, shipped with
+    pylib): the paper's Huber fit, plain least squares on the same points, and why they differ."""
+    from pylib.studies import chinchilla_fit as cf
+    from pylib.web import scaling_ops as ops
+    c = flops.six_nd(ops.CHINCHILLA_PARAMS, ops.CHINCHILLA_TOKENS)
+    n, d, loss = cf.load_points()
+    keep = np.ones(n.size, bool)
+    keep[cf.highest_losses(loss, 5)] = False
+    few = keep & (d / n < 1)  # runs that saw fewer tokens than they have parameters
+    out = {"ch14.real.runs": n.size, "ch14.real.kept": int(keep.sum()), "ch14.real.dropped": int((~keep).sum()),
+           "ch14.real.dropped_max_tokens_per_param": float(np.max((d / n)[~keep])),
+           "ch14.real.under_one_token": int(few.sum()), "ch14.real.grid_starts": len(cf.grid_starts()),
+           "ch14.real.page_starts": ops.LIMITS["fit_starts"]}
+    fits = {"huber": cf.fit(n[keep], d[keep], loss[keep], keep=ops.LIMITS["fit_starts"]),
+            "squares": cf.fit(n[keep], d[keep], loss[keep], loss="squares", keep=ops.LIMITS["fit_starts"]),
+            "squares_trained": cf.fit(n[keep & ~few], d[keep & ~few], loss[keep & ~few], loss="squares",
+                                      keep=ops.LIMITS["fit_starts"]),
+            "huber_all": cf.fit(n, d, loss, keep=ops.LIMITS["fit_starts"])}
+    for name, f in fits.items():
+        n_opt, d_opt = cf.optimum(f, c)
+        out.update({f"ch14.real.{name}.{k}": f[k] for k in ("E", "A", "B", "alpha", "beta", "objective")})
+        out[f"ch14.real.{name}.a"] = f["beta"] / (f["alpha"] + f["beta"])
+        out[f"ch14.real.{name}.n_at_chinchilla"] = n_opt
+        out[f"ch14.real.{name}.tokens_per_param_at_chinchilla"] = d_opt / n_opt
+    sq = fits["squares"]
+    err = (loss - (sq["E"] + sq["A"] / n ** sq["alpha"] + sq["B"] / d ** sq["beta"])) ** 2
+    out["ch14.real.squares.under_one_token_share_percent"] = 100 * err[few].sum() / err[keep].sum()
+    out["ch14.real.squares.under_one_token_point_percent"] = 100 * few.sum() / keep.sum()
     return out
 
 

@@ -143,6 +143,7 @@ def test_wheel_is_reproducible_and_depends_on_numpy_only(tmp_path):
         meta = whl.read(next(n for n in whl.namelist() if n.endswith("METADATA"))).decode()
         assert "pylib/model.py" in whl.namelist()
         assert {"pylib/web/__init__.py", "pylib/studies/__init__.py", "pylib/systems/__init__.py"} <= set(whl.namelist())
+        assert "pylib/studies/chinchilla_data/svg_extracted_data.csv" in whl.namelist()  # the page's Chinchilla fit reads it
     assert [line for line in meta.splitlines() if line.startswith("Requires-Dist")] == ["Requires-Dist: numpy"]
 
 

@@ -214,11 +214,17 @@ def analyse(points):
 CITED_FITS = {
     # Hoffmann et al. 2022's parametric fit (approach 3) as printed in their paper, quoted from the
     # analysis notebook of Besiroglu et al. 2024 (epoch-research/analyzing-chinchilla,
-    # data_analysis.ipynb: "Parameters from Chinchilla paper").
+    # data_analysis.ipynb: "Parameters from Chinchilla paper"; `true_params_rounded`).
     "hoffmann": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
+    # The same fit at the precision of Hoffmann et al.'s TeX source, as the notebook gives it
+    # (`true_params` = log A, log B, log E, α, β = 6.0073404, 6.0179186, 0.5267228, 0.33917084,
+    # 0.2849083); Besiroglu et al.'s abstract blames the printed rounding for a biased optimum.
+    "hoffmann_unrounded": {"E": math.exp(0.5267228), "A": math.exp(6.0073404), "B": math.exp(6.0179186),
+                           "alpha": 0.33917084, "beta": 0.2849083},
     # Besiroglu et al. 2024's refit of the same form to data read off Hoffmann et al.'s figure 4
-    # (same notebook, its fit's printed estimates: A 482.01, B 2085.43, E 1.817, α 0.3478, β 0.3658).
-    "besiroglu": {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
+    # (same notebook, the printed estimates of its Huber-likelihood fit: A 482.00572, B 2085.43420,
+    # E 1.81686, α 0.34781, β 0.36585; to the table's precision 482.01, 2085.43, 1.82, 0.3478, 0.3658).
+    "besiroglu": {"E": 1.81686, "A": 482.00572, "B": 2085.43420, "alpha": 0.34781, "beta": 0.36585},
 }
 TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022's rule of thumb (chapter 2 cites it)
 

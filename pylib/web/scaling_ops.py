@@ -7,23 +7,29 @@ Ops (see pylib.web.all_ops):
                       budget's minimum, and the toy's predicted optimum at a budget the reader types;
   scaling_calculator  from a compute budget: N_opt and D_opt under the cited fits and the 20-tokens
                       rule; and a LLaMA-7B run's FLOPs, accelerator-days at a stated utilisation and
-                      memory per device (chapter 10's calculator).
+                      memory per device (chapter 10's calculator);
+  scaling_chinchilla  Chinchilla's parametric form fitted to Besiroglu et al.'s 245 runs (shipped with
+                      pylib) with the loss and the exclusions the reader chose: the constants, and the
+                      compute-optimal N, D and tokens per parameter at a budget (pylib.studies.chinchilla_fit).
 """
 
 import math
 
 import numpy as np
 
-from pylib.studies import scaling
+from pylib.studies import chinchilla_fit, scaling
 from pylib.systems import flops, memory
-from pylib.web import InputError, collect_fields, parse_field, parse_number
+from pylib.web import InputError, collect_fields, parse_field, parse_int, parse_number
 
 LIMITS = {
     "compute_max": 1e30,  # FLOPs; about 10^4 times the largest training runs cited in the chapter
     "tokens_max": 1e16,
     "mfu_percent_max": 100.0,
     "curve_points": 60,  # points on a drawn parabola
+    "fit_starts": 20,  # the page's Chinchilla fit runs L-BFGS from the grid's 20 best starts (the module says why)
 }
+LOSS_CHOICES = {"huber": "Huber (δ = 10⁻³) on log L", "squares": "least squares on L",
+                "likelihood": "the Huber likelihood with a fitted scale (Besiroglu et al.'s table)"}
 A100_PEAK = 312e12  # dense 16-bit FLOP/s (Narayanan et al. 2021, section 5; the chapter cites it)
 DEFAULT_MFU_PERCENT = 40.0  # an assumption the page states, not a measurement
 LLAMA_7B_TOKENS = 1.0e12  # Touvron et al. 2023, Table 2: the 6.7B model's tokens
@@ -120,7 +126,39 @@ def calculator(session, args):
     }
 
 
+def chinchilla(session, args):
+    """{loss, drop_highest, min_tokens_per_param, compute} -> the fit to the runs left, and its optimum."""
+    n, d, loss = chinchilla_fit.load_points()
+    choice = args.get("loss")
+    if choice not in LOSS_CHOICES:
+        raise InputError({"loss": "Choose the loss: " + ", or ".join(LOSS_CHOICES.values()) + "."})
+    v = collect_fields({
+        "drop_highest": lambda r: parse_field(parse_int, "drop_highest", "The number of highest losses left out", r,
+                                              0, n.size),
+        "min_tokens_per_param": lambda r: _in_range(r, "min_tokens_per_param", "The fewest tokens per parameter kept",
+                                                    0.0, 1e6, lo_open=False),
+        "compute": lambda r: _in_range(r, "compute", "The compute budget (FLOPs)", 0.0, LIMITS["compute_max"]),
+    }, args)
+    keep = np.ones(n.size, bool)
+    keep[chinchilla_fit.highest_losses(loss, v["drop_highest"])] = False
+    culprit = "drop_highest" if keep.sum() < 5 else "min_tokens_per_param"  # the field that empties the selection
+    keep &= d / n >= v["min_tokens_per_param"]
+    if keep.sum() < 5:
+        raise InputError({culprit: f"These choices leave {int(keep.sum())} of the {n.size} runs; the fit has "
+                                   "five constants and needs at least five runs."})
+    if choice == "likelihood":  # one BFGS run from Hoffmann et al.'s constants, as Besiroglu et al. did
+        f = chinchilla_fit.fit_likelihood(n[keep], d[keep], loss[keep])
+    else:
+        f = chinchilla_fit.fit(n[keep], d[keep], loss[keep], loss=choice, keep=LIMITS["fit_starts"])
+    n_opt, d_opt = chinchilla_fit.optimum(f, v["compute"])
+    return {"loss": choice, "points": int(keep.sum()), "total": int(n.size), "excluded": np.flatnonzero(~keep).tolist(),
+            "constants": {k: f[k] for k in ("E", "A", "B", "alpha", "beta")}, "objective": f["objective"],
+            "starts_run": f["starts_run"], "compute": v["compute"],
+            "optimum": {"n": n_opt, "d": d_opt, "tokens_per_param": d_opt / n_opt, "a": f["beta"] / (f["alpha"] + f["beta"])}}
+
+
 OPS = {
     "scaling_isoflop": isoflop,
     "scaling_calculator": calculator,
+    "scaling_chinchilla": chinchilla,
 }
