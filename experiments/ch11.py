@@ -296,6 +296,20 @@ def derived(corpus):
     out["ch11.model_flops_per_step"] = flops
     out["ch11.model_flops_per_token"] = flops / (tc.batch_size * cfg.block_size)
     out["ch11.flops_6n"] = 6 * N
+    # 6N against the matmul count: the tied head's V x C is inside N, so the logits are already in
+    # 6N; what differs is the parameters that never multiply (positions, biases, norm gains) and
+    # attention's 4 T C a layer forward, 12 L T C forward and backward, which no parameter carries
+    shapes = model.param_shapes(cfg)
+    multiplying = sum(int(np.prod(s)) for k, s in shapes.items() if len(s) == 2 and k != "wpe")
+    out["ch11.params_never_multiply"] = N - multiplying
+    out["ch11.flops_never_multiply"] = 6 * (N - multiplying)
+    out["ch11.attention_flops_per_token"] = 12 * cfg.n_layer * cfg.block_size * cfg.n_embd
+    # ZeRO-3's peak: the state kept between steps plus one gathered unit (a block) in 16 bits and
+    # its unsharded 16-bit gradient before the reduce-scatter; a prefetched next unit adds one more
+    block = memory.param_count_parts(memory.LLAMA_7B)["per_layer"]
+    out["ch11.zero3_unit_gb_7b"] = 2 * block / 1e9
+    out["ch11.zero3_peak_gb_7b"] = out["ch11.zero3_state_gb_7b"] + 2 * (2 * block) / 1e9
+    out["ch11.zero3_peak_prefetch_gb_7b"] = out["ch11.zero3_peak_gb_7b"] + 2 * block / 1e9
     out["ch11.hfu_over_mfu_selective"] = (overlap.hardware_flops_per_step(cfg, tc.batch_size, cfg.block_size, "selective")
                                           / flops)
     out["ch11.hfu_over_mfu_full"] = overlap.hardware_flops_per_step(cfg, tc.batch_size, cfg.block_size, "full") / flops
