@@ -93,8 +93,10 @@ def layout_problems(shape, cluster, layout):
         out.append(f"TP = {layout.tp} does not divide the {shape.n_head} heads")
     if layout.pp > shape.n_layer:
         out.append(f"PP = {layout.pp} stages is more than the {shape.n_layer} layers")
-    elif layout.chunks * layout.pp > shape.n_layer:
-        out.append(f"{layout.chunks} chunks x {layout.pp} stages is more than the {shape.n_layer} layers")
+    elif layout.chunks * layout.pp > shape.n_layer + (2 if layout.schedule == "llama3" else 0):
+        # Llama 3's schedule gives the embedding and the output layer a chunk each (section 3.3.2)
+        out.append(f"{layout.chunks} chunks x {layout.pp} stages is more than the {shape.n_layer} layers"
+                   + (" and the two end chunks" if layout.schedule == "llama3" else ""))
     per_replica = layout.global_batch / layout.dp
     if per_replica != int(per_replica) or per_replica % layout.micro_batch:
         out.append(f"the global batch {layout.global_batch} does not split into {layout.dp} replicas of whole "
@@ -285,7 +287,8 @@ MEGATRON_TABLE1 = [
 # "selective" mode; no recomputed forward is charged), sequence parallelism (Korthikanti et al.
 # 2022) is used with tensor parallelism, and the pipeline schedule is an interleaved one whose
 # micro-batch count is tunable (no multiple-of-PP constraint: schedule="llama3"), with bubble
-# (PP-1)/(V M). The number of chunks V and the micro-batch size b are not given: they are swept
+# (PP-1)/(V M); one layer less on the first and on the last stage leaves the first chunk only the
+# embedding and the last only the output and loss (so 128 chunk slots for 126 layers). The number of chunks V and the micro-batch size b are not given: they are swept
 # (llama3_sensitivity), and the chapter's table shows one choice beside that sweep.
 # The H100's dense BF16 peak, 989 teraFLOP/s, is half of the 1,979 "with sparsity" of NVIDIA's
 # datasheet; NVLink on an H100 SXM is 900 GB/s per GPU counting both directions, 450 GB/s each way.
@@ -306,7 +309,7 @@ LLAMA3_TABLE4 = [
 ]
 # The choice shown in the chapter's main table (V chunks per GPU, micro-batch b), and the sweep.
 LLAMA3_CHOICE = (4, 1)
-LLAMA3_CHUNKS = (1, 2, 4, 7)  # 7 x 16 stages = 112 <= 126 layers; 8 x 16 would not fit
+LLAMA3_CHUNKS = (1, 2, 4, 8)  # 8 x 16 = 128 chunks: 126 layers, the embedding's and the output's
 LLAMA3_MICRO_BATCHES = (1, 2, 4)  # Narayanan et al. 2021, section 3.5, find b = 4 best for one model
 
 
