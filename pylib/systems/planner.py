@@ -284,8 +284,10 @@ MEGATRON_TABLE1 = [
 # shards optimizer states and gradients (ZeRO stage 2 in memory terms), gradients are
 # reduce-scattered in FP32 (grad_bytes = 4), the 8K runs train without activation checkpointing
 # (their attention kernel keeps no (s, s) matrix, which chapter 10's calculator counts as its
-# "selective" mode; no recomputed forward is charged), sequence parallelism (Korthikanti et al.
-# 2022) is used with tensor parallelism, and the pipeline schedule is an interleaved one whose
+# "selective" mode; no recomputed forward is charged), it cites Korthikanti et al. (the paper of
+# sequence parallelism) among its tensor-parallelism references without naming sequence
+# parallelism: we assume it (without it the replicated activations alone would not fit in 80 GB),
+# and the pipeline schedule is an interleaved one whose
 # micro-batch count is tunable (no multiple-of-PP constraint: schedule="llama3"), with bubble
 # (PP-1)/(V M); one layer less on the first and on the last stage leaves the first chunk only the
 # embedding and the last only the output and loss (so 128 chunk slots for 126 layers). The number of chunks V and the micro-batch size b are not given: they are swept
@@ -310,7 +312,7 @@ LLAMA3_TABLE4 = [
 # The choice shown in the chapter's main table (V chunks per GPU, micro-batch b), and the sweep.
 LLAMA3_CHOICE = (4, 1)
 LLAMA3_CHUNKS = (1, 2, 4, 8)  # 8 x 16 = 128 chunks: 126 layers, the embedding's and the output's
-LLAMA3_MICRO_BATCHES = (1, 2, 4)  # Narayanan et al. 2021, section 3.5, find b = 4 best for one model
+LLAMA3_MICRO_BATCHES = (1, 2, 4)  # Narayanan et al. 2021, section 3.4 (Figure 8): b = 4 best for their 1B model at (p, t) = (8, 8)
 
 
 def llama3_cluster(gpus):
