@@ -242,6 +242,8 @@ def test_selective_hardware_flops_follow_korthikanti_eq8_and_reproduce_table5():
     B, s, h, L, v = 4, cfg.block_size, 32, 3, cfg.vocab_size
     eq8 = 72 * B * L * s * h * h * (1 + s / (3 * h) + v / (12 * h * L))
     assert overlap.hardware_flops_per_step(cfg, B, s, "selective") == pytest.approx(eq8, rel=1e-12)
+    forward = 72 * B * L * s * h * h * (1 + s / (6 * h) + v / (12 * h * L)) + L * 4 * B * s * s * h
+    assert overlap.hardware_flops_per_step(cfg, B, s, "selective", "forward") == pytest.approx(forward, rel=1e-12)
     # Table 5 (selective recomputation + sequence parallelism): MFU and HFU of the 22B and 1T models
     # (Table 3 shapes, s = 2048, V = 51,200), each printed to 0.1 point: HFU = MFU x eq. 8 / eq. 7
     for h, L, mfu, hfu in ((6144, 48, 41.5, 43.7), (25600, 128, 56.3, 57.0)):

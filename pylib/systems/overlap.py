@@ -35,16 +35,19 @@ def model_flops_per_step(cfg, B, T):
     return 3 * forward
 
 
-def hardware_flops_per_step(cfg, B, T, recompute="none"):
+def hardware_flops_per_step(cfg, B, T, recompute="none", selective_rule="eq8"):
     """FLOPs counted as done: the model's, plus what recomputation adds.
 
-    "selective" follows Korthikanti et al. eq. 8, 72 B s L h^2 (1 + s/(3h) + V/(12 h L)), whose
-    s/(3h) doubles eq. 7's s/(6h): it adds 12 B s^2 h a layer, three times the 4 B s^2 h of a second
-    forward of QK^T and attention over values (their Table 5's HFU follows eq. 8);
+    "selective" with selective_rule "eq8" follows Korthikanti et al. eq. 8,
+    72 B s L h^2 (1 + s/(3h) + V/(12 h L)), whose s/(3h) doubles eq. 7's s/(6h): it adds 12 B s^2 h
+    a layer (their Table 5's HFU follows eq. 8); selective_rule "forward" adds only what a second
+    forward of QK^T and attention over values performs, 4 B s^2 h a layer.
     "full" recomputes every layer's forward.
     """
+    if selective_rule not in ("eq8", "forward"):
+        raise ValueError(f"selective_rule must be 'eq8' or 'forward', not {selective_rule!r}")
     extra = {"none": 0,
-             "selective": cfg.n_layer * 12 * B * T * T * cfg.n_embd,
+             "selective": cfg.n_layer * (12 if selective_rule == "eq8" else 4) * B * T * T * cfg.n_embd,
              "full": cfg.n_layer * layer_forward_flops(B, T, cfg.n_embd)}[recompute]
     return model_flops_per_step(cfg, B, T) + extra
 
