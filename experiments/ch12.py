@@ -198,6 +198,27 @@ def derived(corpus):
     for bal in (False, True):
         pairs = context_parallel.causal_pairs_per_device(131072, 16, bal)  # Llama 3 405B long-context: CP = 16
         out[f"ch12.cp.{'balanced' if bal else 'contiguous'}_ratio_16"] = max(pairs) / min(pairs)
+    # mixture of experts: capacity and drops under uniform random top-8 routing, and DeepSeek-V3
+    from pylib.systems import moe
+    rng = np.random.default_rng(0)
+    N, E, k = 4096, 64, 8
+    ids = moe.route_top_k(rng.random((N, E)), k)  # each token's 8 of 64 experts, uniformly at random
+    out["ch12.moe.tokens"], out["ch12.moe.experts"], out["ch12.moe.top_k"] = N, E, k
+    for cf in (1.0, 1.25):
+        d = moe.dispatch_with_capacity(ids, E, moe.expert_capacity(N, E, k, cf))
+        out[f"ch12.moe.cf{cf:g}.dropped_pct"] = 100 * d["dropped"] / (N * k)
+        out["ch12.moe.busiest_over_fair"] = d["load"].max() / (N * k / E)
+    for att in ("full", "causal"):
+        r = planner.deepseek_v3_implied(att)
+        out[f"ch12.dsv3.{att}.flops_per_token_g"] = r["flops_per_token"] / 1e9
+        out[f"ch12.dsv3.{att}.tflops_per_gpu"] = r["flops_per_gpu_s"] / 1e12
+        out[f"ch12.dsv3.{att}.mfu_bf16_pct"] = 100 * r["mfu"]
+        out[f"ch12.dsv3.{att}.mfu_fp8_pct"] = 100 * r["mfu_fp8_peak"]
+        out[f"ch12.dsv3.{att}.attention_share_pct"] = 100 * r["attention_share"]
+    out["ch12.dsv3.tokens_per_gpu_s"] = r["tokens_per_gpu_s"]
+    out["ch12.dsv3.dp"] = r["dp"]
+    out["ch12.dsv3.experts_per_gpu"] = r["experts_per_gpu"]
+    out["ch12.dsv3.ib_kb_per_token_layer"] = r["ib_bytes_per_token_layer"] / 1e3
     out["ch12.h100_nvlink_gbs_each_way"] = planner.H100_NVLINK_PER_DIRECTION / 1e9
     out["ch12.selene_nvlink_gbs"] = planner.SELENE_NVLINK_ASSUMED / 1e9
     out["ch12.h100_peak_tflops"] = planner.H100_PEAK / 1e12

@@ -397,3 +397,38 @@ def llama3_sensitivity(chunks=LLAMA3_CHUNKS, micro_batches=LLAMA3_MICRO_BATCHES,
                         "error_pct": [100 * r["error"] for r in rows],
                         "fits": [r["fits"] for r in rows], "memory_gb": [r["memory_gb"] for r in rows]})
     return out
+
+
+# ---------------------------------------------------------------------------
+# A published mixture-of-experts run: DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437)
+#
+# Section 4.2: 61 layers, width 7,168; MLA with 128 heads of 128 dims plus a 64-dim decoupled rope
+# part for queries and keys; every FFN but the first three layers is an MoE layer of 1 shared and
+# 256 routed experts of width 2,048, 8 routed experts per token, sent to at most 4 nodes; 671B
+# parameters, 37B activated per token; sequences of 4K, batch raised to 15,360 sequences.
+# Section 3.1-3.2: 2,048 H800 GPUs, 8 per node; 16-way pipeline, 64-way expert parallelism over
+# 8 nodes, ZeRO-1 data parallelism; NVLink 160 GB/s, InfiniBand 50 GB/s (3.2.2); dispatch in FP8,
+# combine in BF16 (3.3.3). Section 4.3 (and Table 1): 180K H800 GPU hours per trillion tokens.
+# The planner models no all-to-all and no DualPipe, so it cannot predict this run; it computes
+# what the reported figure implies. The H800's dense peaks are taken as the H100 SXM's (989 BF16,
+# 1,979 FP8 teraFLOP/s): an assumption, not checked at NVIDIA.
+DEEPSEEK_V3 = {"layers": 61, "width": 7168, "heads": 128, "qk_head_dim": 128 + 64, "v_head_dim": 128,
+               "moe_layers": 61 - 3, "routed_experts": 256, "shared_experts": 1, "expert_width": 2048,
+               "top_k": 8, "max_nodes_per_token": 4, "total_params": 671e9, "active_params": 37e9,
+               "seq_len": 4096, "batch": 15360, "gpus": 2048, "gpus_per_node": 8, "pp": 16, "ep": 64,
+               "nvlink_bytes_per_s": 160e9, "ib_bytes_per_s": 50e9, "gpu_hours_per_trillion_tokens": 180e3}
+H800_PEAK_BF16 = H100_PEAK
+H800_PEAK_FP8 = 1979e12
+
+
+def deepseek_v3_implied(attention="full"):
+    """DeepSeek-V3's reported GPU-hours per trillion tokens as throughput and utilisation -> dict."""
+    from pylib.systems import moe
+    d = DEEPSEEK_V3
+    r = moe.implied_utilisation(d["gpu_hours_per_trillion_tokens"], d["active_params"], d["layers"], d["seq_len"],
+                                d["heads"], d["qk_head_dim"], d["v_head_dim"], H800_PEAK_BF16, attention)
+    r["mfu_fp8_peak"] = r["flops_per_gpu_s"] / H800_PEAK_FP8
+    r["dp"] = d["gpus"] // d["pp"]  # GPUs per pipeline stage, data-parallel for attention
+    r["experts_per_gpu"] = d["routed_experts"] // d["ep"]
+    r["ib_bytes_per_token_layer"] = moe.dispatch_combine_bytes_per_token(d["width"], d["max_nodes_per_token"])
+    return r
