@@ -296,8 +296,24 @@ def derived(corpus):
     out["ch11.model_flops_per_step"] = flops
     out["ch11.model_flops_per_token"] = flops / (tc.batch_size * cfg.block_size)
     out["ch11.flops_6n"] = 6 * N
+    # 6N against the matmul count: the tied head's V x C is inside N, so the logits are already in
+    # 6N; what differs is the parameters that never multiply (positions, biases, norm gains) and
+    # attention's 4 T C a layer forward, 12 L T C forward and backward, which no parameter carries
+    shapes = model.param_shapes(cfg)
+    multiplying = sum(int(np.prod(s)) for k, s in shapes.items() if len(s) == 2 and k != "wpe")
+    out["ch11.params_never_multiply"] = N - multiplying
+    out["ch11.flops_never_multiply"] = 6 * (N - multiplying)
+    out["ch11.attention_flops_per_token"] = 12 * cfg.n_layer * cfg.block_size * cfg.n_embd
+    # ZeRO-3's peak: the state kept between steps plus one gathered unit (a block) in 16 bits and
+    # its unsharded 16-bit gradient before the reduce-scatter; a prefetched next unit adds one more
+    block = memory.param_count_parts(memory.LLAMA_7B)["per_layer"]
+    out["ch11.zero3_unit_gb_7b"] = 2 * block / 1e9
+    out["ch11.zero3_peak_gb_7b"] = out["ch11.zero3_state_gb_7b"] + 2 * (2 * block) / 1e9
+    out["ch11.zero3_peak_prefetch_gb_7b"] = out["ch11.zero3_peak_gb_7b"] + 2 * block / 1e9
     out["ch11.hfu_over_mfu_selective"] = (overlap.hardware_flops_per_step(cfg, tc.batch_size, cfg.block_size, "selective")
                                           / flops)
+    out["ch11.hfu_over_mfu_selective_forward"] = overlap.hardware_flops_per_step(
+        cfg, tc.batch_size, cfg.block_size, "selective", selective_rule="forward") / flops
     out["ch11.hfu_over_mfu_full"] = overlap.hardware_flops_per_step(cfg, tc.batch_size, cfg.block_size, "full") / flops
     # The exact check, at build time: 8 workers with very unequal valid tokens, float64.
     params = model.init_params(cfg, 0, dtype=np.float64)
@@ -319,6 +335,27 @@ def derived(corpus):
     out["ch11.mean_of_means_rel_error"] = float(np.linalg.norm(dp.flatten(mgrads) - flat_ref) / np.linalg.norm(flat_ref))
     out["ch11.mean_of_means_loss"] = mloss
     out["ch11.dp_check_loss"] = ref_loss
+    # No masks, but W does not divide B: 3 workers get 3, 3 and 2 of 8 windows, so the counts differ
+    # and the mean of means weighs the smaller share's tokens more
+    _, ref_nomask = model.loss_and_grads(params, cfg, x, y)
+    _, m3 = dp.mean_of_worker_means(params, cfg, x, y, 3)
+    flat_nomask = dp.flatten(ref_nomask)
+    out["ch11.mean_of_means_w3_rel_error"] = float(np.linalg.norm(dp.flatten(m3) - flat_nomask) / np.linalg.norm(flat_nomask))
+    _, m4 = dp.mean_of_worker_means(params, cfg, x, y, 4)
+    out["ch11.mean_of_means_w4_rel_error"] = float(np.linalg.norm(dp.flatten(m4) - flat_nomask) / np.linalg.norm(flat_nomask))
+    # Two levels against one flat ring: the 7B model's 16-bit gradient over 8 nodes of 8 GPUs, with the
+    # planner's H100 links (NVLink per direction inside a node, 400 Gb/s between nodes)
+    from pylib.systems import planner
+    grad = 2 * memory.param_count(memory.LLAMA_7B)
+    c = planner.llama3_cluster(64)
+    ia, ib, ea, eb = c.intra_alpha, 1 / c.intra_bytes_per_s, c.inter_alpha, 1 / c.inter_bytes_per_s
+    out["ch11.two_level.grad_gb"] = grad / 1e9
+    out["ch11.two_level.flat_s"] = col.ring_all_reduce_time(grad, 64, ea, eb)
+    out["ch11.two_level.s"] = col.two_level_all_reduce_time(grad, 8, 8, ia, ib, ea, eb)
+    out["ch11.two_level.inter_gb_per_gpu"] = 2 * 7 / 8 * grad / 8 / 1e9
+    out["ch11.two_level.flat_gb_per_gpu"] = 2 * 63 / 64 * grad / 1e9
+    out["ch11.two_level.nvlink_gbs"] = c.intra_bytes_per_s / 1e9
+    out["ch11.two_level.inter_gbs"] = c.inter_bytes_per_s / 1e9
     return out
 
 

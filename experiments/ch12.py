@@ -11,8 +11,8 @@ answer, on real text (8 evenly spaced windows of the validation split):
    float64 and in float32 (where summing the micro-batches changes the rounding);
 2. tensor parallelism: the same model with every block split over 2 devices (heads and MLP units),
    float64 and float32, with the all-reduce count and bytes per block;
-3. ring attention: layer 0's attention of the unsplit model on those windows, blockwise over 2, 4
-   and 8 devices, against full attention;
+3. context parallelism: layer 0's attention of the unsplit model on those windows, blockwise on a
+   ring and all-gathered with Llama 3's balanced chunks, over 2, 4 and 8 devices, against full attention;
 4. timings: the simulator on 8 stages x 32 micro-batches (x 4 chunks) in CPython.
 
 Nothing here trains, so there are no seeds. Budget (OPENBLAS_NUM_THREADS=1, idle machine): a
@@ -71,6 +71,9 @@ def part_split(corpus):
     full, _ = layers.attention_forward(qkv, cfg.n_head, None, cfg.attn_scale)
     values["ch12.ring.max_abs_diff"] = max(
         float(np.abs(context_parallel.ring_attention(qkv, cfg.n_head, P, cfg.attn_scale)[0] - full).max())
+        for P in (2, 4, 8))
+    values["ch12.allgather.max_abs_diff"] = max(
+        float(np.abs(context_parallel.allgather_attention(qkv, cfg.n_head, P, cfg.attn_scale)[0] - full).max())
         for P in (2, 4, 8))
     values["ch12.windows"] = WINDOWS
     t0 = time.perf_counter()
@@ -167,6 +170,56 @@ def derived(corpus):
     out["ch12.llama.params_calculator_b"] = memory.param_count(planner.LLAMA3_405B) / 1e9
     out["ch12.llama.params_mha_b"] = memory.param_count(dataclasses.replace(planner.LLAMA3_405B, n_kv_head=None)) / 1e9
     out["ch12.llama.bubble_pct"] = 100 * rows[-3]["bubble_over_ideal"]
+    out["ch12.llama.choice_v"], out["ch12.llama.choice_b"] = planner.LLAMA3_CHOICE
+    # Llama 3 over the unknown V and b: the fitted efficiency and the other rows' errors
+    for r in planner.llama3_sensitivity():
+        k = f"ch12.llama.sens.v{r['chunks']}b{r['micro_batch']}"
+        out[k + ".efficiency"] = r["efficiency"]
+        out[k + ".reachable"] = "yes" if r["efficiency"] < 0.999 else "no: needs more than peak"
+        out[k + ".fits"] = "yes" if all(r["fits"]) else "no"
+        out[k + ".memory_gb"] = max(r["memory_gb"])
+        for i, tag in enumerate(("8k8192", "8k16384", "128k")):
+            out[k + f".bubble_{tag}"] = r["bubble_pct"][i]
+            out[k + f".error_{tag}"] = r["error_pct"][i]
+    # the attention-FLOP convention of an MFU: full (every query-key pair) or causal (half of them)
+    causal = planner.compare_published(attention="causal")
+    for i in range(len(rows) - 3, len(rows)):
+        out[f"ch12.run{i}.causal_error_pct"] = 100 * causal[i]["error"]
+        out[f"ch12.run{i}.causal_predicted"] = causal[i]["predicted_tflops"]
+    long = planner.LLAMA3_405B.__class__(**{**planner.LLAMA3_405B.__dict__, "seq_len": 131072})
+    out["ch12.llama.full_over_causal_131k"] = (planner.layer_forward_flops_per_token(long, planner.LLAMA3_KV_HEADS)
+                                               / planner.layer_forward_flops_per_token(long, planner.LLAMA3_KV_HEADS,
+                                                                                       "causal"))
+    out["ch12.llama.full_over_causal_8k"] = (planner.layer_forward_flops_per_token(planner.LLAMA3_405B, planner.LLAMA3_KV_HEADS)
+                                             / planner.layer_forward_flops_per_token(planner.LLAMA3_405B,
+                                                                                     planner.LLAMA3_KV_HEADS, "causal"))
+    # causal load balance in context parallelism: Llama 3's 2 x CP chunks against contiguous blocks
+    from pylib.systems import context_parallel
+    for bal in (False, True):
+        pairs = context_parallel.causal_pairs_per_device(131072, 16, bal)  # Llama 3 405B long-context: CP = 16
+        out[f"ch12.cp.{'balanced' if bal else 'contiguous'}_ratio_16"] = max(pairs) / min(pairs)
+    # mixture of experts: capacity and drops under uniform random top-8 routing, and DeepSeek-V3
+    from pylib.systems import moe
+    rng = np.random.default_rng(0)
+    N, E, k = 4096, 64, 8
+    ids = moe.route_top_k(rng.random((N, E)), k)  # each token's 8 of 64 experts, uniformly at random
+    out["ch12.moe.tokens"], out["ch12.moe.experts"], out["ch12.moe.top_k"] = N, E, k
+    for cf in (1.0, 1.25):
+        d = moe.dispatch_with_capacity(ids, E, moe.expert_capacity(N, E, k, cf))
+        out[f"ch12.moe.cf{cf:g}.dropped_pct"] = 100 * d["dropped"] / (N * k)
+        out["ch12.moe.busiest_over_fair"] = d["load"].max() / (N * k / E)
+    for att in ("full", "causal"):
+        r = planner.deepseek_v3_implied(att)
+        out[f"ch12.dsv3.{att}.flops_per_token_g"] = r["flops_per_token"] / 1e9
+        out[f"ch12.dsv3.{att}.tflops_per_gpu"] = r["flops_per_gpu_s"] / 1e12
+        out[f"ch12.dsv3.{att}.mfu_bf16_pct"] = 100 * r["mfu"]
+        out[f"ch12.dsv3.{att}.mfu_fp8_pct"] = 100 * r["mfu_fp8_peak"]
+        out[f"ch12.dsv3.{att}.attention_share_pct"] = 100 * r["attention_share"]
+    out["ch12.dsv3.tokens_per_gpu_s"] = r["tokens_per_gpu_s"]
+    out["ch12.dsv3.dp"] = r["dp"]
+    out["ch12.dsv3.experts_per_gpu"] = r["experts_per_gpu"]
+    out["ch12.dsv3.ib_kb_per_token_layer"] = r["ib_bytes_per_token_layer"] / 1e3
+    out["ch12.h100_nvlink_gbs_each_way"] = planner.H100_NVLINK_PER_DIRECTION / 1e9
     out["ch12.selene_nvlink_gbs"] = planner.SELENE_NVLINK_ASSUMED / 1e9
     out["ch12.h100_peak_tflops"] = planner.H100_PEAK / 1e12
     return out
@@ -185,5 +238,7 @@ def markdown(results):
                  f"| {v.get('ch12.tp.rel_diff.f32', float('nan')):.2e} |")
     lines += ["", "(largest gradient difference against the unsplit model, relative to each tensor's largest entry)",
               "", f"Ring attention against full attention (2, 4, 8 devices): max |diff| "
-              f"{v.get('ch12.ring.max_abs_diff', float('nan')):.2e}", ""]
+              f"{v.get('ch12.ring.max_abs_diff', float('nan')):.2e}",
+              "", f"All-gather context parallelism, balanced chunks (2, 4, 8 devices): max |diff| "
+              f"{v.get('ch12.allgather.max_abs_diff', float('nan')):.2e}", ""]
     return lines

@@ -199,3 +199,55 @@ def test_gloo_all_reduce_equals_the_ring_to_float32_rounding():
     for r in range(p):
         assert np.all(np.abs(sums[r].astype(np.float64) - ring) <= bound)
     assert sums[0].tobytes() == sums[1].tobytes()
+
+
+def _int_vectors(p, n, seed=0):
+    return [np.random.default_rng(seed + i).integers(-1000, 1000, n).astype(np.float64) for i in range(p)]
+
+
+@pytest.mark.parametrize("p", [1, 2, 4, 8, 16])
+def test_halving_doubling_sums_in_2_log2_p_steps_sending_the_rings_bytes(p):
+    for n in (16 * 3, 37):  # chunks even, and uneven
+        vecs = _int_vectors(p, n, seed=n)
+        out, sent, steps = col.halving_doubling_all_reduce(vecs)
+        exact = np.sum(vecs, axis=0)
+        assert all(np.array_equal(o, exact) for o in out)
+        assert steps == 2 * int(math.log2(p))
+        if n % p == 0:
+            assert sent == [2 * (p - 1) * n // p] * p
+        a, b = 1e-5, 1e-9  # its alpha-beta time is the slowest worker's: steps latencies, its bytes
+        assert col.halving_doubling_all_reduce_time(4 * n, p, a, b) == pytest.approx(
+            steps * a + 2 * (p - 1) / p * 4 * n * b)
+    with pytest.raises(ValueError, match="power-of-two"):
+        col.halving_doubling_all_reduce(_int_vectors(6, 12))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
+def test_tree_all_reduce_takes_2_ceil_log2_p_steps_of_the_whole_vector(p):
+    n = 24
+    vecs = _int_vectors(p, n)
+    out, sent, steps = col.tree_all_reduce(vecs)
+    assert all(np.array_equal(o, np.sum(vecs, axis=0)) for o in out)
+    assert steps == (2 * math.ceil(math.log2(p)) if p > 1 else 0)
+    assert all(s % n == 0 for s in sent) and sum(sent) == 2 * (p - 1) * n  # every edge once each way
+    a, b = 1e-5, 1e-9
+    assert col.tree_all_reduce_time(4 * n, p, a, b) == pytest.approx(steps * (a + 4 * n * b))
+
+
+@pytest.mark.parametrize("nodes,per_node", [(2, 4), (4, 2), (1, 8), (8, 1), (3, 4)])
+def test_two_level_all_reduce_sends_only_a_shard_between_nodes(nodes, per_node):
+    p, n = nodes * per_node, 24 * 4
+    vecs = _int_vectors(p, n, seed=p)
+    out, sent = col.two_level_all_reduce(vecs, per_node)
+    assert all(np.array_equal(o, np.sum(vecs, axis=0)) for o in out)
+    assert sent["intra"] == [2 * (per_node - 1) * n // per_node] * p
+    assert sent["inter"] == [2 * (nodes - 1) * (n // per_node) // nodes] * p
+    flat, flat_sent = col.ring_all_reduce(vecs)
+    assert sum(sent["inter"]) <= sum(flat_sent)
+    # the time: two rings inside the node, one ring of n/g across the nodes
+    ia, ib, ea, eb = 2e-6, 1 / 450e9, 1e-5, 1 / 50e9
+    want = (2 * (per_node - 1) * ia + 2 * (per_node - 1) / per_node * n * ib
+            + col.ring_all_reduce_time(n / per_node, nodes, ea, eb))
+    assert col.two_level_all_reduce_time(n, nodes, per_node, ia, ib, ea, eb) == pytest.approx(want)
+    with pytest.raises(ValueError, match="do not split"):
+        col.two_level_all_reduce(vecs, p + 1)

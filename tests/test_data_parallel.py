@@ -236,6 +236,22 @@ def test_model_flops_match_korthikanti_eq7():
     assert overlap.model_flops_per_step(cfg, B, s) == pytest.approx(eq7, rel=1e-12)
 
 
+def test_selective_hardware_flops_follow_korthikanti_eq8_and_reproduce_table5():
+    from types import SimpleNamespace
+    cfg = model.GPTConfig(n_layer=3, n_embd=32, n_head=2)
+    B, s, h, L, v = 4, cfg.block_size, 32, 3, cfg.vocab_size
+    eq8 = 72 * B * L * s * h * h * (1 + s / (3 * h) + v / (12 * h * L))
+    assert overlap.hardware_flops_per_step(cfg, B, s, "selective") == pytest.approx(eq8, rel=1e-12)
+    forward = 72 * B * L * s * h * h * (1 + s / (6 * h) + v / (12 * h * L)) + L * 4 * B * s * s * h
+    assert overlap.hardware_flops_per_step(cfg, B, s, "selective", "forward") == pytest.approx(forward, rel=1e-12)
+    # Table 5 (selective recomputation + sequence parallelism): MFU and HFU of the 22B and 1T models
+    # (Table 3 shapes, s = 2048, V = 51,200), each printed to 0.1 point: HFU = MFU x eq. 8 / eq. 7
+    for h, L, mfu, hfu in ((6144, 48, 41.5, 43.7), (25600, 128, 56.3, 57.0)):
+        shape = SimpleNamespace(n_layer=L, n_embd=h, vocab_size=51200)
+        ratio = overlap.hardware_flops_per_step(shape, 1, 2048, "selective") / overlap.model_flops_per_step(shape, 1, 2048)
+        assert round(mfu * ratio, 1) == hfu
+
+
 @pytest.mark.parametrize("W", [2, 4, 8])
 def test_zero_held_bytes_equal_chapter_10s_calculator(W):
     from pylib.systems import memory

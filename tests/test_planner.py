@@ -153,3 +153,32 @@ def test_page_planner_fills_dp_when_asked_and_says_when_it_cannot():
     assert out["dp"] == 24
     bad = json.loads(web.handle("planner_plan", json.dumps({**args, "pp": "7"})))
     assert "does not divide the 1,536 GPUs" in bad["errors"]["dp"]
+
+
+def test_llama3_schedule_takes_any_microbatch_count_with_bubble_p_minus_1_over_vm():
+    layout = planner.Layout(dp=4, pp=4, chunks=2, global_batch=24, schedule="llama3")  # m = 6, not a multiple of 4
+    p = planner.plan(SHAPE, CLUSTER, layout)
+    assert p["bubble_over_ideal"] == pytest.approx(3 / (2 * 6))
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        planner.plan(SHAPE, CLUSTER, dataclasses.replace(layout, schedule="zb"))
+
+
+def test_causal_convention_halves_only_the_attention_term():
+    shape = dataclasses.replace(SHAPE, seq_len=4096)
+    full = planner.layer_forward_flops_per_token(shape)
+    causal = planner.layer_forward_flops_per_token(shape, attention="causal")
+    assert full - causal == 2 * shape.seq_len * shape.n_embd
+    with pytest.raises(ValueError, match="attention must be"):
+        planner.layer_forward_flops_per_token(shape, attention="sparse")
+
+
+def test_llama3_sensitivity_sweeps_v_and_b_and_reproduces_the_fitted_row_where_peak_allows():
+    rows = planner.llama3_sensitivity(chunks=(1, 4), micro_batches=(1, 2))
+    assert [(r["chunks"], r["micro_batch"]) for r in rows] == [(1, 1), (1, 2), (4, 1), (4, 2)]
+    for r in rows:
+        m = [32 // r["micro_batch"], 16 // r["micro_batch"], 16 // r["micro_batch"]]  # Table 4's batch per DP group
+        assert r["bubble_pct"] == pytest.approx([100 * 15 / (r["chunks"] * mi) for mi in m])
+        if r["efficiency"] < 0.999:
+            assert abs(r["error_pct"][0]) < 1e-4
+        else:  # even the whole peak cannot reach 430 TFLOP/s with this bubble
+            assert r["error_pct"][0] < 0

@@ -68,6 +68,23 @@ def test_ring_attention_equals_full_causal_attention(devices):
     assert used == [list(range(i + 1)) for i in range(devices)]
 
 
+@pytest.mark.parametrize("devices,balanced", [(2, True), (4, True), (4, False), (8, True)])
+def test_allgather_context_parallel_equals_full_attention_and_balances_the_causal_work(devices, balanced):
+    cfg = model.GPTConfig()
+    qkv = np.random.default_rng(devices).normal(size=(2, cfg.block_size, 3 * cfg.n_embd)) * 3
+    full, _ = layers.attention_forward(qkv, cfg.n_head, None, cfg.attn_scale)
+    y, log = context_parallel.allgather_attention(qkv, cfg.n_head, devices, cfg.attn_scale, balanced)
+    np.testing.assert_allclose(y, full, rtol=1e-12, atol=1e-14)
+    pairs = [e["pairs"] for e in log]
+    assert pairs == context_parallel.causal_pairs_per_device(cfg.block_size, devices, balanced)
+    assert sum(pairs) == cfg.block_size * (cfg.block_size + 1) // 2  # every kept pair exactly once
+    n = cfg.block_size // devices
+    if balanced:  # chunks i and 2P-1-i: every device the same work
+        assert len(set(pairs)) == 1
+    else:  # contiguous: the last device does 2P - 1 times the first's work, up to the diagonal's share
+        assert pairs[-1] - pairs[0] == (devices - 1) * n * n
+
+
 def test_expert_all_to_all_counts_only_tokens_that_leave_their_device():
     ids = np.array([[[0], [1], [2], [3]], [[0], [1], [2], [3]]])  # 2 devices, 4 experts, top-1
     r = context_parallel.all_to_all_bytes(ids, experts=4, devices=2, d_model=10, itemsize=2)

@@ -1,4 +1,5 @@
-"""Collectives in pure NumPy: ring all-reduce, reduce-scatter, all-gather, a naive all-reduce, and their costs.
+"""Collectives in pure NumPy: ring all-reduce, reduce-scatter, all-gather, a naive all-reduce,
+Rabenseifner's halving/doubling, a binomial tree, a two-level (node, cluster) all-reduce, and their costs.
 
 p simulated workers each hold an array; a collective moves chunks between them as messages and
 counts every element sent. The ring all-reduce is a reduce-scatter followed by an all-gather:
@@ -160,6 +161,114 @@ def naive_all_reduce(vectors):
 
 
 # ---------------------------------------------------------------------------
+# Other all-reduces: halving/doubling, a binomial tree, and two levels (node, cluster)
+
+
+def _power_of_two(p):
+    if p < 1 or p & (p - 1):
+        raise ValueError(f"halving/doubling needs a power-of-two number of workers, not {p}")
+    return p.bit_length() - 1
+
+
+def halving_doubling_all_reduce(vectors):
+    """Rabenseifner's all-reduce for p = 2^k workers: (results, elements each sent, steps).
+
+    Reduce-scatter by recursive halving: at distance d = p/2, p/4, ..., 1 worker i swaps half of
+    the range it still owns with partner i XOR d (keeping the lower half if i's bit d is 0) and
+    adds what it receives; after log2 p steps it owns the sum of chunk i. All-gather by recursive
+    doubling reverses it. Each worker sends n/2 + n/4 + ... + n/p twice: 2(p-1)/p n, like the ring,
+    in 2 log2 p steps instead of 2(p-1)."""
+    bufs, shape = _flat_inputs(vectors)
+    p = len(bufs)
+    k = _power_of_two(p)
+    bounds = chunk_bounds(bufs[0].size, p)
+    span = lambda lo, hi: (bounds[lo][0], bounds[hi - 1][1])  # noqa: E731  elements of chunks lo..hi-1
+    own = [(0, p)] * p  # the chunk range each worker still reduces
+    sent, steps = [0] * p, 0
+    for level in range(k):  # recursive halving
+        d = p >> (level + 1)
+        outgoing = []
+        for i in range(p):
+            lo, hi = own[i]
+            mid = (lo + hi) // 2
+            keep, give = ((lo, mid), (mid, hi)) if not i & d else ((mid, hi), (lo, mid))
+            a, b = span(*give)
+            outgoing.append((i, i ^ d, give, bufs[i][a:b].copy(), keep))
+        for i, j, give, data, keep in outgoing:
+            a, b = span(*give)
+            bufs[j][a:b] = bufs[j][a:b] + data
+            sent[i] += b - a
+            own[i] = keep
+        steps += 1
+    for level in reversed(range(k)):  # recursive doubling
+        d = p >> (level + 1)
+        outgoing = [(i, i ^ d, own[i], bufs[i][slice(*span(*own[i]))].copy()) for i in range(p)]
+        for i, j, rng, data in outgoing:
+            a, b = span(*rng)
+            bufs[j][a:b] = data
+            sent[i] += b - a
+        own = [(min(own[i][0], own[i ^ d][0]), max(own[i][1], own[i ^ d][1])) for i in range(p)]
+        steps += 1
+    return [b.reshape(shape) for b in bufs], sent, steps
+
+
+def tree_all_reduce(vectors):
+    """A binomial tree: reduce onto worker 0, then broadcast back: (results, elements each sent, steps).
+
+    Reduce step at distance d = 1, 2, 4, ...: worker i with i mod 2d = d sends its whole partial sum
+    to i - d. The broadcast runs the same edges backwards. 2 ceil(log2 p) steps of n elements."""
+    bufs, shape = _flat_inputs(vectors)
+    p, n = len(bufs), bufs[0].size
+    sent, steps, d = [0] * p, 0, 1
+    while d < p:
+        for i in range(d, p, 2 * d):
+            bufs[i - d] = bufs[i - d] + bufs[i]
+            sent[i] += n
+        steps, d = steps + 1, 2 * d
+    while d > 1:
+        d //= 2
+        for i in range(d, p, 2 * d):
+            bufs[i] = bufs[i - d].copy()
+            sent[i - d] += n
+        steps += 1
+    return [b.reshape(shape) for b in bufs], sent, steps
+
+
+def two_level_all_reduce(vectors, per_node):
+    """All-reduce over nodes of `per_node` workers (worker w on node w // per_node): a ring
+    reduce-scatter inside each node, a ring all-reduce of each shard across the nodes (between the
+    workers of equal local rank), a ring all-gather inside each node -> (results, {"intra": elements
+    each worker sent inside its node, "inter": between nodes}).
+
+    Only n/per_node of each worker's vector crosses the slow link: 2(N-1)/N n/g, against the flat
+    ring's 2(p-1)/p n, most of it between nodes."""
+    bufs, shape = _flat_inputs(vectors)
+    p, g = len(bufs), int(per_node)
+    if g < 1 or p % g:
+        raise ValueError(f"{p} workers do not split into nodes of {g}")
+    nodes = p // g
+    intra, inter = [0] * p, [0] * p
+    shards = [None] * p
+    for node in range(nodes):
+        ws = range(node * g, (node + 1) * g)
+        got, s1 = reduce_scatter([bufs[w] for w in ws])
+        for j, w in enumerate(ws):
+            shards[w], intra[w] = got[j], intra[w] + s1[j]
+    for j in range(g):
+        ws = [node * g + j for node in range(nodes)]
+        got, s2 = ring_all_reduce([shards[w] for w in ws])
+        for r, w in enumerate(ws):
+            shards[w], inter[w] = got[r], inter[w] + s2[r]
+    out = [None] * p
+    for node in range(nodes):
+        ws = range(node * g, (node + 1) * g)
+        full, s3 = all_gather([shards[w] for w in ws])
+        for j, w in enumerate(ws):
+            out[w], intra[w] = full[j].reshape(shape), intra[w] + s3[j]
+    return out, {"intra": intra, "inter": inter}
+
+
+# ---------------------------------------------------------------------------
 # Bytes per worker, closed forms
 
 
@@ -216,7 +325,25 @@ def ring_all_gather_time(nbytes, p, alpha, beta):
     return (p - 1) * alpha + (p - 1) / p * nbytes * beta
 
 
-ALL_REDUCE_TIMES = {"ring": ring_all_reduce_time, "tree": tree_all_reduce_time, "naive": naive_all_reduce_time}
+def halving_doubling_all_reduce_time(nbytes, p, alpha, beta):
+    """2 log2(p) alpha + 2 (p-1)/p n beta (Rabenseifner): the ring's bytes in log2 p steps each way.
+
+    For p not a power of two, ceil(log2 p) steps each way (the extra workers fold in first; that
+    fold's extra bytes are left out here)."""
+    if p <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(p)) * alpha + 2 * (p - 1) / p * nbytes * beta
+
+
+def two_level_all_reduce_time(nbytes, nodes, per_node, intra_alpha, intra_beta, inter_alpha, inter_beta):
+    """Reduce-scatter and all-gather rings inside a node, a ring all-reduce of n/g across the nodes."""
+    g = per_node
+    inside = 0.0 if g <= 1 else 2 * ((g - 1) * intra_alpha + (g - 1) / g * nbytes * intra_beta)
+    return inside + ring_all_reduce_time(nbytes / g, nodes, inter_alpha, inter_beta)
+
+
+ALL_REDUCE_TIMES = {"ring": ring_all_reduce_time, "tree": tree_all_reduce_time, "naive": naive_all_reduce_time,
+                    "halving_doubling": halving_doubling_all_reduce_time}
 
 
 def fit_alpha_beta(sizes, seconds, p):

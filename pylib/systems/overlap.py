@@ -12,7 +12,8 @@ Model FLOPs follow Korthikanti et al. 2022 ("Reducing Activation Recomputation i
 Transformer Models", appendix A, eq. 7): per layer 24 B s h^2 + 4 B s^2 h in the forward (the
 four projections, the MLP with hidden size 4h, QK^T and attention over values), 2 B s h v for the
 logits, and twice the forward for the backward. MFU = model FLOPs per second / peak FLOPs per
-second; HFU counts the FLOPs the hardware really does, recomputation included (their eq. 8).
+second; HFU counts the FLOPs the hardware does, recomputation included (their eq. 8 for selective
+recomputation, which charges 12 B s^2 h a layer for it).
 
 Legend: B batch, s (T) sequence length, h (C) width, v vocab, L layers, p workers.
 """
@@ -34,14 +35,19 @@ def model_flops_per_step(cfg, B, T):
     return 3 * forward
 
 
-def hardware_flops_per_step(cfg, B, T, recompute="none"):
-    """FLOPs really done: the model's, plus a second forward of what is recomputed.
+def hardware_flops_per_step(cfg, B, T, recompute="none", selective_rule="eq8"):
+    """FLOPs counted as done: the model's, plus what recomputation adds.
 
-    "selective" recomputes the attention's s^2 part (QK^T and attention over values, 4 B s^2 h a
-    layer, Korthikanti et al. eq. 8); "full" recomputes every layer's forward.
+    "selective" with selective_rule "eq8" follows Korthikanti et al. eq. 8,
+    72 B s L h^2 (1 + s/(3h) + V/(12 h L)), whose s/(3h) doubles eq. 7's s/(6h): it adds 12 B s^2 h
+    a layer (their Table 5's HFU follows eq. 8); selective_rule "forward" adds only what a second
+    forward of QK^T and attention over values performs, 4 B s^2 h a layer.
+    "full" recomputes every layer's forward.
     """
+    if selective_rule not in ("eq8", "forward"):
+        raise ValueError(f"selective_rule must be 'eq8' or 'forward', not {selective_rule!r}")
     extra = {"none": 0,
-             "selective": cfg.n_layer * 4 * B * T * T * cfg.n_embd,
+             "selective": cfg.n_layer * (12 if selective_rule == "eq8" else 4) * B * T * T * cfg.n_embd,
              "full": cfg.n_layer * layer_forward_flops(B, T, cfg.n_embd)}[recompute]
     return model_flops_per_step(cfg, B, T) + extra
 

@@ -64,6 +64,10 @@ class Layout:
     recompute: str = "none"  # "none", "selective", "full" (chapter 10)
     sequence_parallel: bool = False
     zero_stage: int = 0
+    schedule: str = "megatron"  # "megatron": interleaving needs m a multiple of pp; "llama3": any m
+
+
+SCHEDULES = ("megatron", "llama3")
 
 
 def _count(x, name, hi=10 ** 7):
@@ -89,17 +93,21 @@ def layout_problems(shape, cluster, layout):
         out.append(f"TP = {layout.tp} does not divide the {shape.n_head} heads")
     if layout.pp > shape.n_layer:
         out.append(f"PP = {layout.pp} stages is more than the {shape.n_layer} layers")
-    elif layout.chunks * layout.pp > shape.n_layer:
-        out.append(f"{layout.chunks} chunks x {layout.pp} stages is more than the {shape.n_layer} layers")
+    elif layout.chunks * layout.pp > shape.n_layer + (2 if layout.schedule == "llama3" else 0):
+        # Llama 3's schedule gives the embedding and the output layer a chunk each (section 3.3.2)
+        out.append(f"{layout.chunks} chunks x {layout.pp} stages is more than the {shape.n_layer} layers"
+                   + (" and the two end chunks" if layout.schedule == "llama3" else ""))
     per_replica = layout.global_batch / layout.dp
     if per_replica != int(per_replica) or per_replica % layout.micro_batch:
         out.append(f"the global batch {layout.global_batch} does not split into {layout.dp} replicas of whole "
                    f"micro-batches of {layout.micro_batch}")
-    elif layout.chunks > 1 and (per_replica // layout.micro_batch) % layout.pp:
+    elif layout.schedule == "megatron" and layout.chunks > 1 and (per_replica // layout.micro_batch) % layout.pp:
         out.append(f"interleaving needs the micro-batches per replica ({int(per_replica // layout.micro_batch)}) "
                    f"to be a multiple of PP = {layout.pp}")
     if shape.seq_len % layout.cp:
         out.append(f"CP = {layout.cp} does not divide the sequence length {shape.seq_len}")
+    if layout.schedule not in SCHEDULES:
+        out.append(f"schedule must be one of {SCHEDULES}")
     if layout.recompute not in memory.RECOMPUTE_MODES:
         out.append(f"recompute must be one of {memory.RECOMPUTE_MODES}")
     return out
@@ -109,18 +117,27 @@ def layout_problems(shape, cluster, layout):
 # FLOPs
 
 
-def layer_forward_flops_per_token(shape, kv_heads=None):
-    """Forward FLOPs of one layer per token: 2 x (weights that multiply) + 4 s h for attention."""
+ATTENTION_CONVENTIONS = ("full", "causal")
+
+
+def layer_forward_flops_per_token(shape, kv_heads=None, attention="full"):
+    """Forward FLOPs of one layer per token: 2 x (weights that multiply) + attention.
+
+    attention "full" counts QK^T and attention over values for every (query, key) pair, 4 s h
+    (Narayanan et al. eq. 3, Korthikanti et al. eq. 7); "causal" counts only the pairs the mask keeps,
+    half of it (2 s h): the two conventions a published MFU may use."""
+    if attention not in ATTENTION_CONVENTIONS:
+        raise ValueError(f"attention must be one of {ATTENTION_CONVENTIONS}, not {attention!r}")
     h, F = shape.n_embd, shape.ffn_hidden
     kv = shape.kv_width if kv_heads is None else kv_heads * shape.head_dim  # width of k and of v
     weights = 2 * h * h + 2 * h * kv + (3 if shape.gated_mlp else 2) * h * F  # q, o; k, v; the MLP
-    return 2 * weights + 4 * shape.seq_len * h
+    return 2 * weights + (4 if attention == "full" else 2) * shape.seq_len * h
 
 
-def step_flops(shape, global_batch, recompute="none", kv_heads=None):
+def step_flops(shape, global_batch, recompute="none", kv_heads=None, attention="full"):
     """{"model", "hardware"} FLOPs of one step (hardware adds full recomputation's extra forward)."""
     tokens = global_batch * shape.seq_len
-    layers_fwd = shape.n_layer * layer_forward_flops_per_token(shape, kv_heads) * tokens
+    layers_fwd = shape.n_layer * layer_forward_flops_per_token(shape, kv_heads, attention) * tokens
     logits_fwd = 2 * shape.n_embd * shape.vocab_size * tokens
     model = 3 * (layers_fwd + logits_fwd)
     hardware = model + (layers_fwd if recompute == "full" else 0)
@@ -131,10 +148,12 @@ def step_flops(shape, global_batch, recompute="none", kv_heads=None):
 # The plan
 
 
-def plan(shape, cluster, layout, efficiency=1.0, kv_heads=None, grad_bytes=2, act_bytes=2):
+def plan(shape, cluster, layout, efficiency=1.0, kv_heads=None, grad_bytes=2, act_bytes=2, attention="full"):
     """Memory per GPU, bubble, communication per step, step time and MFU of a layout -> dict.
 
-    Raises ValueError with every reason a layout cannot run (see layout_problems)."""
+    The time model charges full attention (4 s h a layer and token); `attention` is only the
+    convention of the FLOPs counted for MFU and HFU. Raises ValueError with every reason a layout
+    cannot run (see layout_problems)."""
     problems = layout_problems(shape, cluster, layout)
     if problems:
         raise ValueError("; ".join(problems))
@@ -183,7 +202,7 @@ def plan(shape, cluster, layout, efficiency=1.0, kv_heads=None, grad_bytes=2, ac
     dp_time = collectives.ring_all_reduce_time(grads, dp_group, *dp_link)
     step = pipeline_time + dp_time
 
-    flops = step_flops(shape, layout.global_batch, layout.recompute, kv_heads)
+    flops = step_flops(shape, layout.global_batch, layout.recompute, kv_heads, attention)
     gpus = cluster.gpus
     comm_bytes = {  # per GPU per step, payload (wire bytes of a ring are 2(p-1)/p of each all-reduce)
         "tensor_parallel": m * layers_per_stage * per_layer_ar * act * (tp > 1),
@@ -209,12 +228,15 @@ def plan(shape, cluster, layout, efficiency=1.0, kv_heads=None, grad_bytes=2, ac
     }
 
 
-def fit_efficiency(shape, cluster, layout, reported_tflops, metric="hardware_tflops_per_gpu", kv_heads=None):
-    """The efficiency at which plan() reproduces one reported throughput (bisection: it is monotone)."""
+def fit_efficiency(shape, cluster, layout, reported_tflops, metric="hardware_tflops_per_gpu", kv_heads=None,
+                   grad_bytes=2, attention="full"):
+    """The efficiency at which plan() reproduces one reported throughput (bisection: it is monotone).
+
+    Returns 1.0 when even the full peak falls short (the caller sees it as 'needs more than peak')."""
     lo, hi = 1e-3, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        if plan(shape, cluster, layout, mid, kv_heads)[metric] < reported_tflops:
+        if plan(shape, cluster, layout, mid, kv_heads, grad_bytes, attention=attention)[metric] < reported_tflops:
             lo = mid
         else:
             hi = mid
@@ -241,7 +263,8 @@ def selene(gpus):
 # Table 1 of Narayanan et al. 2021: (params B, heads, hidden, layers, tp, pp, GPUs, batch,
 # achieved teraFLOP/s per GPU, % of peak). All use V = 51,200 and s = 2048 (section 5.1), the
 # interleaved schedule and full activation recomputation (eq. 3 counts it). Micro-batch size and
-# the number of chunks per row are not given: we assume b = 1 and v = 1 (so our bubble is an upper bound).
+# the number of chunks per row are not given: we choose b = 1 and v = 1. That is no bound on the
+# bubble: a larger v shrinks it, a larger b (fewer micro-batches) grows it.
 MEGATRON_TABLE1 = [
     (1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 44),
     (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 44),
@@ -258,35 +281,62 @@ MEGATRON_TABLE1 = [
 # The Llama 3 Herd of Models (Llama Team, AI @ Meta, 2024). Table 3: 405B has 126 layers, width
 # 16,384, MLP width 53,248, 128 heads, 8 key/value heads, SwiGLU, vocabulary 128,000.
 # Section 3.3.1: H100 GPUs, 80 GB HBM3, 400 Gbps interconnects between GPUs. Section 3.3.2: FSDP
-# shards optimizer states and gradients (ZeRO stage 2 in memory terms).
+# shards optimizer states and gradients (ZeRO stage 2 in memory terms), gradients are
+# reduce-scattered in FP32 (grad_bytes = 4), the 8K runs train without activation checkpointing
+# (their attention kernel keeps no (s, s) matrix, which chapter 10's calculator counts as its
+# "selective" mode; no recomputed forward is charged), it cites Korthikanti et al. (the paper of
+# sequence parallelism) among its tensor-parallelism references without naming sequence
+# parallelism: we assume it (without it the replicated activations alone would not fit in 80 GB),
+# and the pipeline schedule is an interleaved one whose
+# micro-batch count is tunable (no multiple-of-PP constraint: schedule="llama3"), with bubble
+# (PP-1)/(V M); one layer less on the first and on the last stage leaves the first chunk only the
+# embedding and the last only the output and loss (so 128 chunk slots for 126 layers). The number of chunks V and the micro-batch size b are not given: they are swept
+# (llama3_sensitivity), and the chapter's table shows one choice beside that sweep.
 # The H100's dense BF16 peak, 989 teraFLOP/s, is half of the 1,979 "with sparsity" of NVIDIA's
-# datasheet; checked against copies of the datasheet's table, not the datasheet itself.
+# datasheet; NVLink on an H100 SXM is 900 GB/s per GPU counting both directions, 450 GB/s each way.
+# Both checked against copies of the datasheet's table, not the datasheet itself.
 H100_PEAK = 1979e12 / 2
+H100_NVLINK_PER_DIRECTION = 900e9 / 2
 LLAMA3_KV_HEADS = 8
+LLAMA3_GRAD_BYTES = 4
 LLAMA3_405B = memory.TransformerShape(n_layer=126, n_embd=16384, n_head=128, vocab_size=128000, seq_len=8192,
                                       ffn_hidden=53248, norm="rmsnorm", tied_head=False, bias=False,
                                       gated_mlp=True, learned_pos=False, n_kv_head=LLAMA3_KV_HEADS,
                                       name="Llama 3 405B")
 # Table 4: (GPUs, TP, CP, PP, DP, seq len, batch size per DP, TFLOPs/GPU, BF16 MFU %).
-# Micro-batch size, chunks per stage and recomputation are not given: we assume b = 1, v = 1, and
-# "selective" recomputation, which in chapter 10's calculator keeps no (s, s) attention matrix, as a
-# FlashAttention kernel keeps none (a 131,072-token score matrix would not fit in any GPU); and
-# sequence parallelism (Korthikanti et al. 2022), which the sections we checked do not mention:
-# without it the replicated activations alone would not fit in 80 GB (the chapter shows both).
 LLAMA3_TABLE4 = [
     (8192, 8, 1, 16, 64, 8192, 32, 430, 43),
     (16384, 8, 1, 16, 128, 8192, 16, 400, 41),
     (16384, 8, 16, 16, 8, 131072, 16, 380, 38),
 ]
+# The choice shown in the chapter's main table (V chunks per GPU, micro-batch b), and the sweep.
+LLAMA3_CHOICE = (4, 1)
+LLAMA3_CHUNKS = (1, 2, 4, 8)  # 8 x 16 = 128 chunks: 126 layers, the embedding's and the output's
+LLAMA3_MICRO_BATCHES = (1, 2, 4)  # Narayanan et al. 2021, section 3.4 (Figure 8): b = 4 best for their 1B model at (p, t) = (8, 8)
 
 
 def llama3_cluster(gpus):
     return Cluster(gpus=gpus, gpus_per_node=8, memory_bytes=80e9, peak_flops=H100_PEAK,
-                   intra_bytes_per_s=SELENE_NVLINK_ASSUMED, inter_bytes_per_s=400 * GBPS, name="Llama 3 (H100)")
+                   intra_bytes_per_s=H100_NVLINK_PER_DIRECTION, inter_bytes_per_s=400 * GBPS, name="Llama 3 (H100)")
 
 
-def published_runs():
-    """The 13 runs as (name, shape, cluster, layout, kv_heads, reported dict, source, metric)."""
+def llama3_runs(chunks=LLAMA3_CHOICE[0], micro_batch=LLAMA3_CHOICE[1]):
+    """Llama 3 405B's three Table 4 rows as runs, at V = chunks and b = micro_batch."""
+    runs = []
+    for gpus, tp, cp, pp, dp, seq, per_dp, tflops, mfu in LLAMA3_TABLE4:
+        shape = dataclasses.replace(LLAMA3_405B, seq_len=seq)
+        layout = Layout(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=dp * per_dp, micro_batch=micro_batch, chunks=chunks,
+                        zero_stage=2, recompute="selective", sequence_parallel=True, schedule="llama3")
+        runs.append({"name": f"Llama 3 405B, {gpus:,} GPUs, seq {seq:,}", "shape": shape,
+                     "cluster": llama3_cluster(gpus), "layout": layout, "kv_heads": LLAMA3_KV_HEADS,
+                     "grad_bytes": LLAMA3_GRAD_BYTES,
+                     "reported_tflops": tflops, "reported_pct": mfu, "metric": "model_tflops_per_gpu",
+                     "hardware": "H100", "source": "Llama Team 2024, Table 4"})
+    return runs
+
+
+def published_runs(llama_chunks=LLAMA3_CHOICE[0], llama_micro_batch=LLAMA3_CHOICE[1]):
+    """The 13 runs as dicts: name, shape, cluster, layout, kv_heads, grad_bytes, reported figures, source, metric."""
     runs = []
     for row in MEGATRON_TABLE1:
         params, heads, h, L, tp, pp, gpus, batch, tflops, pct = row
@@ -294,35 +344,30 @@ def published_runs():
                                         ffn_hidden=4 * h, name=f"GPT {params}B")
         layout = Layout(dp=gpus // (tp * pp), tp=tp, pp=pp, global_batch=batch, recompute="full")
         runs.append({"name": f"Megatron GPT {params:g}B", "shape": shape, "cluster": selene(gpus), "layout": layout,
-                     "kv_heads": None, "reported_tflops": tflops, "reported_pct": pct,
+                     "kv_heads": None, "grad_bytes": 2, "reported_tflops": tflops, "reported_pct": pct,
                      "metric": "hardware_tflops_per_gpu", "hardware": "A100",
                      "source": "Narayanan et al. 2021, Table 1"})
-    for gpus, tp, cp, pp, dp, seq, per_dp, tflops, mfu in LLAMA3_TABLE4:
-        shape = dataclasses.replace(LLAMA3_405B, seq_len=seq)
-        layout = Layout(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=dp * per_dp, zero_stage=2, recompute="selective",
-                        sequence_parallel=True)
-        runs.append({"name": f"Llama 3 405B, {gpus:,} GPUs, seq {seq:,}", "shape": shape,
-                     "cluster": llama3_cluster(gpus), "layout": layout, "kv_heads": LLAMA3_KV_HEADS,
-                     "reported_tflops": tflops, "reported_pct": mfu, "metric": "model_tflops_per_gpu",
-                     "hardware": "H100", "source": "Llama Team 2024, Table 4"})
-    return runs
+    return runs + llama3_runs(llama_chunks, llama_micro_batch)
 
 
-def compare_published(calibrate=("Megatron GPT 1.7B", "Llama 3 405B, 8,192 GPUs, seq 8,192")):
-    """Fit one efficiency per GPU type on the named runs; predict every run -> list of rows."""
-    runs = published_runs()
+CALIBRATE = ("Megatron GPT 1.7B", "Llama 3 405B, 8,192 GPUs, seq 8,192")
+
+
+def _predict(runs, calibrate, attention="full"):
     eff = {}
     for r in runs:
         if r["name"] in calibrate:
             eff[r["hardware"]] = fit_efficiency(r["shape"], r["cluster"], r["layout"], r["reported_tflops"],
-                                                r["metric"], r["kv_heads"])
+                                                r["metric"], r["kv_heads"], r["grad_bytes"], attention)
     rows = []
     for r in runs:
-        p = plan(r["shape"], r["cluster"], r["layout"], eff[r["hardware"]], r["kv_heads"])
+        p = plan(r["shape"], r["cluster"], r["layout"], eff[r["hardware"]], r["kv_heads"], r["grad_bytes"],
+                 attention=attention)
         pred = p[r["metric"]]
         rows.append({"name": r["name"], "source": r["source"], "hardware": r["hardware"],
                      "gpus": r["cluster"].gpus, "dp": r["layout"].dp, "tp": r["layout"].tp, "pp": r["layout"].pp,
-                     "cp": r["layout"].cp, "microbatches": p["microbatches"],
+                     "cp": r["layout"].cp, "chunks": r["layout"].chunks, "micro_batch": r["layout"].micro_batch,
+                     "microbatches": p["microbatches"],
                      "calibration": r["name"] in calibrate, "efficiency": eff[r["hardware"]],
                      "reported_tflops": r["reported_tflops"], "predicted_tflops": pred,
                      "error": (pred - r["reported_tflops"]) / r["reported_tflops"],
@@ -332,3 +377,58 @@ def compare_published(calibrate=("Megatron GPT 1.7B", "Llama 3 405B, 8,192 GPUs,
                      "fits": p["fits"], "step_seconds": p["step_seconds"],
                      "time": p["time"]})
     return rows
+
+
+def compare_published(calibrate=CALIBRATE, llama_chunks=LLAMA3_CHOICE[0], llama_micro_batch=LLAMA3_CHOICE[1],
+                      attention="full"):
+    """Fit one efficiency per GPU type on the named runs; predict every run -> list of rows."""
+    return _predict(published_runs(llama_chunks, llama_micro_batch), calibrate, attention)
+
+
+def llama3_sensitivity(chunks=LLAMA3_CHUNKS, micro_batches=LLAMA3_MICRO_BATCHES, attention="full"):
+    """Llama 3's rows over the unknown V and b: for each pair, the efficiency fitted on the
+    8,192-GPU row and the other rows' predictions -> list of dicts (one per V, b)."""
+    out = []
+    for v in chunks:
+        for b in micro_batches:
+            rows = _predict(llama3_runs(v, b), CALIBRATE, attention)
+            out.append({"chunks": v, "micro_batch": b, "efficiency": rows[0]["efficiency"],
+                        "bubble_pct": [100 * r["bubble_over_ideal"] for r in rows],
+                        "error_pct": [100 * r["error"] for r in rows],
+                        "fits": [r["fits"] for r in rows], "memory_gb": [r["memory_gb"] for r in rows]})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# A published mixture-of-experts run: DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437)
+#
+# Section 4.2: 61 layers, width 7,168; MLA with 128 heads of 128 dims plus a 64-dim decoupled rope
+# part for queries and keys; every FFN but the first three layers is an MoE layer of 1 shared and
+# 256 routed experts of width 2,048, 8 routed experts per token, sent to at most 4 nodes; 671B
+# parameters, 37B activated per token; sequences of 4K, batch raised to 15,360 sequences.
+# Section 3.1-3.2: 2,048 H800 GPUs, 8 per node; 16-way pipeline, 64-way expert parallelism over
+# 8 nodes, ZeRO-1 data parallelism; NVLink 160 GB/s, InfiniBand 50 GB/s (3.2.2); dispatch in FP8,
+# combine in BF16 (3.3.3). Section 4.3 (and Table 1): 180K H800 GPU hours per trillion tokens.
+# The planner models no all-to-all and no DualPipe, so it cannot predict this run; it computes
+# what the reported figure implies. The H800's dense peaks are taken as the H100 SXM's (989 BF16,
+# 1,979 FP8 teraFLOP/s): an assumption, not checked at NVIDIA.
+DEEPSEEK_V3 = {"layers": 61, "width": 7168, "heads": 128, "qk_head_dim": 128 + 64, "v_head_dim": 128,
+               "moe_layers": 61 - 3, "routed_experts": 256, "shared_experts": 1, "expert_width": 2048,
+               "top_k": 8, "max_nodes_per_token": 4, "total_params": 671e9, "active_params": 37e9,
+               "seq_len": 4096, "batch": 15360, "gpus": 2048, "gpus_per_node": 8, "pp": 16, "ep": 64,
+               "nvlink_bytes_per_s": 160e9, "ib_bytes_per_s": 50e9, "gpu_hours_per_trillion_tokens": 180e3}
+H800_PEAK_BF16 = H100_PEAK
+H800_PEAK_FP8 = 1979e12
+
+
+def deepseek_v3_implied(attention="full"):
+    """DeepSeek-V3's reported GPU-hours per trillion tokens as throughput and utilisation -> dict."""
+    from pylib.systems import moe
+    d = DEEPSEEK_V3
+    r = moe.implied_utilisation(d["gpu_hours_per_trillion_tokens"], d["active_params"], d["layers"], d["seq_len"],
+                                d["heads"], d["qk_head_dim"], d["v_head_dim"], H800_PEAK_BF16, attention)
+    r["mfu_fp8_peak"] = r["flops_per_gpu_s"] / H800_PEAK_FP8
+    r["dp"] = d["gpus"] // d["pp"]  # GPUs per pipeline stage, data-parallel for attention
+    r["experts_per_gpu"] = d["routed_experts"] // d["ep"]
+    r["ib_bytes_per_token_layer"] = moe.dispatch_combine_bytes_per_token(d["width"], d["max_nodes_per_token"])
+    return r

@@ -165,7 +165,8 @@ def validate_plan(args):
     run = runs[name]
     layout = planner.Layout(dp=v["dp"], tp=v["tp"], pp=v["pp"], cp=v["cp"], global_batch=v["global_batch"],
                             micro_batch=v["micro_batch"], chunks=v["chunks"], recompute=recompute,
-                            sequence_parallel=bool(args.get("sequence_parallel")), zero_stage=run["layout"].zero_stage)
+                            sequence_parallel=bool(args.get("sequence_parallel")), zero_stage=run["layout"].zero_stage,
+                            schedule=run["layout"].schedule)
     return run, layout, v["gpus"]
 
 
@@ -186,7 +187,7 @@ def planner_plan(args):
             errors[field] = (errors[field] + " " if field in errors else "") + p[0].upper() + p[1:] + "."
         raise InputError(errors)
     t0 = time.perf_counter()
-    p = planner.plan(run["shape"], cluster, layout, efficiency, run["kv_heads"])
+    p = planner.plan(run["shape"], cluster, layout, efficiency, run["kv_heads"], run["grad_bytes"])
     seconds = time.perf_counter() - t0
     mem = p["memory"]
     return {"run": run["name"], "efficiency": efficiency, "metric": run["metric"],

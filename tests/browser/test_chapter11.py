@@ -103,9 +103,10 @@ def test_alpha_beta_matches_pylib_and_refuses_bad_input(chapter11):
     w = widget(chapter11, "alpha-beta")
     assert run(w, workers="8", alpha_us="10", bandwidth_gbs="10") == "done"
     r = result(w)
-    for n, t in zip(r["sizes"], r["ring"]):
+    for n, t, hd in zip(r["sizes"], r["ring"], r["halving_doubling"]):
         assert t == pytest.approx(col.ring_all_reduce_time(n, 8, 10e-6, 1e-10), rel=1e-12)
-    assert w.locator('[data-role="chart"] polyline').count() >= 4
+        assert hd == pytest.approx(col.halving_doubling_all_reduce_time(n, 8, 10e-6, 1e-10), rel=1e-12)
+    assert w.locator('[data-role="chart"] polyline').count() >= 5
     for field, bad in [("workers", "0"), ("workers", "NaN"), ("alpha_us", "-1"), ("bandwidth_gbs", "<b class=injected>x</b>")]:
         assert run(w, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad}) == "error"
         assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"

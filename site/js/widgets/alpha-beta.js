@@ -28,12 +28,13 @@ export async function mount(root, client) {
       { xs: s, ys: r.times.ring, color: 1, label: "ring all-reduce (s)" },
       { xs: s, ys: r.times.tree, color: 2, label: "tree all-reduce (s)" },
       { xs: s, ys: r.times.naive, color: 3, label: "naive all-reduce (s)" },
+      { xs: s, ys: r.times.halving_doubling, color: 6, label: "halving/doubling all-reduce (s)" },
       { xs: s, ys: r.times.all_gather, color: 4, label: "ring all-gather (s)" },
       ...gloo,
     ], {
       logX: true, logY: true, xLabel: "message size n (bytes)", yLabel: "seconds",
       summary: `p = ${r.workers}: at ${bytes(s[n])} the ring all-reduce takes ${secs(r.times.ring[n])}, the tree ${secs(r.times.tree[n])}, ` +
-        `the naive one ${secs(r.times.naive[n])}, the all-gather ${secs(r.times.all_gather[n])}; at ${bytes(s[0])} the ring takes ` +
+        `the naive one ${secs(r.times.naive[n])}, halving/doubling ${secs(r.times.halving_doubling[n])}, the all-gather ${secs(r.times.all_gather[n])}; at ${bytes(s[0])} the ring takes ` +
         `${secs(r.times.ring[0])} and the tree ${secs(r.times.tree[0])}. ` +
         (r.ring_beats_tree_from == null ? "The ring does not beat the tree below 1 GB." : `The ring beats the tree from ${bytes(r.ring_beats_tree_from)}.`) +
         (gloo.length ? " The gloo dots are measured; the data table has them." : ""),
@@ -51,7 +52,7 @@ export async function mount(root, client) {
       readouts.crossover.textContent = r.ring_beats_tree_from == null ? "not below 1 GB" : bytes(r.ring_beats_tree_from);
       readouts.ring_gb.textContent = secs(r.times.ring[r.times.ring.length - 1]);
       return {
-        result: { workers: r.workers, sizes: r.sizes, ring: r.times.ring, tree: r.times.tree },
+        result: { workers: r.workers, sizes: r.sizes, ring: r.times.ring, tree: r.times.tree, halving_doubling: r.times.halving_doubling },
         text: `p = ${r.workers}: α = ${(r.alpha * 1e6).toPrecision(3)} µs, β = ${r.beta.toExponential(2)} s/byte. ` +
           (config.gloo.p2.bytes ? "gloo: " + config.status + "." : "gloo: not measured (" + config.status + ")."),
       };
