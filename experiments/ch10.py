@@ -124,6 +124,8 @@ def derived(corpus):
     from pylib import model
     from pylib.systems import memory
     d = {}
+    for part, val in memory.bytes_per_param("mixed_fp32_grads", "adamw").items():
+        d[f"ch10.bpp.mixed_fp32_grads.adamw.{part}"] = val
     for prec in ("mixed", "fp32"):
         for opt in ("adamw", "momentum", "sgd"):
             for part, val in memory.bytes_per_param(prec, opt).items():
@@ -150,10 +152,38 @@ def derived(corpus):
     d["ch10.llama.fp32.activations_gib"] = r32["activations"] / gib
     d["ch10.llama.fp32.model_states_gib"] = r32["model_states"] / gib
     d["ch10.llama.layer_as_over_h"] = 5 * llama.n_head * 2048 / llama.n_embd  # Korthikanti's 5as/h at s = 2048
+    d["ch10.llama.layer_2as_over_h"] = 2 * llama.n_head * 2048 / llama.n_embd  # without dropout: 2as/h
+    # The peak of the step (one layer recomputed on top of the checkpoints), and LLaMA as trained:
+    # memory-efficient attention, which never holds the s x s probabilities (Touvron et al. 2023, section 2.4).
+    for rc in MODES:
+        r = memory.training_memory(llama, 1, 2048, recompute=rc)
+        d[f"ch10.llama.b1.{rc}.peak_gib"] = r["activations_peak"] / gib
+        fa = memory.training_memory(llama, 1, 2048, recompute=rc, memory_efficient_attention=True)
+        d[f"ch10.llama.fa.b1.{rc}.activations_gib"] = fa["activations"] / gib
+        d[f"ch10.llama.fa.b1.{rc}.peak_gib"] = fa["activations_peak"] / gib
+    d["ch10.llama.b1.full.peak_saved_pct"] = 100 * (1 - d["ch10.llama.b1.full.peak_gib"] / d["ch10.llama.b1.none.peak_gib"])
+    d["ch10.llama.b1.full.stored_with_layer_gib"] = (
+        memory.training_memory(llama, 1, 2048, recompute="full")["activations"]
+        + memory.korthikanti_layer_bytes(llama, 2048, 1, 2, "none")) / gib
+    d["ch10.llama.b1.full.stored_with_layer_saved_pct"] = 100 * (1 - d["ch10.llama.b1.full.stored_with_layer_gib"] / none)
+    d["ch10.llama.one_layer_gib"] = memory.korthikanti_layer_bytes(llama, 2048, 1, 2, "none") / gib
+    d["ch10.llama.fa.full.peak_saved_pct"] = 100 * (1 - d["ch10.llama.fa.b1.full.peak_gib"] / d["ch10.llama.fa.b1.none.peak_gib"])
     for s in (4096, 8192):
         r = memory.training_memory(llama, 1, s, precision="mixed")
         d[f"ch10.llama.s{s}.activations_gib"] = r["activations"] / gib
         d[f"ch10.llama.s{s}"] = s
+        fa = memory.training_memory(llama, 1, s, precision="mixed", memory_efficient_attention=True)
+        d[f"ch10.llama.fa.s{s}.activations_gib"] = fa["activations"] / gib
+    # The formulas beside the measured counts (chapter 10's tables): derived, not measured
+    for name, (overrides, B, T) in SHAPES.items():
+        cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size, **overrides)
+        shape = memory.shape_from_config(cfg)
+        for mode in MODES:
+            k = f"ch10.formula.{name}.{mode}"
+            d[f"{k}.peak"] = memory.recompute_bytes(cfg, B, T, mode)["peak"]
+            d[f"{k}.ours_layer_16bit"] = memory.recompute_bytes(cfg, B, T, mode, itemsize=2)["stored_layers"] // cfg.n_layer
+            d[f"{k}.korthikanti_layer"] = memory.korthikanti_layer_bytes(dataclasses.replace(shape, dropout=True), T, B, 2, mode)
+            d[f"{k}.korthikanti_layer_nodropout"] = memory.korthikanti_layer_bytes(shape, T, B, 2, mode)
     # The course model
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     shape = memory.shape_from_config(cfg)

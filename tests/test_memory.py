@@ -219,8 +219,9 @@ def test_memory_calc_op_is_training_memory():
     r = json.loads(web.handle("memory_calc", json.dumps(calc_args(recompute="selective", micro_batch="4"))))
     assert r["ok"]
     v = r["value"]
-    want = memory.training_memory(memory.LLAMA_7B, 4, 2048, precision="mixed", recompute="selective")
-    assert v["params"] == 6_738_415_616
+    want = memory.training_memory(memory.LLAMA_7B, 4, 2048, precision="mixed", recompute="selective",
+                                  memory_efficient_attention=True)  # the LLaMA preset's attention
+    assert v["params"] == 6_738_415_616 and v["memory"]["activations_peak"] == want["activations_peak"]
     assert v["memory"]["total"] == want["total"] and v["memory"]["activations"] == want["activations"]
     assert 2048 in v["growth"]["seq_len"] and len(v["growth"]["total"]) == len(v["growth"]["seq_len"])
 
@@ -249,9 +250,45 @@ def test_memory_calc_refuses_heads_that_do_not_divide_the_width():
     assert ok["ok"]  # and the next good input works
 
 
-@pytest.mark.parametrize("field, bad", [("arch", "bert"), ("precision", "fp8"), ("recompute", "half"), ("optimizer", "lion")])
+@pytest.mark.parametrize("field, bad", [("arch", "bert"), ("precision", "fp8"), ("recompute", "half"), ("optimizer", "lion"),
+                                        ("attention", "<b>flash</b>")])
 def test_memory_calc_refuses_unknown_choices(field, bad):
     import json
     from pylib import web
     r = json.loads(web.handle("memory_calc", json.dumps(calc_args(**{field: bad}))))
     assert not r["ok"] and list(r["errors"]) == [field]
+
+
+def test_memory_efficient_attention_stores_what_selective_recomputation_keeps():
+    """No s x s probabilities: LLaMA 7B stores the selective count at every length, and no mode's peak
+    brings an s^2 term back; with standard attention the s^2 terms dominate at 8,192 tokens."""
+    for s in (2048, 8192):
+        sel = memory.training_memory(memory.LLAMA_7B, 1, s, recompute="selective")
+        for mode in ("none", "selective"):
+            fa = memory.training_memory(memory.LLAMA_7B, 1, s, recompute=mode, memory_efficient_attention=True)
+            assert fa["activations"] == fa["activations_peak"] == sel["activations"]
+        std = memory.training_memory(memory.LLAMA_7B, 1, s, recompute="none")
+        assert std["activations"] > 2 * sel["activations"] if s == 8192 else std["activations"] > sel["activations"]
+    with pytest.raises(ValueError, match="memory_efficient_attention"):
+        memory.training_memory(memory.COURSE_MODEL, 16, 64, activation_model="pylib", memory_efficient_attention=True)
+
+
+def test_full_recomputation_peaks_with_one_layer_recomputed_on_top_of_the_checkpoints():
+    """The Korthikanti path's peak, modelled as recompute_bytes models pylib's: L checkpoints plus one
+    whole layer (the logits freed by then), when that is more than the forward leaves stored."""
+    s, L = 2048, memory.LLAMA_7B.n_layer
+    full = memory.training_memory(memory.LLAMA_7B, 1, s, recompute="full")
+    one = memory.korthikanti_layer_bytes(memory.LLAMA_7B, s, 1, 2, "none")
+    assert full["activations_peak"] == L * memory.korthikanti_layer_bytes(memory.LLAMA_7B, s, 1, 2, "full") + one
+    assert full["activations_peak"] > full["activations"]
+    none = memory.training_memory(memory.LLAMA_7B, 1, s, recompute="none")
+    assert none["activations_peak"] == none["activations"] and none["total_peak"] == none["total"]
+
+
+def test_bf16_with_fp32_main_gradients_is_megatrons_18_bytes_per_parameter():
+    """Megatron-LM's table (docs/user-guide/features/dist_optimizer.md): bf16 parameters with fp32
+    gradients, 18 bytes per parameter without the distributed optimiser; ZeRO's mixed Adam, 16."""
+    assert memory.bytes_per_param("mixed_fp32_grads", "adamw")["total"] == 18
+    assert memory.bytes_per_param("mixed", "adamw")["total"] == 16
+    r = memory.training_memory(memory.LLAMA_7B, precision="mixed_fp32_grads")
+    assert r["model_states"] == 18 * memory.param_count(memory.LLAMA_7B)

@@ -85,7 +85,67 @@ def test_bf16_step_is_close_to_fp32_within_the_unit_roundoff_bound():
     out = mp.one_step_comparison(CFG, tcfg, x, y, "bf16_master")
     assert 0 < out["logits_rel"] <= out["tolerance_logits"]
     assert 0 < out["grads_rel_all"] <= out["tolerance_grads"]
-    assert out["update_sign_differs"] <= out["unresolved_fraction"]
+    assert out["update_sign_differs"] > 0 and out["flips_resolved"] == 0 and out["all_ok"]
+
+
+def test_fp8_tolerances_use_each_formats_unit_roundoff_and_stay_below_one():
+    out = mp.one_step_tolerances(CFG, mp.RECIPES["fp8"])
+    assert out["unit_roundoff"] == 2.0 ** -4 and out["unit_roundoff_grad"] == 2.0 ** -3  # E4M3, E5M2
+    assert out["tolerance_logits"] < out["tolerance_grads"] < 1  # a zero output (relative error 1) fails
+
+
+@pytest.mark.parametrize("rec_name, coarser", [("bf16_master", "fp8_e4m3"), ("fp16_noscale", "fp8_e4m3")])
+def test_one_step_logits_check_fails_when_the_rounding_is_coarser_than_the_recipe_says(monkeypatch, rec_name, coarser):
+    """A planted error: the forward rounds to a coarser format than the recipe declares."""
+    x, y = batch(1, 16)
+    real = mp.round_tensor
+    monkeypatch.setattr(mp, "round_tensor", lambda a, fmt, amax_scaling=False: real(a, coarser, amax_scaling))
+    out = mp.one_step_comparison(CFG, short(), x, y, rec_name)
+    assert not out["logits_ok"] and not out["all_ok"]
+
+
+def test_one_step_gradient_check_fails_on_e5m2_gradients_declared_as_bf16(monkeypatch):
+    """A planted error: the backward's gradients round to E5M2 where the recipe says bf16."""
+    x, y = batch(1, 16)
+    real = mp.one_step_tolerances
+    monkeypatch.setattr(mp, "one_step_tolerances", lambda cfg, rec: real(cfg, mp.RECIPES["bf16_master"]))
+    out = mp.one_step_comparison(CFG, short(), x, y, "bf16_master", rec=mp.Recipe("bf16", "fp8_e5m2"))
+    assert out["logits_ok"] and not out["grads_ok"]
+
+
+def test_fp8_one_step_checks_fail_when_the_per_tensor_scale_is_undone_wrongly(monkeypatch):
+    """A planted error: FP8's unscaling divides by 2s instead of s (an exponent off by one)."""
+    x, y = batch(1, 16)
+    assert mp.one_step_comparison(CFG, short(), x, y, "fp8")["all_ok"]
+    real = mp.pow2_scale
+    calls = []
+
+    def off_by_one(a, fmt, amax_scaling=False):
+        if fmt == "fp32" or not amax_scaling:
+            return a if fmt == "fp32" else precision.round_to(a, fmt)
+        a = np.asarray(a, dtype=np.float32)
+        s = real(float(np.max(np.abs(a))) if a.size else 0.0, fmt)
+        calls.append(fmt)
+        return precision.round_to(a * np.float32(s), fmt) * np.float32(0.5 / s)
+    monkeypatch.setattr(mp, "round_tensor", off_by_one)
+    out = mp.one_step_comparison(CFG, short(), x, y, "fp8")
+    assert calls and not out["logits_ok"] and not out["grads_ok"]
+
+
+def test_one_step_update_check_fails_when_the_optimiser_gets_swapped_gradients(monkeypatch):
+    """A planted error: the recipe's AdamW step receives two same-shaped gradients swapped."""
+    x, y = batch(1, 16)
+    real = mp.optim.adamw_step
+    calls = []
+
+    def swapped(params, grads, *args, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the recipe's step (fp32's runs first)
+            grads["h.0.ln_1.weight"], grads["h.0.ln_2.weight"] = grads["h.0.ln_2.weight"], grads["h.0.ln_1.weight"]
+        return real(params, grads, *args, **kw)
+    monkeypatch.setattr(mp.optim, "adamw_step", swapped)
+    out = mp.one_step_comparison(CFG, short(), x, y, "bf16_master")
+    assert out["logits_ok"] and out["grads_ok"] and out["flips_resolved"] > 0 and not out["update_ok"]
 
 
 def test_pure_bf16_weights_stay_bf16_and_lose_updates(tokens):
@@ -188,3 +248,52 @@ def test_unknown_recipe_and_unsupported_settings_raise():
         mp.recipe("fp4")
     with pytest.raises(ValueError):
         mp.init_state(CFG, dataclasses.replace(short(), optimizer="sgd"), "fp32")
+
+
+# ---------------------------------------------------------------------------
+# Resuming a mixed-precision run (chapter 15)
+
+
+def _strip_timing(records):
+    return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in records]
+
+
+@pytest.mark.parametrize("rec_name", ["fp16_dynamic", "bf16_pure_sr"])
+def test_a_mixed_precision_resume_is_the_uninterrupted_run_bit_for_bit(tokens, rec_name):
+    """Saved with pylib.checkpoint and resumed through resume_state: every record (the loss scale
+    of every step included) and every final weight equal the run that never stopped."""
+    from pylib import checkpoint
+    tr, va = tokens
+    tcfg = short(40)
+    full_state = mp.init_state(CFG, tcfg, rec_name)
+    if rec_name == "fp16_dynamic":  # start where fp16 overflows, so the scale moves before the save
+        full_state["scaler"] = mp.DynamicLossScaler(init_scale=2.0 ** 24, growth_interval=4)
+    full = mp.recipe_steps(full_state, CFG, tcfg, tr, va, 40)
+    state = mp.init_state(CFG, tcfg, rec_name)
+    state["scaler"] = full_state["scaler"] and mp.DynamicLossScaler(init_scale=2.0 ** 24, growth_interval=4)
+    head = mp.recipe_steps(state, CFG, tcfg, tr, va, 13)
+    blob = checkpoint.checkpoint_bytes(state, CFG, tcfg)
+    loaded, mcfg, lcfg, _ = checkpoint.load_checkpoint(blob, CFG)
+    if rec_name == "fp16_dynamic":
+        assert {r["scale"] for r in head} != {2.0 ** 24}, "the scale never moved before the save: a weak test"
+        fresh = mp.resume_state(dict(loaded), rec_name)  # what a resume without the scaler's state would do
+        fresh["scaler"] = mp.DynamicLossScaler(growth_interval=4)  # init_scale again
+        assert mp.recipe_steps(fresh, CFG, lcfg, tr, va, 1)[0]["scale"] != full[13]["scale"]
+        loaded, *_ = checkpoint.load_checkpoint(blob, CFG)
+    resumed = mp.resume_state(loaded, rec_name)
+    tail = mp.recipe_steps(resumed, CFG, lcfg, tr, va, 40)
+    assert _strip_timing(head + tail) == _strip_timing(full)
+    for name in full_state["params"]:
+        np.testing.assert_array_equal(resumed["params"][name], full_state["params"][name])
+
+
+def test_a_loss_scaler_refuses_a_bad_state():
+    s = mp.DynamicLossScaler()
+    good = {**mp.DynamicLossScaler(growth_interval=8).state_dict(), "scale": 512.0, "clean_steps": 3.0}
+    s.load_state_dict(good)
+    assert (s.scale, s.clean_steps, s.growth_interval) == (512.0, 3, 8)
+    for key, value in (("scale", 0.0), ("scale", float("inf")), ("clean_steps", 8), ("clean_steps", 1.5),
+                       ("scale", "2"), ("growth_factor", 1.0), ("backoff_factor", 1.0), ("growth_interval", 0)):
+        with pytest.raises(ValueError):
+            s.load_state_dict({**good, key: value})
+    assert (s.scale, s.clean_steps, s.growth_interval) == (512.0, 3, 8)  # a refused state changes nothing

@@ -96,6 +96,20 @@ def test_derived_limits_equal_the_reference_types(fmt, max_value, min_normal, mi
 
 
 @pytest.mark.parametrize("fmt", precision.ROUNDED)
+def test_overflow_and_underflow_thresholds_match_the_reference_types(fmt):
+    """Below overflow_threshold a value rounds to the largest (float16: 65,519.99 to 65,504); at and
+    below underflow_threshold, half the smallest subnormal, it rounds to zero; just past each it does not."""
+    f = precision.facts(fmt)
+    top, low = np.float32(f["overflow_threshold"]), np.float32(f["underflow_threshold"])
+    below, above = np.nextafter(top, np.float32(0)), np.nextafter(top, np.float32(np.inf))
+    got = reference(np.array([below, top, above, low, np.nextafter(low, np.float32(1))], np.float32), fmt)
+    assert got[0] == f["max"] and not np.isfinite(got[2])
+    assert (got[1] == f["max"]) == (not f["has_inf"])  # the tie: to inf (IEEE), back to the max (E4M3)
+    assert got[3] == 0 and got[4] == f["smallest_subnormal"]
+    assert_bits_equal(precision.round_to(np.array([below, top, above, low], np.float32), fmt), got[:4])
+
+
+@pytest.mark.parametrize("fmt", precision.ROUNDED)
 def test_stochastic_rounding_is_unbiased(fmt):
     rng = np.random.default_rng(1)
     f = precision.facts(fmt)

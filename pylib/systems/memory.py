@@ -183,6 +183,8 @@ def recompute_bytes(cfg, B, T, recompute, itemsize=4, id_itemsize=8, with_loss=T
 PRECISIONS = {  # bytes per value of: weights used in compute, gradients, activations, fp32 master copy
     "fp32": {"weights": 4, "gradients": 4, "activations": 4, "master": 0},
     "mixed": {"weights": 2, "gradients": 2, "activations": 2, "master": 4},  # 16-bit compute, fp32 master
+    # Megatron-LM's bf16 run: bf16 weights, fp32 main gradients (docs/user-guide/features/dist_optimizer.md: 18 bytes)
+    "mixed_fp32_grads": {"weights": 2, "gradients": 4, "activations": 2, "master": 4},
 }
 OPTIMISER_STATES = {"sgd": 0, "momentum": 1, "adamw": 2}  # fp32 values kept per parameter
 ACTIVATION_MODELS = ("korthikanti", "pylib")
@@ -367,9 +369,17 @@ def _whole(x, name):
 
 
 def training_memory(shape, micro_batch=1, seq_len=None, precision="mixed", optimizer="adamw", recompute="none",
-                    zero_stage=0, dp=1, tp=1, pp=1, sequence_parallel=False, activation_model="korthikanti"):
+                    zero_stage=0, dp=1, tp=1, pp=1, sequence_parallel=False, activation_model="korthikanti",
+                    memory_efficient_attention=False):
     """Bytes per device to train shape: {"weights", "gradients", "optimizer", "master", "moments",
     "activations", "total", "params", "params_per_device", ...}.
+
+    "activations" is what the forward pass leaves stored; "activations_peak" the most held during the
+    step: with recomputation, a layer's backward first brings back what it dropped, on top of the
+    other layers' checkpoints ("total_peak" counts that). memory_efficient_attention (Korthikanti path
+    only): attention computed in tiles that never hold the s x s probabilities, forward or backward
+    (FlashAttention; xformers' kernel, which LLaMA used): no s^2 term is stored or recomputed; the
+    kernels' per-row softmax statistics (a few numbers per row and head) are not counted.
 
     precision "mixed": 16-bit weights, gradients and activations, an fp32 master copy of the weights
     and fp32 optimiser state (ZeRO's 2 + 2 + K bytes per parameter, K = 12 for Adam); "fp32": 4 bytes
@@ -411,23 +421,37 @@ def training_memory(shape, micro_batch=1, seq_len=None, precision="mixed", optim
     moments = 4 * OPTIMISER_STATES[optimizer] * psi_dev / shard(1)
     master = bytes_["master"] * psi_dev / shard(1)
     if activation_model == "pylib":
+        if memory_efficient_attention:
+            raise ValueError("pylib's attention keeps its probabilities: memory_efficient_attention is for the Korthikanti count")
         if (dp, tp, pp) != (1, 1, 1) or sequence_parallel:
             raise ValueError("the pylib activation count is for one device")
         cfg = config_from_shape(shape)
         if s > cfg.block_size:
             raise ValueError(f"sequence length {s} exceeds the model's context {cfg.block_size}")
-        activations = recompute_bytes(cfg, b, s, recompute, itemsize=bytes_["activations"])["stored"]
-        act_layers = recompute_bytes(cfg, b, s, recompute, itemsize=bytes_["activations"])["stored_layers"]
+        held = recompute_bytes(cfg, b, s, recompute, itemsize=bytes_["activations"])
+        activations, act_layers, act_peak = held["stored"], held["stored_layers"], held["peak"]
     else:
         e = bytes_["activations"]
         act_layers = shape.n_layer * korthikanti_layer_bytes(shape, s, b, e, recompute, tp, sequence_parallel)
         activations = act_layers + korthikanti_outside_bytes(shape, s, b, e, tp, pp, sequence_parallel)
+        # The peak, as recompute_bytes models it for pylib: a layer's backward first recomputes what
+        # it dropped (full: the whole layer; selective: the attention core, the s^2 terms) on top of
+        # every layer's checkpoints, once the logits and the head are freed.
+        layer = lambda mode: korthikanti_layer_bytes(shape, s, b, e, mode, tp, sequence_parallel)  # noqa: E731
+        if memory_efficient_attention:  # the s^2 terms never exist: "none" stores what "selective" does
+            act_layers = shape.n_layer * layer("full" if recompute == "full" else "selective")
+            activations = act_layers + korthikanti_outside_bytes(shape, s, b, e, tp, pp, sequence_parallel)
+            working = layer("selective") if recompute == "full" else 0
+        else:
+            working = {"none": 0, "selective": layer("none") - layer("selective"), "full": layer("none")}[recompute]
+        act_peak = max(activations, act_layers + working)
     out = {"params": psi, "params_per_device": psi_dev, "weights": weights, "gradients": gradients,
            "optimizer": moments + master, "moments": moments, "master": master,
-           "activations": activations, "activations_layers": act_layers,
+           "activations": activations, "activations_layers": act_layers, "activations_peak": act_peak,
            "seq_len": s, "micro_batch": b}
     out["model_states"] = weights + gradients + moments + master
     out["total"] = out["model_states"] + activations
+    out["total_peak"] = out["model_states"] + act_peak
     return out
 
 

@@ -96,7 +96,8 @@ def recipe(name):
 
 
 class DynamicLossScaler:
-    """Dynamic loss scaling with skip-on-inf (Micikevicius et al. 2018, abstract; torch.amp.GradScaler).
+    """Dynamic loss scaling with skip-on-inf (Micikevicius et al. 2018, section 3.2: "skip the weight
+    update when an overflow is detected and simply move on to the next iteration"; torch.amp.GradScaler).
 
     scale() multiplies the loss's gradient by s; unscale_(grads) divides the gradients by s and
     says whether they are all finite; update(found_inf) halves s after an overflow (the step is
@@ -134,8 +135,27 @@ class DynamicLossScaler:
                 self.clean_steps = 0
 
     def state_dict(self):
-        """What a checkpoint keeps (chapter 15): the scale and the count of clean steps."""
-        return {"scale": self.scale, "clean_steps": self.clean_steps}
+        """What a checkpoint keeps (chapter 15): the scale, the count of clean steps and the settings,
+        as torch.amp.GradScaler.state_dict keeps its scale, growth tracker and factors."""
+        return {"scale": self.scale, "clean_steps": self.clean_steps, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval}
+
+    def load_state_dict(self, state):
+        """Restore what state_dict gave (chapter 15: a resume continues with the adapted scale, not
+        init_scale); ValueError, and nothing changed, for a value out of range."""
+        def number(key):
+            v = state.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"the loss scaler's {key} must be a finite number, not {v!r}")
+            return v
+        scale, growth, backoff = number("scale"), number("growth_factor"), number("backoff_factor")
+        interval, clean = number("growth_interval"), number("clean_steps")
+        if not (scale > 0 and growth > 1 and 0 < backoff < 1 and float(interval).is_integer() and interval >= 1):
+            raise ValueError("need scale > 0, growth_factor > 1, 0 < backoff_factor < 1, a whole growth_interval >= 1")
+        if not (float(clean).is_integer() and 0 <= clean < interval):
+            raise ValueError(f"clean_steps must be a whole number in 0..{int(interval) - 1}, not {clean!r}")
+        self.scale, self.growth_factor, self.backoff_factor = float(scale), float(growth), float(backoff)
+        self.growth_interval, self.clean_steps = int(interval), int(clean)
 
 
 # ---------------------------------------------------------------------------
@@ -234,6 +254,27 @@ def init_state(cfg, tcfg, rec_name):
     state["round_rng"] = np.random.default_rng([tcfg.seed, 9])  # stochastic rounding: its own stream
     if rec.weights != "fp32":
         _store(state, rec, stochastic=False)  # the model is loaded in bf16 (nearest)
+    return state
+
+
+def resume_state(state, rec_name):
+    """A recipe's state from a train state that pylib.checkpoint.load_checkpoint returned: the
+    recipe, its loss scaler restored from the checkpoint (load_state_dict; a fresh scaler would
+    start again at init_scale), and the rounding stream the checkpoint kept. The weights and Adam
+    moments were saved already rounded, so they are not rounded again."""
+    rec = recipe(rec_name)
+    saved = state.pop("loss_scaler", None)
+    if rec.loss_scaling and saved is None:
+        raise ValueError(f"the checkpoint has no loss scaler, which recipe {rec_name!r} needs")
+    if not rec.loss_scaling and saved is not None:
+        raise ValueError(f"the checkpoint has a loss scaler, which recipe {rec_name!r} does not use")
+    state["recipe"] = rec_name
+    state["scaler"] = None
+    if rec.loss_scaling:
+        state["scaler"] = DynamicLossScaler()
+        state["scaler"].load_state_dict(saved)
+    if "round_rng" not in state:
+        raise ValueError("the checkpoint has no rounding stream (round_rng): it was not saved from a recipe's state")
     return state
 
 
@@ -344,11 +385,12 @@ def rel_error(a, b):
     return float(np.linalg.norm(a - b) / nb) if nb else float(np.linalg.norm(a))
 
 
-def one_step_comparison(cfg, tcfg, x, y, rec_name="bf16_master"):
+def one_step_comparison(cfg, tcfg, x, y, rec_name="bf16_master", rec=None):
     """Forward, backward and one AdamW update on the fixed batch (x, y) from the same weights, in
-    fp32 and in rec_name. Returns the relative errors of the logits, the loss, each gradient and
-    the update, and the share of update elements whose sign differs."""
-    rec = recipe(rec_name)
+    fp32 and in rec_name (or in the Recipe rec, under that name). Returns the relative errors of the
+    logits, the loss, each gradient and the update, the share of update elements whose sign differs,
+    and the three checks (one_step_checks) with their tolerances."""
+    rec = recipe(rec_name) if rec is None else rec
     out = {}
     runs = {}
     for name, r in (("fp32", RECIPES["fp32"]), (rec_name, rec)):
@@ -358,12 +400,13 @@ def one_step_comparison(cfg, tcfg, x, y, rec_name="bf16_master"):
             logits = model.forward(params, cfg, x)[0]
         loss, grads = loss_and_grads(params, cfg, x, y, r)
         g_raw = {k: v.copy() for k, v in grads.items()}
-        before = optim.flat_buffer(params).copy()
+        before = {k: params[k].copy() for k in g_raw}
         lr = lr_at(tcfg.schedule, 0, tcfg.lr, tcfg.warmup_steps, tcfg.steps, tcfg.min_lr, tcfg.decay_frac)
         optim.clip_grad_norm(grads, tcfg.grad_clip)
         optim.adamw_step(params, grads, state["opt"], lr, tcfg.beta1, tcfg.beta2, tcfg.eps, tcfg.weight_decay,
                          state["groups"])
-        runs[name] = {"logits": logits, "loss": loss, "grads": g_raw, "update": optim.flat_buffer(params) - before}
+        update = np.concatenate([(params[k] - before[k]).ravel() for k in g_raw])  # in the gradients' order
+        runs[name] = {"logits": logits, "loss": loss, "grads": g_raw, "update": update}
     a, b = runs[rec_name], runs["fp32"]
     out["logits_rel"] = rel_error(a["logits"], b["logits"])
     out["logits_max_abs"] = float(np.max(np.abs(a["logits"] - b["logits"])))
@@ -372,20 +415,49 @@ def one_step_comparison(cfg, tcfg, x, y, rec_name="bf16_master"):
     out["grads_rel_all"] = rel_error(np.concatenate([g.ravel() for g in a["grads"].values()]),
                                      np.concatenate([g.ravel() for g in b["grads"].values()]))
     out["update_rel"] = rel_error(a["update"], b["update"])
-    out["update_sign_differs"] = float(np.mean(np.sign(a["update"]) != np.sign(b["update"])))
+    flipped = np.sign(a["update"]) != np.sign(b["update"])
+    out["update_sign_differs"] = float(np.mean(flipped))
     # An element's gradient sign is resolved when its fp32 magnitude exceeds the rounding's change
-    # of it; Adam's first step is lr * g / (|g| + eps), about lr * sign(g), so only unresolved
-    # elements can flip their update.
-    g32 = np.concatenate([g.ravel() for g in b["grads"].values()]).astype(np.float64)
-    g16 = np.concatenate([g.ravel() for g in a["grads"].values()]).astype(np.float64)
-    out["unresolved_fraction"] = float(np.mean(np.abs(g32) <= np.abs(g16 - g32)))
-    u = precision.spacing_at_one(rec.forward) / 2  # the unit roundoff: the largest relative error of one rounding
-    out["unit_roundoff"] = u
-    depth = matmuls_on_path(cfg)
-    out["matmuls_on_path"] = depth
-    out["tolerance_logits"] = 2 * u * depth  # a product of two rounded inputs: <= 2u, once per matmul on the path
-    out["tolerance_grads"] = 2 * u * 2 * depth  # the backward path crosses as many matmuls again, with rounded gradients
+    # of it. Adam's first step is lr * g / (|g| + eps), about lr * sign(g): rounding can flip an
+    # update only where it flipped the gradient, so a flip of a resolved element is an error.
+    g32 = np.concatenate([b["grads"][k].ravel() for k in b["grads"]]).astype(np.float64)
+    g16 = np.concatenate([a["grads"][k].ravel() for k in b["grads"]]).astype(np.float64)
+    unresolved = np.abs(g32) <= np.abs(g16 - g32)
+    out["unresolved_fraction"] = float(np.mean(unresolved))
+    out["flips_resolved"] = int(np.count_nonzero(flipped & ~unresolved))
+    out.update(one_step_tolerances(cfg, rec))
+    out.update(one_step_checks(out))
     return out
+
+
+def unit_roundoff(fmt):
+    """The largest relative error of one rounding to fmt in its normal range: half the spacing at 1."""
+    return precision.spacing_at_one(fmt) / 2
+
+
+def one_step_tolerances(cfg, rec):
+    """The tolerances of the one-step checks, from the unit roundoffs u_f (forward) and u_g (gradients).
+
+    A product of two rounded inputs is off by at most 2 u_f relative in the forward pass, and by
+    u_f + u_g in the backward pass (a rounded gradient times a rounded activation or weight). The
+    logits' path crosses `depth` products, the gradients' path those and as many again. Errors of
+    either sign partly cancel, so independent errors add in quadrature: the root of the sum of
+    their squares, not their sum (which for FP8 exceeds 1 and could not fail)."""
+    u_f, u_g = unit_roundoff(rec.forward), unit_roundoff(rec.grad)
+    depth = matmuls_on_path(cfg)
+    return {"unit_roundoff": u_f, "unit_roundoff_grad": u_g, "matmuls_on_path": depth,
+            "tolerance_logits": 2 * u_f * math.sqrt(depth),
+            "tolerance_grads": math.sqrt(depth * (2 * u_f) ** 2 + depth * (u_f + u_g) ** 2)}
+
+
+def one_step_checks(out):
+    """The three checks, each of which a planted error makes fail: the logits' and the gradients'
+    relative errors within their tolerances, and no update whose gradient's sign was resolved flipped."""
+    checks = {"logits_ok": out["logits_rel"] <= out["tolerance_logits"],
+              "grads_ok": out["grads_rel_all"] <= out["tolerance_grads"],
+              "update_ok": out["flips_resolved"] == 0}
+    checks["all_ok"] = all(checks.values())
+    return checks
 
 
 def matmuls_on_path(cfg):

@@ -80,6 +80,19 @@ def smallest_subnormal(fmt):
     return 2.0 ** (1 - bias(fmt) - M)
 
 
+def overflow_threshold(fmt):
+    """Where rounding to nearest leaves the finite range: the largest value plus half its spacing.
+    Below it a value rounds to the largest value; at it, the tie goes to the even neighbour: past
+    the range for IEEE kinds (whose largest mantissa is odd), back to the largest for E4M3."""
+    _, M, _ = _layout(fmt)
+    return max_value(fmt) + 2.0 ** (max_exponent(fmt) - M) / 2
+
+
+def underflow_threshold(fmt):
+    """Half the smallest subnormal: a magnitude up to it rounds to zero (the tie goes to even, 0)."""
+    return smallest_subnormal(fmt) / 2
+
+
 def spacing_at_one(fmt):
     """2^-M: the gap from 1 to the next number up (machine epsilon)."""
     return 2.0 ** -_layout(fmt)[1]
@@ -97,6 +110,7 @@ def facts(fmt):
             "bias": bias(fmt), "has_inf": kind == "ieee", "max": max_value(fmt),
             "smallest_normal": smallest_normal(fmt), "smallest_subnormal": smallest_subnormal(fmt),
             "spacing_at_one": spacing_at_one(fmt), "significant_digits": significant_digits(fmt),
+            "overflow_threshold": overflow_threshold(fmt), "underflow_threshold": underflow_threshold(fmt),
             "lost_increment_at_one": spacing_at_one(fmt) / 2}
 
 

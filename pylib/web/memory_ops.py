@@ -4,7 +4,7 @@ pylib.systems.memory and pylib.systems.checkpointing. No numerics of its own.
 Ops (see pylib.web.all_ops):
   memory_presets    {} -> the calculator's presets as form values (LLaMA 7B, the course's model)
   memory_calc       {arch, seq_len, micro_batch, n_layer, n_embd, n_head, vocab_size, ffn_hidden,
-                     precision, recompute, optimizer} -> memory.training_memory on one device, the
+                     precision, recompute, optimizer, attention} -> memory.training_memory on one device, the
                      parameter count, and the same at other sequence lengths (instant)
   memory_timeline   {n_layer, batch_size, seq_len} -> the bytes held through one forward and backward
                      of the course's model in each recompute mode (checkpointing.timeline)
@@ -29,8 +29,9 @@ ARCHS = {  # the architecture choices: the fields of TransformerShape a reader d
     "llama": dict(norm="rmsnorm", tied_head=False, bias=False, gated_mlp=True, learned_pos=False, dropout=False),
     "gpt2": dict(norm="layernorm", tied_head=True, bias=True, gated_mlp=False, learned_pos=True, dropout=False),
 }
+ATTENTION = {"memory_efficient": True, "standard": False}  # the s x s probabilities never held, or kept
 CHOICES = {"arch": tuple(ARCHS), "precision": tuple(memory.PRECISIONS), "recompute": memory.RECOMPUTE_MODES,
-           "optimizer": tuple(memory.OPTIMISER_STATES)}
+           "optimizer": tuple(memory.OPTIMISER_STATES), "attention": tuple(ATTENTION)}
 
 
 def parse_choice(raw, key):
@@ -46,11 +47,14 @@ def _int_field(key):
 
 def presets():
     """The calculator's presets as form values: LLaMA 7B and the course's model."""
-    def values(shape, arch, micro_batch):
+    def values(shape, arch, micro_batch, attention):
         return {"arch": arch, "seq_len": shape.seq_len, "micro_batch": micro_batch, "n_layer": shape.n_layer,
                 "n_embd": shape.n_embd, "n_head": shape.n_head, "vocab_size": shape.vocab_size,
-                "ffn_hidden": shape.ffn_hidden}
-    return {"llama-7b": values(memory.LLAMA_7B, "llama", 1), "course": values(memory.COURSE_MODEL, "gpt2", 16)}
+                "ffn_hidden": shape.ffn_hidden, "attention": attention, "recompute": "none"}
+    # LLaMA trained with xformers' memory-efficient attention (Touvron et al. 2023, section 2.4); the
+    # course's model keeps its probabilities (pylib.layers.attention_forward).
+    return {"llama-7b": values(memory.LLAMA_7B, "llama", 1, "memory_efficient"),
+            "course": values(memory.COURSE_MODEL, "gpt2", 16, "standard")}
 
 
 def growth_lengths(seq_len):
@@ -74,8 +78,10 @@ def memory_calc(session, args):
     shape = memory.TransformerShape(n_layer=v["n_layer"], n_embd=v["n_embd"], n_head=v["n_head"],
                                     vocab_size=v["vocab_size"], seq_len=v["seq_len"], ffn_hidden=v["ffn_hidden"],
                                     **ARCHS[v["arch"]])
-    settings = dict(precision=v["precision"], optimizer=v["optimizer"], recompute=v["recompute"])
-    keys = ("weights", "gradients", "moments", "master", "optimizer", "activations", "model_states", "total")
+    settings = dict(precision=v["precision"], optimizer=v["optimizer"], recompute=v["recompute"],
+                    memory_efficient_attention=ATTENTION[v["attention"]])
+    keys = ("weights", "gradients", "moments", "master", "optimizer", "activations", "activations_peak",
+            "model_states", "total", "total_peak")
     r = memory.training_memory(shape, v["micro_batch"], v["seq_len"], **settings)
     growth = memory.activation_growth(shape, v["micro_batch"], growth_lengths(v["seq_len"]), **settings)
     return {**v, "params": memory.param_count(shape), "parts": memory.param_count_parts(shape),

@@ -130,9 +130,12 @@ def test_calculator_llama_preset_matches_cpython(chapter10):
     assert settle_after(w, lambda: w.locator('[data-preset="llama-7b"]').click()) == "done"
     r = result(w)
     assert r["params"] == 6_738_415_616
-    want = memory.training_memory(memory.LLAMA_7B, 1, 2048, precision="mixed", optimizer="adamw", recompute="none")
-    for key in ("weights", "gradients", "optimizer", "activations", "total"):
+    # LLaMA as trained: memory-efficient attention (Touvron et al. 2023, section 2.4), no s x s term
+    want = memory.training_memory(memory.LLAMA_7B, 1, 2048, precision="mixed", optimizer="adamw", recompute="none",
+                                  memory_efficient_attention=True)
+    for key in ("weights", "gradients", "optimizer", "activations", "activations_peak", "total"):
         assert r["memory"][key] == pytest.approx(want[key], rel=1e-12)
+    assert w.locator('select[name="attention"]').input_value() == "memory_efficient"
     assert w.locator('[data-readout="params"]').inner_text() == "6,738,415,616"
     assert w.locator(".mem-seg").count() == 4
 
@@ -141,11 +144,13 @@ def test_calculator_settings_match_cpython(chapter10):
     from pylib.systems import memory
     w = widget(chapter10, "memory-calculator")
     status = submit(w, arch="llama", seq_len="8192", micro_batch="2", n_layer="32", n_embd="4096", n_head="32",
-                    vocab_size="32000", ffn_hidden="11008", precision="fp32", recompute="selective", optimizer="momentum")
+                    vocab_size="32000", ffn_hidden="11008", precision="fp32", recompute="selective", optimizer="momentum",
+                    attention="standard")
     assert status == "done"
     r = result(w)
     want = memory.training_memory(memory.LLAMA_7B, 2, 8192, precision="fp32", optimizer="momentum", recompute="selective")
     assert r["memory"]["total"] == pytest.approx(want["total"], rel=1e-12)
+    assert r["memory"]["activations_peak"] == pytest.approx(want["activations_peak"], rel=1e-12)
     assert 8192 in r["growth"]["seq_len"]
     i = r["growth"]["seq_len"].index(8192)
     assert r["growth"]["activations"][i] == pytest.approx(want["activations"], rel=1e-12)
@@ -166,7 +171,8 @@ def test_calculator_slider_recomputes_as_it_moves_and_keeps_typed_values_exact(c
     slider.focus()
     assert settle_after(w, lambda: chapter10.keyboard.press("End")) == "done"
     assert seq.input_value() == "131072" and result(w)["seq_len"] == 131072
-    want = memory.training_memory(memory.LLAMA_7B, 1, 131072, precision="mixed", optimizer="adamw", recompute="none")
+    want = memory.training_memory(memory.LLAMA_7B, 1, 131072, precision="mixed", optimizer="adamw", recompute="none",
+                                  memory_efficient_attention=True)
     assert result(w)["memory"]["total"] == pytest.approx(want["total"], rel=1e-12)
     chapter10.keyboard.press("ArrowLeft")
     assert seq.input_value().isdigit() and int(seq.input_value()) < 131072

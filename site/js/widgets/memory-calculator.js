@@ -88,7 +88,7 @@ export async function mount(root, client) {
       last = r;
       const m = r.memory;
       set("params", fmtCount(r.params));
-      for (const key of ["weights", "gradients", "optimizer", "activations", "total"]) set(key, fmtBytes(m[key]));
+      for (const key of ["weights", "gradients", "optimizer", "activations", "activations_peak", "total"]) set(key, fmtBytes(m[key]));
       const b = r.bytes_per_param;
       set("bpp", `${b.weights} + ${b.gradients} + ${b.moments}${b.master ? ` + ${b.master} master` : ""} = ${b.total}`);
       drawStack(m);
@@ -101,7 +101,7 @@ export async function mount(root, client) {
       };
     },
   });
-  for (const name of ["arch", "precision", "recompute", "optimizer"]) fields.input(name).addEventListener("change", () => calc.schedule());
+  for (const name of ["arch", "attention", "precision", "recompute", "optimizer"]) fields.input(name).addEventListener("change", () => calc.schedule());
 
   if (!(await calc.ready(async () => { presets = await client.call("memory_presets", {}); }))) return;
   for (const button of presetButtons) {
