@@ -679,7 +679,9 @@ def render_chapter(env, chapter, results, chapters=(), terms=None):
 
 def render_glossary(env, results, entries):
     """Each entry's sentence as HTML, through the chapters' Jinja calls and one markdown-it pass (so
-    KaTeX runs once), and as plain text for the chapters' hover definitions: ({anchor: html}, {anchor: text})."""
+    KaTeX runs once), and as plain text for the chapters' hover definitions; and each entry's section
+    heading as HTML, its maths rendered as on the chapter page: ({anchor: html}, {anchor: text},
+    {anchor: section html})."""
     ctx = ChapterContext(env, results, _relpath(GLOSSARY))
     ctx.results_href = "results.html"  # the glossary is at the site's root
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
@@ -689,11 +691,14 @@ def render_glossary(env, results, entries):
         raise BuildError(f"{_relpath(GLOSSARY)}: {e}") from e
     if any("\n\n" in text for text in sentences):
         raise BuildError(f"{_relpath(GLOSSARY)}: a sentence is one paragraph")
-    rendered = re.findall(r"<p>(.*?)</p>", markdown_to_html("\n\n".join(sentences)), re.S)
-    if len(rendered) != len(entries):
+    if any("\n" in e.section for e in entries):
+        raise BuildError(f"{_relpath(GLOSSARY)}: a section is one heading's text, on one line")
+    rendered = re.findall(r"<p>(.*?)</p>", markdown_to_html("\n\n".join(sentences + [e.section for e in entries])), re.S)
+    if len(rendered) != 2 * len(entries):
         raise BuildError(f"{_relpath(GLOSSARY)}: each sentence must render as one paragraph of text")
     return ({e.anchor: markupsafe.Markup(html) for e, html in zip(entries, rendered)},
-            {e.anchor: glossary.plain_text(text) for e, text in zip(entries, sentences)})
+            {e.anchor: glossary.plain_text(text) for e, text in zip(entries, sentences)},
+            {e.anchor: markupsafe.Markup(html) for e, html in zip(entries, rendered[len(entries):])})
 
 
 def build_site(out=OUT, only_chapters=None):
@@ -720,7 +725,7 @@ def build_site(out=OUT, only_chapters=None):
         entries = glossary.load(GLOSSARY)
     except glossary.GlossaryError as e:
         raise BuildError(str(e)) from e
-    sentences, definitions = render_glossary(env, results, entries)
+    sentences, definitions, sections = render_glossary(env, results, entries)
     terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
     site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}", "numpy": f"pyodide/{numpy_wheel}"}
     links = [c.as_dict() for c in chapters]
@@ -749,7 +754,7 @@ def build_site(out=OUT, only_chapters=None):
         raise BuildError(str(e)) from e
     by_number = {c["number"]: c for c in links}
     items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor], "deck": e.deck,
-              "chapter": by_number[e.chapter], "section": e.section,
+              "chapter": by_number[e.chapter], "section": sections[e.anchor],
               "section_id": e.section_id, "widgets": targets.get(e.anchor, (None, []))[1]}
              for e in entries]
     (out / "glossary.html").write_text(env.get_template("glossary.html").render(

@@ -22,8 +22,11 @@ import yaml
 from markdown_it.token import Token
 from mdit_py_plugins.anchors.index import slugify
 
-FIELDS = ("term", "sentence", "deck", "chapter", "section", "widget", "match")
-OPTIONAL = ("skip",)  # chapters where the term's phrases mean something else, so they are not linked
+FIELDS = ("term", "sentence", "chapter", "section", "widget", "match")
+# skip: chapters where the term's phrases mean something else, so they are not linked; deck: the seed's
+# slide deck that explains the term (the seed's 51 terms have one; terms added since do not)
+OPTIONAL = ("skip", "deck")
+NO_WIDGET = "none"  # widget: none says, explicitly, that no widget of the chapter animates the term
 
 
 class GlossaryError(Exception):
@@ -34,12 +37,12 @@ class GlossaryError(Exception):
 class Entry:
     term: str
     sentence: str  # Markdown with Jinja calls, as written in the YAML
-    deck: str
     chapter: int
     section: str
-    widgets: tuple  # the names of the widgets that animate it (the YAML's widget: one name or a list)
+    widgets: tuple  # the names of the widgets that animate it (the YAML's widget: one name, a list, or none)
     match: tuple
     skip: tuple = ()
+    deck: str = ""
 
     @property
     def anchor(self):
@@ -67,8 +70,12 @@ def load(path):
             raise GlossaryError(f"{path.name}: entry {item['term']!r} has unknown fields {sorted(extra)}")
         fields = {k: v for k, v in item.items() if k != "widget"}
         widgets = item["widget"] if isinstance(item["widget"], list) else [item["widget"]]
+        if NO_WIDGET in widgets and len(widgets) > 1:
+            raise GlossaryError(f"{path.name}: entry {item['term']!r} names widgets and {NO_WIDGET!r}")
+        widgets = [w for w in widgets if w != NO_WIDGET]
         entry = Entry(**dict(fields, chapter=int(item["chapter"]), match=tuple(str(m) for m in item["match"]),
-                             widgets=tuple(str(w) for w in widgets), skip=tuple(int(c) for c in item.get("skip", ()))))
+                             widgets=tuple(str(w) for w in widgets), skip=tuple(int(c) for c in item.get("skip", ())),
+                             deck=str(item.get("deck") or "")))
         if entry.anchor in seen:
             raise GlossaryError(f"{path.name}: {entry.term!r} appears twice")
         seen.add(entry.anchor)

@@ -117,6 +117,16 @@ def _runs(corpus, train_cfg, seeds, sample_seeds=()):
     return out, samples
 
 
+def below_bigram(prefix, corpus, model_cfg, finals):
+    """{prefix}.below_bigram_seeds: the seeds whose final validation loss (whole split) ended below
+    the bigram loss on the whole split, as text ("none" if none), and their number."""
+    from pylib import evaluation
+    line = bigram_loss(corpus.train, *evaluation.full_windows(corpus.val, model_cfg.block_size), corpus.vocab.size)
+    below = sorted(s for s, x in finals.items() if x < line)
+    return {f"{prefix}.below_bigram_seeds": ", ".join(map(str, below)) or "none",
+            f"{prefix}.below_bigram_n": len(below)}
+
+
 def run_default(corpus, seeds=SEEDS, train_cfg=None, spread_seeds=SPREAD_SEEDS):
     """The default run (TrainConfig(final_eval=True)) once per seed in seeds | spread_seeds."""
     from pylib import data, model, train
@@ -148,8 +158,11 @@ def run_default(corpus, seeds=SEEDS, train_cfg=None, spread_seeds=SPREAD_SEEDS):
     for name, per_seed in per.items():
         values.update(arm(f"ch1.default.{name}", per_seed))
     values.update(arm("ch1.spread.lr0_01.final_val", {s: final_val(runs[s][1]) for s in spread_seeds}))
-    values.update(arm("ch1.spread.lr0_01.prev_share",
-                      {s: previous_token_share(runs[s][0], model_cfg, x_sub) for s in spread_seeds}))
+    shares = {s: previous_token_share(runs[s][0], model_cfg, x_sub) for s in spread_seeds}
+    values.update(arm("ch1.spread.lr0_01.prev_share", shares))
+    values["ch1.spread.lr0_01.prev_share_min"] = min(shares.values())
+    values["ch1.spread.lr0_01.prev_share_max"] = max(shares.values())
+    values.update(below_bigram("ch1.spread.lr0_01", corpus, model_cfg, {s: final_val(runs[s][1]) for s in spread_seeds}))
     evals = [[r for r in runs[s][1] if r.get("val") is not None] for s in seeds]
     curves = {"steps": [r["step"] for r in evals[0]]}
     for key, name in [("train_eval", "train"), ("val", "val")]:
@@ -177,8 +190,15 @@ def run_old_default(corpus, seeds=SPREAD_SEEDS, train_cfg=None):
     x_sub, _ = data.eval_windows(corpus.val, base.eval_windows, model_cfg.block_size)
     values = {}
     values.update(arm("ch1.spread.lr0_02.final_val", {s: final_val(runs[s][1]) for s in seeds}))
-    values.update(arm("ch1.spread.lr0_02.prev_share",
-                      {s: previous_token_share(runs[s][0], model_cfg, x_sub) for s in seeds}))
+    shares = {s: previous_token_share(runs[s][0], model_cfg, x_sub) for s in seeds}
+    values.update(arm("ch1.spread.lr0_02.prev_share", shares))
+    top = max(shares, key=shares.get)  # the seed whose head put the most on the previous token
+    others = [x for s, x in shares.items() if s != top]
+    values.update({"ch1.spread.lr0_02.prev_share_top_seed": top, "ch1.spread.lr0_02.prev_share_top": shares[top],
+                   "ch1.spread.lr0_02.prev_share_others_n": len(others),
+                   "ch1.spread.lr0_02.prev_share_others_min": min(others),
+                   "ch1.spread.lr0_02.prev_share_others_max": max(others)})
+    values.update(below_bigram("ch1.spread.lr0_02", corpus, model_cfg, {s: final_val(runs[s][1]) for s in seeds}))
     settings = {k: v for k, v in dataclasses.asdict(base).items() if k != "seed"}
     return {"values": values, "curves": {}, "settings": {"ch1.spread.lr0_02": settings},
             "timings": {"ch1.spread.lr0_02.seconds_per_run": statistics.median(r[2] for r in runs.values())}}
@@ -237,7 +257,16 @@ def markdown(results):
                 "ch1.spread.lr0_02.prev_share", "ch1.spread.lr0_01.prev_share"]:
         per_seed = " ".join(f"{x:.3f}" for _, x in sorted(v[f"{key}.per_seed"].items(), key=lambda kv: int(kv[0])))
         lines.append(f"| `{key}` | {per_seed} | {v[key + '.mean']:.3f} ± {v[key + '.sd']:.3f} |")
+    top = v["ch1.spread.lr0_02.prev_share_top_seed"]
     lines += ["",
+              f"- previous-token share at lr 0.02: seed {top} (the largest) "
+              f"{v['ch1.spread.lr0_02.prev_share_top']:.3f} (`ch1.spread.lr0_02.prev_share_top`); the other "
+              f"{v['ch1.spread.lr0_02.prev_share_others_n']} seeds {v['ch1.spread.lr0_02.prev_share_others_min']:.3f}"
+              f" to {v['ch1.spread.lr0_02.prev_share_others_max']:.3f} (`ch1.spread.lr0_02.prev_share_others_min`, "
+              f"`_max`); at lr 0.01 {v['ch1.spread.lr0_01.prev_share_min']:.3f} to "
+              f"{v['ch1.spread.lr0_01.prev_share_max']:.3f} (`ch1.spread.lr0_01.prev_share_min`, `_max`)",
+              f"- seeds whose final validation loss ended below the bigram loss: lr 0.02: "
+              f"{v['ch1.spread.lr0_02.below_bigram_seeds']}; lr 0.01: {v['ch1.spread.lr0_01.below_bigram_seeds']}",
               "- lr 0.02 minus lr 0.01, final validation loss (margin 0.02): "
               + paired_text(v, "ch1.spread.lr0_02.final_val", "ch1.spread.lr0_01.final_val", 0.02),
               "- validation minus training, default run: "

@@ -34,7 +34,11 @@ MIX_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # weight of comedies (tragedies get 1
 NEAR_DUP = dict(threshold=0.5, k=5, n_hashes=64, bands=16, seed=0)
 SPEECH_MIN_CHARS = 200  # near-duplicate search among speeches at least this long
 QUALITY_N = 5  # word n-grams for the duplicated-n-gram fraction
-QUALITY_THRESHOLD = 0.2  # an illustrative cut, chosen here (not a published value)
+# Gopher's cut on its duplicate 5-gram character fraction: 0.15 (Rae et al. 2021, arXiv 2112.11446,
+# Table A1), as transcribed in huggingface/datatrove, src/datatrove/pipeline/filters/gopher_repetition_filter.py
+# (the paper itself was not at hand). Its fraction counts an n-gram's repeats only, not its first
+# occurrence as pylib.studies.dedup.duplicated_ngram_fraction does, so on the same text this one is larger.
+QUALITY_THRESHOLD = 0.15
 MARGIN = 0.02  # nats: the smallest difference that matters for a null result (chosen in advance)
 
 

@@ -63,12 +63,13 @@ def accumulation_pair_trace(corpus, seed, dtype, final_eval=False):
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     cfgs = [dataclasses.replace(tc, final_eval=final_eval) for tc in accum_settings(seed)]
     states = [objective.init_train_state(cfg, tc, dtype) for tc in cfgs]
+    probes = [objective.key_bias_probe(state, cfg) for state in states]
     hb, ha, diffs = [], [], []
     for _ in range(cfgs[0].steps):
         hb += train.train_steps(states[0], cfg, cfgs[0], corpus.train, corpus.val, 1)
         ha += train.train_steps(states[1], cfg, cfgs[1], corpus.train, corpus.val, 1)
         diffs.append(objective.parameter_difference(states[0]["params"], states[1]["params"], cfg))
-    return hb, ha, diffs
+    return hb, ha, diffs, probes[0] + probes[1]
 
 
 def burst(hb, diffs):
@@ -95,8 +96,11 @@ def part_accumulation(corpus):
     values, curves = {}, {}
     for dtype, tag in [(np.float32, "ch3.accum"), (np.float64, "ch3.accum.f64")]:
         overall, first, finals, medians, keybias = [], [], {"big": {}, "accum": {}}, [], []
+        keygrads, keysteps = [], []  # every step of both runs of every seed (objective.key_bias_probe)
         for seed in SEEDS:
-            hb, ha, diffs = accumulation_pair_trace(corpus, seed, dtype, final_eval=dtype == np.float32)
+            hb, ha, diffs, probe = accumulation_pair_trace(corpus, seed, dtype, final_eval=dtype == np.float32)
+            keygrads += [r["grad"] for r in probe]
+            keysteps += [r["step_frac"] for r in probe]
             d = [abs(a["loss"] - b["loss"]) for a, b in zip(ha, hb)]
             overall.append(max(d))
             first.append(max(d[:FIRST_STEPS]))
@@ -116,6 +120,9 @@ def part_accumulation(corpus):
         values[f"{tag}.max_abs_dloss_first"] = max(first)
         values[f"{tag}.burst.median_growth"] = statistics.median(medians)
         values[f"{tag}.keybias_final_max"] = max(keybias)
+        values[f"{tag}.keybias_grad_max"] = max(keygrads)
+        values[f"{tag}.keybias_grad_median"] = statistics.median(keygrads)
+        values[f"{tag}.keybias_step_frac_max"] = max(keysteps)
         if dtype == np.float32:
             values.update(arm("ch3.accum.final_val_big", finals["big"]))
             values.update(arm("ch3.accum.final_val_accum", finals["accum"]))
@@ -204,7 +211,10 @@ def markdown(results):
             f"| {kind}: largest \\|Δ loss\\| over all steps and seeds | {v[tag + '.max_abs_dloss']:.3g} | `{tag}.max_abs_dloss` |",
             *[f"| … seed {seed} | {v[f'{tag}.max_abs_dloss.seed{seed}']:.3g} | `{tag}.max_abs_dloss.seed{seed}` |" for seed in SEEDS],
             f"| {kind}: median one-step growth of the weight difference (key biases excluded), steps ≥ {v['ch3.accum.first_steps']} | ×{v[tag + '.burst.median_growth']:.3g} | `{tag}.burst.median_growth` |",
-            f"| {kind}: largest key-bias difference after the last step | {v[tag + '.keybias_final_max']:.3g} | `{tag}.keybias_final_max` |"]],
+            f"| {kind}: largest key-bias difference after the last step | {v[tag + '.keybias_final_max']:.3g} | `{tag}.keybias_final_max` |",
+            f"| {kind}: largest \\|gradient\\| a key bias receives, every step of both runs, all seeds | {v[tag + '.keybias_grad_max']:.3g} | `{tag}.keybias_grad_max` |",
+            f"| {kind}: median over steps of the largest key-bias \\|gradient\\| | {v[tag + '.keybias_grad_median']:.3g} | `{tag}.keybias_grad_median` |",
+            f"| {kind}: largest key-bias move in one step, in units of that step's learning rate | {v[tag + '.keybias_step_frac_max']:.3g} | `{tag}.keybias_step_frac_max` |"]],
         f"| final val loss, batch × 4 | {v['ch3.accum.final_val_big.mean']:.4f} ± {v['ch3.accum.final_val_big.sd']:.4f} | `ch3.accum.final_val_big` |",
         f"| final val loss, accumulation 4 | {v['ch3.accum.final_val_accum.mean']:.4f} ± {v['ch3.accum.final_val_accum.sd']:.4f} | `ch3.accum.final_val_accum` |",
         f"| accumulation − batch × 4 (margin {MARGIN}) | {paired_text(v, 'ch3.accum.final_val_accum', 'ch3.accum.final_val_big', MARGIN, '+.4f')} | |",

@@ -173,3 +173,22 @@ def test_tempered_unigram_at_temperature_one_is_the_unigram_line_and_its_limits_
     assert sharp["own_ppl"] < 1.5 < one["val_ppl"] < sharp["val_ppl"]
     with pytest.raises(ValueError):
         objective.tempered_unigram(train_tokens, val_tokens, 7, 0.0)
+
+
+def test_key_bias_probe_reads_the_key_third_and_adams_step_on_it():
+    """The key bias's true gradient is zero, so the probe sees rounding noise far below eps and steps
+    far below the rate; the query third beside it (what a wrong slice would read) gets a real gradient
+    and nearly full-size steps. The step fraction is what the update did, not a formula."""
+    rng = np.random.default_rng(4)
+    tokens = rng.integers(0, CFG.vocab_size, 20_000).astype(np.uint8)
+    tc = train.TrainConfig(batch_size=4, steps=3, warmup_steps=1, eval_interval=100, eval_windows=2)
+    state = train.init_train_state(CFG, tc)
+    records = objective.key_bias_probe(state, CFG)
+    C, name = CFG.n_embd, "h.0.attn.c_attn.bias"
+    before = state["params"][name].copy()
+    history = train.train_steps(state, CFG, tc, tokens, tokens, 1)
+    assert len(records) == 1
+    assert 0 < records[0]["grad"] < tc.eps and records[0]["step_frac"] < 0.5
+    moved = np.abs(state["params"][name] - before) / history[0]["lr"]
+    assert records[0]["step_frac"] == pytest.approx(float(moved[C:2 * C].max()), rel=1e-6)
+    assert moved[:C].max() > 0.9  # the query bias: a real gradient, a full-size first step

@@ -52,6 +52,17 @@ def test_bias_corrected_first_steps_are_full_size_for_a_constant_gradient():
     assert rows[0]["step_uncorrected"] == pytest.approx(0.1 * 0.3 / (math.sqrt(0.001 * 0.09) + 1e-8), rel=1e-9)
 
 
+def test_adam_first_step_is_full_size_only_for_gradients_well_above_eps():
+    # Corrected, the first step is |g| / (|g| + eps) times the rate: full size for |g| >> eps, half at
+    # |g| = eps, and about |g| / eps below it, where doubling the gradient doubles the step.
+    sizes = (1e-3, 1e-8, 1e-11, 2e-11)
+    steps = adam_trace.first_step_by_size(sizes, lr=0.5, eps=1e-8)
+    for g, step in zip(sizes, steps):
+        assert step == pytest.approx(g / (g + 1e-8), rel=1e-9)
+    assert steps[0] > 0.9999 and steps[1] == pytest.approx(0.5) and steps[2] < 1e-2
+    assert steps[3] / steps[2] == pytest.approx(2.0, rel=1e-3)  # no longer scale-invariant
+
+
 def test_l2_decay_inside_adam_spares_weights_with_large_gradients():
     split = adam_trace.decay_split(grad_scales=(0.001, 10.0))
     small, large = split["adam_l2"]

@@ -41,6 +41,19 @@ def first_steps(grads, lr=1.0, beta1=0.9, beta2=0.999, eps=1e-8):
     return rows
 
 
+EPS_SIZES = (1e-4, 1e-6, 1e-8, 1e-10, 1e-12)  # gradient sizes around the default eps = 1e-8
+
+
+def first_step_by_size(sizes=EPS_SIZES, lr=1.0, beta1=0.9, beta2=0.999, eps=1e-8):
+    """Adam's first step, in units of lr, for a gradient of each size in sizes (first_steps).
+
+    Bias-corrected, the first step is lr * |g| / (|g| + eps): the full lr when |g| >> eps, about
+    lr * |g| / eps when |g| << eps. Below eps, Adam's step no longer ignores the gradient's scale:
+    it grows in proportion to it, as plain gradient descent's does at rate lr / eps.
+    """
+    return [first_steps([g], lr, beta1, beta2, eps)[0]["step"] / lr for g in sizes]
+
+
 def decay_paths(grad_scales=(0.001, 10.0), weight=1.0, lr=0.01, weight_decay=0.1, steps=100, seed=0,
                 beta1=0.9, beta2=0.99):
     """Step by step, how much weight decay each weight has received: AdamW vs Adam + L2.
@@ -84,6 +97,9 @@ def derived_values():
     """ch5.adam.* and ch5.decay_split.* for the chapter (build time)."""
     rows = first_steps([1.0] * 10, lr=1.0, beta1=0.9, beta2=0.999)
     split = decay_split()
+    from pylib import train
+    eps = train.TrainConfig().eps  # the course's (and Kingma and Ba's) 1e-8
+    by_size = first_step_by_size(EPS_SIZES, eps=eps)
     defaults = decay_split.__defaults__  # grad_scales, weight, lr, weight_decay, steps, ...
     return {
         "ch5.decay_split.weight": defaults[1],
@@ -101,4 +117,7 @@ def derived_values():
         "ch5.decay_split.adamw_large": split["adamw"][1],
         "ch5.decay_split.l2_small": split["adam_l2"][0],
         "ch5.decay_split.l2_large": split["adam_l2"][1],
+        "ch5.adam.eps": eps,
+        **{f"ch5.adam.first_step_at_size{i}": size for i, size in enumerate(EPS_SIZES)},
+        **{f"ch5.adam.first_step_size{i}": step for i, step in enumerate(by_size)},
     }

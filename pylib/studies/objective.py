@@ -237,6 +237,29 @@ def parameter_difference(params_a, params_b, cfg):
     return out
 
 
+def key_bias_probe(state, cfg):
+    """Record, at each step of a run, what the key biases receive and how far Adam moves them.
+
+    Wraps state["update"]: before each update, the largest |gradient| over every block's key bias
+    (the middle third of c_attn.bias), and after it the largest move of one of them in units of the
+    step's learning rate (the biases are not decayed, so this is Adam's |m_hat / (sqrt(v_hat) + eps)|:
+    about 1 when |g| >> eps, about |g| / eps when |g| << eps). Returns the list the records go to,
+    one {"grad": ..., "step_frac": ...} per step.
+    """
+    C, update, records = cfg.n_embd, state["update"], []
+    names = [f"h.{i}.attn.c_attn.bias" for i in range(cfg.n_layer)]
+
+    def probed(state, tc, record, grads, lr):
+        before = [state["params"][n][C:2 * C].astype(np.float64) for n in names]
+        grad = max(float(np.abs(grads[n][C:2 * C]).max()) for n in names)
+        update(state, tc, record, grads, lr)
+        moved = max(float(np.abs(state["params"][n][C:2 * C] - b).max()) for n, b in zip(names, before))
+        records.append({"grad": grad, "step_frac": moved / lr if lr else 0.0})
+
+    state["update"] = probed
+    return records
+
+
 def loss_relevant_difference(diffs):
     """The norm of a parameter_difference over every entry except the key biases (see there)."""
     return math.sqrt(sum(v * v for k, v in diffs.items() if not k.endswith("c_attn.bias.k")))
