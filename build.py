@@ -10,9 +10,11 @@ Chapters are Jinja templates before they are Markdown. They can call:
     measured(key)        a number from results.json's values, or its timings (unknown key: the build fails)
     derived(name)        a number pylib computes now, at build time (unknown name: fails)
     measured_seeds(key)  every seed's value of an arm stored as key.per_seed
-    compare(a, b, expect=...)  arm a against arm b, paired by seed (pylib.compare): the mean
-                         difference, its 95% t-interval and the verdict; the build fails when
-                         the verdict is not the one the chapter's wording expects
+    compare(a, b, expect=..., family=..., adjusted=...)  arm a against arm b, paired by seed
+                         (pylib.compare): the mean difference, its 95% t-interval, the verdict and
+                         the verdict after Holm's correction over its family (default: the
+                         chapter's comparisons); the build fails when either is not the one the
+                         chapter's wording states (expect=, adjusted=, which defaults to expect)
     cited(text, source)  a number quoted from a publication, with its source
     code(name)           the source of a pylib function or class, by dotted name
     editable(name)       the same source as a cell the reader edits and runs (pylib.web.cells)
@@ -254,7 +256,8 @@ def derived_values():
 
 
 def core_derived_values():
-    from pylib import data, model
+    from experiments.common import SEEDS
+    from pylib import compare, data, model
     c, cfg = corpus(), model.GPTConfig()
     return {
         "param_count": model.count_params(cfg),
@@ -274,6 +277,9 @@ def core_derived_values():
         "n_embd": cfg.n_embd,
         "n_layer": cfg.n_layer,
         "n_head": cfg.n_head,
+        # the exact sign test's smallest two-sided p with the course's seeds: 2 / 2^n
+        "sign_test_min_p": compare.paired_comparison([1.0] * len(SEEDS), [0.0] * len(SEEDS)).sign_test_p(),
+        "seed_count": len(SEEDS),
     }
 
 
@@ -317,8 +323,15 @@ def figure(kind, text, title, href=None):
 class ChapterContext:
     """The functions a chapter can call; each one fails the build on an unknown name."""
 
-    def __init__(self, env, results, chapter_name):
+    def __init__(self, env, results, chapter_name, families=None, collecting=False):
         self.env, self.results, self.chapter_name = env, results, chapter_name
+        match = re.search(r"(\d+)-[^/]*\.md$", chapter_name)
+        self.chapter_number = int(match.group(1)) if match else chapter_name
+        # compare()'s families. render_chapter renders twice: the first pass (collecting) gathers
+        # self.comparisons, the second gets families = {(family, key_a, key_b, margin): (adjusted
+        # verdict, family size, adjusted p)}. A context with neither (a test's) makes each
+        # comparison a family of its own.
+        self.families, self.collecting, self.comparisons = families, collecting, {}
         self.results_href = "../results.html"  # results.html from the page (a chapter, in chapters/)
         self.widget_count = 0
         self.cell_count = 0  # editable() cells on the page
@@ -355,14 +368,22 @@ class ChapterContext:
                          for s, v in sorted(per_seed.items(), key=lambda kv: int(kv[0])))
         return figure("measured", text, f"measured: results.json key {key}.per_seed", self._row(f"{key}.per_seed"))
 
-    def compare(self, key_a, key_b, expect, margin=0.0, unit="nats", fmt=".3f"):
-        """Arm a minus arm b, paired by seed, with its 95% t-interval and verdict (pylib.compare).
+    def compare(self, key_a, key_b, expect, margin=0.0, unit="nats", fmt=".3f", family=None, adjusted=None):
+        """Arm a minus arm b, paired by seed, with its 95% t-interval and verdict (pylib.compare), and
+        the verdict after Holm's correction over its family.
 
         expect: the verdict the chapter's wording states ("lower", "higher", "null" or
-        "unresolved"); any other verdict fails the build, so the text cannot outrun the seeds."""
+        "unresolved"); any other verdict fails the build, so the text cannot outrun the seeds.
+        family: the comparisons that share the correction (default: all of the chapter's).
+        adjusted: the Holm-adjusted verdict the wording states (default: expect). A sentence claims a
+        direction or a null only if the adjusted verdict has it; otherwise it calls the result
+        nominal and passes adjusted="unresolved". The build fails when the two differ."""
         from pylib.compare import VERDICTS, paired_comparison
-        if expect not in VERDICTS:
-            raise BuildError(f"{self.chapter_name}: compare(expect={expect!r}): expect one of {VERDICTS}")
+        adjusted = expect if adjusted is None else adjusted
+        for name, value in (("expect", expect), ("adjusted", adjusted)):
+            if value not in VERDICTS:
+                raise BuildError(f"{self.chapter_name}: compare({name}={value!r}): expect one of {VERDICTS}")
+        family = family or f"chapter {self.chapter_number}"
         a, b = (self._value(f"{k}.per_seed") for k in (key_a, key_b))
         try:
             c = paired_comparison(a, b, margin)
@@ -373,14 +394,49 @@ class ChapterContext:
                 f"{self.chapter_name}: compare({key_a!r}, {key_b!r}) expects {expect!r} but the seeds say "
                 f"{c.verdict!r} (Δ {c.mean:+.4f}, 95% interval {c.low:+.4f} to {c.high:+.4f}, {c.n} seeds, "
                 f"margin {margin}): rewrite the sentence around it")
+        ident = (family, key_a, key_b, float(margin))
+        if self.collecting:  # the first pass: collect the family, verdicts come in the second
+            self.comparisons.setdefault(ident, c)
+            return ""
+        if self.families is None:
+            self.comparisons = {ident: c}
+            got, m, p_adj = self.settle_families()[ident]
+        else:
+            got, m, p_adj = self.families[ident]
+        if got != adjusted:
+            raise BuildError(
+                f"{self.chapter_name}: compare({key_a!r}, {key_b!r}) states the Holm-adjusted verdict {adjusted!r} "
+                f"but over the {m} comparisons of {family!r} it is {got!r} (nominal {c.verdict!r}, adjusted p "
+                f"{p_adj:.3g}): " + ("call the result nominal, one of the family's comparisons, and pass "
+                                     "adjusted='unresolved'" if got == "unresolved" else f"pass adjusted={got!r}"))
         sign = lambda x: format_number(x, "+" + fmt).replace("-", "−")  # noqa: E731
         unit_text = f" {unit}" if unit else ""
+        words = c.words(unit)
+        if m > 1 and c.verdict != "unresolved":
+            words = (f"{words}, and still after Holm's correction over the {m} comparisons of {family}"
+                     if got == c.verdict else
+                     f"{words} nominally, one of {m} comparisons in {family}; unresolved after Holm's correction")
         text = (f"Δ = {sign(c.mean)}{unit_text}, 95% interval {sign(c.low)} to {sign(c.high)} over {c.n} paired seeds: "
-                f"{c.words(unit)}")
+                f"{words}")
         return figure("measured", markupsafe.escape(text),
                       f"measured, paired by seed: results.json {key_a} minus {key_b}; verdict from the "
-                      f"95% t-interval (pylib.compare)" + (f", margin ±{margin:g} {unit}" if margin else ""),
+                      f"95% t-interval (pylib.compare)" + (f", margin ±{margin:g} {unit}" if margin else "") +
+                      f"; family {family} ({m} comparison{'s' if m > 1 else ''}), Holm-adjusted p {p_adj:.3g}; exact sign test p "
+                      f"{c.sign_test_p():.3g} (the t-interval assumes roughly normal differences)",
                       self._row(f"{key_a}.per_seed"))
+
+    def settle_families(self):
+        """After the first pass: each collected comparison's Holm-adjusted verdict within its family."""
+        from pylib.compare import adjusted_verdicts
+        groups = {}
+        for ident, c in self.comparisons.items():
+            groups.setdefault(ident[0], []).append((ident, c))
+        families = {}
+        for members in groups.values():
+            verdicts, ps = adjusted_verdicts([c for _, c in members])
+            for (ident, _), v, p in zip(members, verdicts, ps):
+                families[ident] = (v, len(members), p)
+        return families
 
     def _row(self, key):
         """The link to key's row on results.html (results_page: an arm's parts share their base key's row)."""
@@ -471,9 +527,13 @@ class ChapterContext:
             results=self.results, derived=derived_values(), limits=web.LIMITS, fig=self.functions())
         return self._block(html.strip())
 
-    def functions(self):
-        return {name: getattr(self, name) for name in
-                ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget", "editable"]}
+    def functions(self, collecting=False):
+        """The chapter's calls; collecting: the first pass, where code, tests, widgets and cells render nothing."""
+        calls = {name: getattr(self, name) for name in
+                 ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget", "editable"]}
+        if collecting:
+            calls.update({name: (lambda *args, **kwargs: "") for name in ["code", "test", "widget", "editable"]})
+        return calls
 
 
 def _relpath(path):
@@ -600,11 +660,16 @@ def render_chapter(env, chapter, results, chapters=(), terms=None):
     """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body; "chapter N"
     links to the other chapters' pages (siblings in chapters/), and each glossary term's first use
     to its entry (terms: [glossary.Term])."""
-    ctx = ChapterContext(env, results, _relpath(chapter.path))
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
                                      keep_trailing_newline=True)
     try:
-        source = chapter_env.from_string(chapter.path.read_text(encoding="utf-8")).render(ctx.functions())
+        template = chapter_env.from_string(chapter.path.read_text(encoding="utf-8"))
+        # Two passes: the first collects the chapter's comparisons, so that each compare() in the
+        # second knows its family's Holm-adjusted verdicts (code, cells and widgets are skipped in it).
+        first = ChapterContext(env, results, _relpath(chapter.path), collecting=True)
+        template.render(first.functions(collecting=True))
+        ctx = ChapterContext(env, results, _relpath(chapter.path), families=first.settle_families())
+        source = template.render(ctx.functions())
     except jinja2.TemplateError as e:
         raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title

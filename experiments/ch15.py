@@ -27,12 +27,12 @@
 4. Health: overfitting one batch (HEALTH["overfit_steps"] steps on one batch), and the entropy
    floor: the default model trained on a Markov chain with a known entropy rate (HEALTH).
 
-Three seeds (experiments.common.SEEDS) for every arm; everything is deterministic.
+Three seeds (experiments.common.SEEDS) for every arm, eight (REPLAY_SEEDS) for the replay; everything is deterministic.
 
 Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split evaluation ~0.9 s.
   resume:  3 seeds x (200 + 3 x 200 steps + 2 single steps) ~ 7.2 s, + 2 evaluations each ~ 5.4 s;
            early: 3 seeds x (30 + 2 x 20 steps + 2) ~ 0.7 s
-  replay:  3 seeds x (200 + 2 x 60 steps) ~ 2.9 s; lr spike: 3 x ~60 steps ~ 0.5 s
+  replay:  8 seeds x (200 + 2 x 60 steps) ~ 7.7 s; lr spike: 8 x ~60 steps ~ 1.3 s
   goodput: 2 settings x 9 intervals, vectorised ~ 1 s
   health:  overfit 3 x 200 steps ~ 1.8 s; Markov: sampling ~ 0.9 s, 3 x 400 steps ~ 3.6 s + evals ~ 0.3 s
   total ~ 24 s (the chapter's budget is 45 s); measured under contention on the shared machine: see results.json timings.
@@ -46,6 +46,7 @@ from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_
 
 RESUME = {"at_step": 200, "early_step": 30, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
 REPLAY = {"lr_ckpt_step": 5, "lr_steps": 80}  # with pylib.studies.resume.REPLAY (the page re-runs it)
+REPLAY_SEEDS = tuple(range(8))  # the replay is cheap (~0.3 s a seed): eight seeds, fixed before measuring them
 GOODPUT = {  # minutes; "small": delta << M; "daly": Daly 2006's Fig. 5 setting (M = 15 min, R = 10, delta = 5)
     "small": {"delta": 1.0, "M": 1000.0, "R": 10.0, "work_in_M": 5000},
     "daly": {"delta": 5.0, "M": 15.0, "R": 10.0, "work_in_M": 20000},
@@ -105,6 +106,7 @@ def early_resume_seed(corpus, seed):
 
 
 def part_resume(corpus):
+    from pylib import train
     from pylib.studies import resume, target
     runs = {s: resume_seed(corpus, s) for s in SEEDS}
     k, w = RESUME["at_step"], RESUME["window"]
@@ -127,6 +129,16 @@ def part_resume(corpus):
             values[f"ch15.resume.{name}.steps_to_target.seed{seed}"] = "not reached" if reached is None else reached
         values[f"ch15.resume.{name}.reached_runs"] = sum(
             target.steps_to_target(r["head"] + r[name], RESUME["target"]) is not None for r in runs.values())
+    # Steps to the target with misses censored at the run's end: each seed's pair ordered when at
+    # least one arm reached the target, and a sign test over the ordered pairs (pylib.studies.target).
+    steps = train.TrainConfig().steps
+    order = target.censored_sign_test(
+        [tuple(target.steps_to_target(r["head"] + r[name], RESUME["target"]) for name in ("no_opt", "proper"))
+         for r in runs.values()], steps)
+    values.update({"ch15.resume.target_order.no_opt_first": order["a"], "ch15.resume.target_order.proper_first": order["b"],
+                   "ch15.resume.target_order.tie": order["tie"], "ch15.resume.target_order.neither": order["neither"],
+                   "ch15.resume.target_order.p": order["p"],
+                   "ch15.resume.target_order.min_p": target.censored_sign_test([(0, 1)] * len(runs), steps)["p"]})
     early = {s: early_resume_seed(corpus, s) for s in SEEDS}
     for name in ("proper", "no_opt"):
         values.update(arm(f"ch15.resume.early.{name}.excess_max",
@@ -190,11 +202,11 @@ def lr_spike_seed(corpus, seed):
 
 def part_replay(corpus):
     from pylib.studies import resume, stability
-    runs = {s: replay_seed(corpus, s) for s in SEEDS}
+    runs = {s: replay_seed(corpus, s) for s in REPLAY_SEEDS}
     values = {"ch15.replay.identical_runs": sum(r["identical"] for r in runs.values())}
     for name in ("original", "same", "other"):
         values.update(arm(f"ch15.replay.{name}.spike", {s: resume.replay_spike(r[name], r["bad_steps"]) for s, r in runs.items()}))
-    lr = {s: lr_spike_seed(corpus, s) for s in SEEDS}
+    lr = {s: lr_spike_seed(corpus, s) for s in REPLAY_SEEDS}
     values["ch15.replay.lr.original_diverged_runs"] = sum(v["original"] is not None for v in lr.values())
     values["ch15.replay.lr.other_diverged_runs"] = sum(v["other"] is not None for v in lr.values())
     values.update(arm("ch15.replay.lr.original_diverged_at", {s: v["original"] for s, v in lr.items()}))
@@ -204,7 +216,7 @@ def part_replay(corpus):
         curves[f"ch15.replay.{name}"] = {"steps": [r["step"] for r in runs[SEEDS[0]][name]],
                                          **{f"loss_{s}": rounded([x["loss"] for x in r[name]], 4) for s, r in runs.items()}}
     settings = {"replay": {**REPLAY, **resume.REPLAY, "inject_step": stability.BAD["inject_step"], "repeats": stability.BAD["repeats"],
-                           "lr_spike": stability.BAD["lr_spike"], "seeds": list(SEEDS)}}
+                           "lr_spike": stability.BAD["lr_spike"], "seeds": list(REPLAY_SEEDS)}}
     return {"values": values, "curves": curves, "settings": settings}
 
 
@@ -263,7 +275,6 @@ def part_health(corpus):
     values["ch15.health.markov_entropy"] = H
     values.update(arm("ch15.health.markov_final_val", {s: final_val(h) for s, h in runs.items()}))
     values.update(arm("ch15.health.markov_gap", {s: final_val(h) - H for s, h in runs.items()}))
-    values.update(arm("ch15.health.markov_min_batch_loss", {s: min(r["loss"] for r in h) for s, h in runs.items()}))
     arr = np.array([[r["val"] for r in h if "val" in r] for h in runs.values()])
     curves = {"ch15.health.markov": {"steps": [r["step"] for r in runs[SEEDS[0]] if "val" in r],
                                      "val_mean": rounded(arr.mean(axis=0), 4), "entropy": round(H, 5)}}
@@ -284,11 +295,12 @@ def run(corpus):
 def derived(corpus):
     from pylib import checkpoint, train
     from pylib.studies import monitoring, resume, stability
+    from pylib.systems import goodput
     from pylib.web import job_ops
     return {
         "ch15.at_step": RESUME["at_step"], "ch15.early_step": RESUME["early_step"], "ch15.steps": train.TrainConfig().steps,
         "ch15.eval_windows": train.TrainConfig().eval_windows, "ch15.window": RESUME["window"], "ch15.target": RESUME["target"],
-        "ch15.replay_before": resume.REPLAY["before"], "ch15.replay_after": resume.REPLAY["after"],
+        "ch15.replay_before": resume.REPLAY["before"], "ch15.replay_seeds": len(REPLAY_SEEDS), "ch15.replay_after": resume.REPLAY["after"],
         "ch15.inject_step": stability.BAD["inject_step"], "ch15.repeats": stability.BAD["repeats"],
         "ch15.ckpt_step": stability.BAD["inject_step"] - resume.REPLAY["before"],
         "ch15.lr_spike": stability.BAD["lr_spike"], "ch15.lr_ckpt_step": REPLAY["lr_ckpt_step"],
@@ -301,6 +313,9 @@ def derived(corpus):
         "ch15.widget_steps_max": job_ops.LIMITS["steps_max"],
         "ch15.goodput_failures": job_ops.LIMITS["goodput_failures"],
         **{f"ch15.metric.{k}": when for k, (_, when) in monitoring.METRICS.items()},  # each chart's moment
+        # Daly 2006's captions (R = 10 min, delta = 5 min, M = 24 h, 6 h, 15 min): the exact optimum and his estimate
+        **{f"ch15.daly_check.exact.{M}": goodput.optimal_interval(5.0, float(M)) for M in (1440, 360, 15)},
+        **{f"ch15.daly_check.estimate.{M}": goodput.daly_interval(5.0, float(M)) for M in (1440, 360, 15)},
     }
 
 
@@ -338,16 +353,22 @@ def markdown(results):
               f"{cmp('ch15.resume.early.no_opt.excess_max', 'ch15.resume.early.proper.excess_max')}",
               f"- excess max, no_opt − proper: {cmp('ch15.resume.no_opt.excess_max', 'ch15.resume.proper.excess_max')}",
               f"- final val, no_opt − proper: {cmp('ch15.resume.no_opt.final_val', 'ch15.resume.proper.final_val', MARGIN)}",
-              f"- steps to target, no_opt − proper: {cmp('ch15.resume.no_opt.steps_to_target', 'ch15.resume.proper.steps_to_target', 0.0, '+.1f')}",
+              "- steps to target, misses censored at the run's end: no_opt first in "
+              f"{v.get('ch15.resume.target_order.no_opt_first', '–')}, proper first in "
+              f"{v.get('ch15.resume.target_order.proper_first', '–')}, same evaluation in "
+              f"{v.get('ch15.resume.target_order.tie', '–')}, neither reached in "
+              f"{v.get('ch15.resume.target_order.neither', '–')} of {len(SEEDS)} seeds; sign test p = "
+              f"{g('ch15.resume.target_order.p', '.3g')} (the smallest possible with {len(SEEDS)} seeds: "
+              f"{g('ch15.resume.target_order.min_p', '.3g')})",
               f"- initial loss − ln V: {pm('ch15.health.initial_gap', '.4f')} ({v.get('ch15.health.initial_ok_runs', '–')} of 3 within 0.1)",
               "", "Replay (chapter 8's bad stretch, no clipping; checkpoint 10 steps before it). Same-batch "
-              f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(SEEDS)}.", "",
+              f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(REPLAY_SEEDS)}.", "",
               "| run | spike after the stretch (nats) |", "| --- | --- |"]
     for name in ("original", "same", "other"):
         lines.append(f"| {name} | {pm(f'ch15.replay.{name}.spike')} |")
     lines += ["", f"- spike, same − other: {cmp('ch15.replay.same.spike', 'ch15.replay.other.spike')}",
-              f"- lr spike: original diverged in {v.get('ch15.replay.lr.original_diverged_runs', '–')} of 3, "
-              f"replayed on other batches in {v.get('ch15.replay.lr.other_diverged_runs', '–')} of 3", ""]
+              f"- lr spike: original diverged in {v.get('ch15.replay.lr.original_diverged_runs', '–')} of {len(REPLAY_SEEDS)}, "
+              f"replayed on other batches in {v.get('ch15.replay.lr.other_diverged_runs', '–')} of {len(REPLAY_SEEDS)}", ""]
     for name, s in GOODPUT.items():
         b = f"ch15.goodput.{name}"
         lines.append(f"Goodput, {name} (δ = {s['delta']}, M = {s['M']}, R = {s['R']} min): Young {g(b + '.young')}, Daly "

@@ -13,15 +13,20 @@ A checkpoint holds everything pylib.train's state needs to continue exactly wher
   - the outlier-skipping window (the last applied steps' gradient norms) and the diverged flag;
   - the loss scaler's state when the run has one (state["loss_scaler"], a dict with a finite
     positive "scale", or state["scaler"].state_dict(), as pylib.systems.mixed_precision's
-    DynamicLossScaler gives; optional: a float32 run has none); loaded as state["loss_scaler"];
+    DynamicLossScaler gives; optional: a float32 run has none); loaded as state["loss_scaler"], which
+    mixed_precision.resume_state hands to DynamicLossScaler.load_state_dict;
   - the model and train configs (JSON), so a checkpoint is never loaded into another model;
   - optionally, the run's logged records (JSON), so a page can redraw the curve up to here.
 
 Format: an .npz (a zip of .npy arrays, written by numpy.savez) read with allow_pickle=False, plus
 one entry "meta" holding UTF-8 JSON. Neither can execute anything when loaded (a pickle can: its
-loader calls constructors named in the file). load_checkpoint checks the file's size before
-reading it, each member's uncompressed size before inflating it, and then every name, shape,
-dtype and value against a fresh state of the checkpoint's own config; anything wrong raises
+loader calls constructors named in the file). load_checkpoint bounds everything a file declares
+before allocating anything for it: the file's size before reading it, each member's uncompressed
+size before inflating it, each .npy header's shape and dtype against the bytes that follow it
+(numpy's own reader allocates what the header says), the JSON's nesting depth before parsing it,
+and every config value (CONFIG_LIMITS), the model's weight count and one batch's activations
+before a state is built. Then it checks every name, shape, dtype and value against a fresh state
+of the checkpoint's own config. Anything wrong raises
 CheckpointError with a reader-facing message, and nothing outside the returned state is touched,
 so the caller's current run is never lost to a bad file.
 """
@@ -31,7 +36,9 @@ import io
 import json
 import math
 import os
+import re
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -41,6 +48,33 @@ FORMAT = "training-course-checkpoint"
 VERSION = 1
 MAX_BYTES = 32 * 2**20  # a default-model checkpoint is ~70 kB; the largest preset's ~3 MB
 MAX_MEMBERS = 512
+MAX_JSON_DEPTH = 16  # meta and log nest 4 deep; a deeper entry is refused before it is parsed
+MAX_NDIM = 4  # every array of a checkpoint is 1-D or 2-D
+MAX_LOG_RECORDS = 100_000
+MAX_ACTIVATION_FLOATS = 2**26  # one micro-batch's forward and backward, roughly (see _check_configs)
+# Every config value a checkpoint may carry: (type, lowest, highest); for a str, the allowed values.
+# Wide enough for every run of the course (the largest preset, chapter 8's learning-rate spikes),
+# narrow enough that nothing a file claims can make the loader or the next step exhaust memory or time.
+CONFIG_LIMITS = {
+    "model": {
+        "block_size": (int, 1, 1024), "vocab_size": (int, 2, 65_536), "n_layer": (int, 1, 64),
+        "n_head": (int, 1, 64), "n_embd": (int, 1, 4096), "bias": (bool,), "dropout": (float, 0.0, 0.0),
+        "gelu": (str, "tanh"), "ln_eps": (float, 1e-12, 1.0), "norm": (str, "layernorm", "rmsnorm"),
+        "norm_position": (str, "pre", "post"), "qk_norm": (bool,), "init_std": (float, 1e-6, 10.0),
+        "mup_base_width": (int, 0, 4096), "mup_output_mult": (bool,),
+    },
+    "training": {
+        "lr": (float, 0.0, 100.0), "min_lr_ratio": (float, 0.0, 1.0), "warmup_steps": (int, 0, 100_000),
+        "steps": (int, 1, 100_000), "batch_size": (int, 1, 1024), "grad_accum": (int, 1, 64),
+        "weight_decay": (float, 0.0, 10.0), "beta1": (float, 0.0, 1.0), "beta2": (float, 0.0, 1.0),
+        "eps": (float, 0.0, 1.0), "grad_clip": (float, 0.0, 1e6), "seed": (int, 0, 2**32 - 1),
+        "eval_interval": (int, 1, 10**9), "eval_windows": (int, 1, 4096), "final_eval": (bool,),
+        "optimizer": (str, "adamw", "adam_l2", "sgd", "muon"), "momentum": (float, 0.0, 1.0),
+        "schedule": (str, "cosine", "wsd", "constant"), "decay_frac": (float, 0.0, 1.0),
+        "mup_constant_decay": (bool,), "skip_factor": (float, 0.0, 1e6), "z_loss": (float, 0.0, 10.0),
+    },
+}
+_JSON_TOKENS = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
 CACHE_KEYS = ("decay_mask", "decay_key", "mult", "mult_key")  # optimiser caches, rebuilt from the config
 
 
@@ -191,17 +225,71 @@ def _read_members(file):
     for info in infos:
         if not info.filename.endswith(".npy"):
             raise CheckpointError(f"The file holds {info.filename!r}, which is not an array: not a checkpoint.")
+        name = info.filename[:-4]
+        if name in out:
+            raise CheckpointError(f"The file holds two arrays named {name!r}: not a checkpoint.")
         try:
             with zf.open(info) as member:
-                out[info.filename[:-4]] = np.lib.format.read_array(member, allow_pickle=False)
-        except ValueError as e:
-            if "pickle" in str(e).lower() or "object" in str(e).lower():
-                raise CheckpointError(f"The array {info.filename[:-4]!r} holds Python objects (a pickle), which "
-                                      "can run code when loaded; the file was refused.") from None
-            raise CheckpointError(f"The array {info.filename[:-4]!r} is damaged: {e}.") from None
-        except (zipfile.BadZipFile, EOFError, OSError) as e:
+                blob = member.read(info.file_size + 1)  # the sum of these sizes was bounded above
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, RuntimeError, NotImplementedError,
+                ValueError, zlib.error) as e:
             raise CheckpointError(f"The file is damaged or truncated ({e}).") from None
+        if len(blob) != info.file_size:
+            raise CheckpointError(f"The file is damaged: the array {name!r} is not the size its zip entry states.")
+        out[name] = _read_npy(blob, name)
     return out
+
+
+def _read_npy(blob, name):
+    """One .npy member's array, its header checked against the bytes that follow it before anything
+    is allocated (numpy's read_array allocates what the header declares); CheckpointError otherwise."""
+    f = io.BytesIO(blob)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f".npy format version {version} is not one numpy.savez writes")
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(f)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError, OverflowError, EOFError) as e:
+        raise CheckpointError(f"The array {name!r} has a damaged header: {e}.") from None
+    if dtype.hasobject:
+        raise CheckpointError(f"The array {name!r} holds Python objects (a pickle), which can run code when "
+                              "loaded; the file was refused.")
+    if dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
+        raise CheckpointError(f"The array {name!r} has dtype {dtype}; a checkpoint holds plain numbers only.")
+    if not isinstance(shape, tuple) or len(shape) > MAX_NDIM or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise CheckpointError(f"The array {name!r} declares the shape {shape!r}; a checkpoint's arrays have at "
+                              f"most {MAX_NDIM} dimensions of whole sizes.")
+    count = math.prod(shape)  # Python ints: a header declaring 10**15 elements cannot overflow this
+    if count * dtype.itemsize != len(blob) - f.tell():
+        raise CheckpointError(f"The array {name!r} declares {count:,} elements of {dtype.itemsize} bytes, but "
+                              f"{len(blob) - f.tell():,} bytes follow its header: the file is damaged.")
+    data = np.frombuffer(blob, dtype=dtype, count=count, offset=f.tell())
+    return data.reshape(shape, order="F" if fortran_order else "C")
+
+
+def _json_depth(text):
+    """How deep [ and { nest in JSON text, outside strings: a scan without recursion that stops
+    as soon as the depth passes MAX_JSON_DEPTH."""
+    depth = deepest = 0
+    in_string = False
+    for m in _JSON_TOKENS.finditer(text):
+        t = m.group()
+        if t[0] == "\\":  # an escape: its character never opens or closes anything
+            continue
+        if t == '"':
+            in_string = not in_string
+        elif not in_string:
+            depth += 1 if t in "[{" else -1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                break
+    return deepest
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _json_entry(members, name):
@@ -209,20 +297,63 @@ def _json_entry(members, name):
     if arr.dtype != np.uint8 or arr.ndim != 1:
         raise CheckpointError(f"The entry {name!r} is not JSON text.")
     try:
-        return json.loads(arr.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(f"The entry {name!r} is not valid JSON.") from None
+        text = arr.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError(f"The entry {name!r} is not valid UTF-8 text.") from None
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise CheckpointError(f"The entry {name!r} nests {depth:,} levels deep; a checkpoint's JSON nests at most "
+                              f"{MAX_JSON_DEPTH}. It was not parsed.")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, NaN/Infinity, an integer of too many digits
+        raise CheckpointError(f"The entry {name!r} is not valid JSON ({e}).") from None
 
 
 def _config(cls, d, label):
-    """A frozen config dataclass from a JSON dict with exactly its fields."""
+    """A frozen config dataclass from a JSON dict with exactly its fields, each of its type and
+    within CONFIG_LIMITS[label]."""
     fields = {f.name for f in dataclasses.fields(cls)}
     if not isinstance(d, dict) or set(d) != fields:
         raise CheckpointError(f"The {label} config does not have this course's fields.")
+    limits = CONFIG_LIMITS[label]
+    for key, value in d.items():
+        kind, *allowed = limits[key]
+        if kind is str:
+            if value not in allowed:
+                raise CheckpointError(f"The {label} config's {key} is {str(value)[:40]!r}; it must be one of "
+                                      f"{', '.join(allowed)}.")
+            continue
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise CheckpointError(f"The {label} config's {key} must be true or false.")
+            continue
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is int and not (isinstance(value, int) and not isinstance(value, bool)):
+            raise CheckpointError(f"The {label} config's {key} must be a whole number.")
+        if not is_number or not math.isfinite(value) or not allowed[0] <= value <= allowed[1]:
+            shown = f"{value:g}" if is_number and abs(value) < 1e300 else str(value)[:40]
+            raise CheckpointError(f"The {label} config's {key} is {shown}; this course's runs use "
+                                  f"{allowed[0]:g} to {allowed[1]:g}. The file was not loaded.")
     try:
-        return cls(**d)
+        return cls(**{k: float(v) if limits[k][0] is float else v for k, v in d.items()})
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"The {label} config is invalid: {e}.") from None
+
+
+def _check_sizes(mcfg, tcfg):
+    """Refuse a model or a batch too large to hold, before a single array of it is allocated: the
+    weights must fit in a checkpoint's size, and one micro-batch's activations (about
+    B*T*(L*(16C + 2H*T) + 2V) floats, a bound of the order of pylib.model's caches) in MAX_ACTIVATION_FLOATS."""
+    n_params = sum(math.prod(s) for s in model.param_shapes(mcfg).values())
+    if 4 * n_params > MAX_BYTES:
+        raise CheckpointError(f"The model config describes {n_params:,} weights ({4 * n_params:,} bytes in float32), "
+                              f"more than a checkpoint of at most {MAX_BYTES:,} bytes can hold. It was not built.")
+    B, T, C, L, H, V = (tcfg.batch_size, mcfg.block_size, mcfg.n_embd, mcfg.n_layer, mcfg.n_head, mcfg.vocab_size)
+    floats = B * T * (L * (16 * C + 2 * H * T) + 2 * V)
+    if floats > MAX_ACTIVATION_FLOATS:
+        raise CheckpointError(f"One batch of this run (batch_size {B}, block_size {T}) would need about {floats:,} "
+                              f"floats of activations; this course's runs need at most {MAX_ACTIVATION_FLOATS:,}.")
 
 
 def _rng_from(meta_rng):
@@ -235,7 +366,7 @@ def _rng_from(meta_rng):
             "bit_generator": "PCG64",
             "state": {"state": int(meta_rng["state"]["state"]), "inc": int(meta_rng["state"]["inc"])},
             "has_uint32": int(meta_rng["has_uint32"]), "uinteger": int(meta_rng["uinteger"])}
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise CheckpointError("The random-stream state is missing or invalid.") from None
     return rng
 
@@ -267,12 +398,13 @@ def load_checkpoint(file, expect_model_cfg=None):
                          for k in _differences(mcfg, expect_model_cfg))
         raise CheckpointError(f"The checkpoint is of another model: {diff}.")
 
+    _check_sizes(mcfg, tcfg)
     state = train.init_train_state(mcfg, tcfg)  # the shapes and dtypes every entry must match
     step = meta.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= tcfg.steps:
         raise CheckpointError(f"The step {step!r} is outside the run's 0..{tcfg.steps}.")
-    position = meta.get("data_position") or {}
-    if position.get("batches_drawn") != step * tcfg.grad_accum:
+    position = meta.get("data_position")
+    if not isinstance(position, dict) or position.get("batches_drawn") != step * tcfg.grad_accum:
         raise CheckpointError("The data position does not match the step (batches drawn != step x grad_accum).")
 
     targets = {f"param/{n}": p for n, p in state["params"].items()}
@@ -309,19 +441,23 @@ def load_checkpoint(file, expect_model_cfg=None):
         raise CheckpointError("The skipping window (recent gradient norms) is invalid.")
     scaler = meta.get("loss_scaler")
     if scaler is not None:
-        if not isinstance(scaler, dict) or not all(isinstance(v, (int, float)) and math.isfinite(v)
-                                                   for v in scaler.values()) or not scaler.get("scale", 0) > 0:
+        if not isinstance(scaler, dict) or len(scaler) > 8 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in scaler.values()) \
+                or not scaler.get("scale", 0) > 0:
             raise CheckpointError("The loss scaler's state is invalid (its scale must be a finite positive number).")
     streams = meta.get("rng_streams")
     named_ok = lambda k: k == "batch_rng" or (k.endswith("rng") and k not in state)  # noqa: E731 (no clobbering)
-    if not isinstance(streams, dict) or "batch_rng" not in streams or not all(named_ok(k) for k in streams):
+    if not isinstance(streams, dict) or "batch_rng" not in streams or len(streams) > 8 \
+            or not all(named_ok(k) for k in streams):
         raise CheckpointError("The random-stream states are missing or invalid.")
     rngs = {k: _rng_from(v if isinstance(v, dict) else {}) for k, v in streams.items()}
+    if not isinstance(meta.get("diverged"), bool):
+        raise CheckpointError("The diverged flag must be true or false.")
     log = None
     if "log" in members:
         log = _json_entry(members, "log")
-        if not isinstance(log, list) or not all(isinstance(r, dict) for r in log):
-            raise CheckpointError("The stored log is not a list of records.")
+        if not isinstance(log, list) or len(log) > MAX_LOG_RECORDS or not all(isinstance(r, dict) for r in log):
+            raise CheckpointError(f"The stored log is not a list of at most {MAX_LOG_RECORDS:,} records.")
 
     # Every check passed: fill the fresh state (in place, so params stay views of one buffer).
     for name, target in targets.items():

@@ -12,6 +12,24 @@ from the interval and nothing else:
                 margin (a null result, which needs a margin chosen before looking);
   "unresolved"  the interval contains 0 but reaches past ±margin: these seeds cannot tell.
 
+Many comparisons in one chapter make some nominal verdicts chance: at 95%, one in twenty
+differences that are really zero still shows a direction. So comparisons come in families (a
+chapter, or a named group such as one chapter's recipes against fp32), and each verdict has a
+Holm-adjusted twin (Holm 1979, "A simple sequentially rejective multiple test procedure"): the
+family's p-values, each for the claim its nominal verdict makes, are sorted, the i-th smallest of
+m is multiplied by m - i + 1 (and kept at least as large as the one before), and a claim survives
+only if its adjusted p is below 0.05. That controls the chance of any false claim in the family
+at 5%, with no assumption about how the comparisons depend on each other. The p-value of a
+direction is the paired t-test's (two-sided: the interval excludes 0 exactly when p < 0.05); the
+p-value of a null is that of the two one-sided tests against ±margin, doubled, so that the
+interval lies inside ±margin exactly when p < 0.05.
+
+The t-interval assumes the per-seed differences are roughly normal. Where outcomes are bimodal
+(chapter 1: the previous-token head forms in a run or it does not), that is strained, and three
+seeds cannot check it. The exact sign test needs no such assumption, and with n seeds its
+smallest two-sided p is 2 / 2^n: 0.25 with three, so no direction can be resolved by three seeds
+without assuming normality; sign_test_p says so beside each verdict.
+
 Student's t quantile is computed here (no SciPy in the page): the t CDF through the regularised
 incomplete beta function (Numerical Recipes, 3rd ed., section 6.4, continued fraction 6.4.5),
 inverted by bisection. So is the chi-square quantile, for the interval on a sample sd (how rough
@@ -22,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
+ALPHA = 1.0 - CONFIDENCE  # the family-wise error rate Holm's correction keeps
 VERDICTS = ("lower", "higher", "null", "unresolved")
 
 # ---------------------------------------------------------------------------
@@ -145,6 +164,47 @@ class Comparison:
     high: float
     margin: float
     verdict: str  # one of VERDICTS
+    diffs: tuple = ()  # the per-seed differences a - b, in seed order
+
+    def p_direction(self):
+        """The paired t-test's two-sided p for a - b != 0 (below ALPHA exactly when the interval
+        excludes 0)."""
+        se = self.sd / math.sqrt(self.n)
+        if se == 0.0:
+            return 1.0 if self.mean == 0.0 else 0.0
+        return 2.0 * (1.0 - t_cdf(abs(self.mean) / se, self.n - 1))
+
+    def p_null(self):
+        """The two one-sided tests' p for |a - b| < margin, doubled so that it is below ALPHA exactly
+        when the 95% interval lies inside ±margin; 1 with no margin (no null can be claimed)."""
+        if self.margin <= 0.0:
+            return 1.0
+        se = self.sd / math.sqrt(self.n)
+        if se == 0.0:
+            return 0.0 if abs(self.mean) <= self.margin else 1.0
+        df = self.n - 1
+        one_sided = max(1.0 - t_cdf((self.mean + self.margin) / se, df),
+                        1.0 - t_cdf((self.margin - self.mean) / se, df))
+        return min(1.0, 2.0 * one_sided)
+
+    def p_claim(self):
+        """The p-value of the claim the nominal verdict makes: a direction's, a null's, or for an
+        unresolved verdict (no claim) the smaller of the two."""
+        if self.verdict in ("lower", "higher"):
+            return self.p_direction()
+        if self.verdict == "null":
+            return self.p_null()
+        return min(self.p_direction(), self.p_null())
+
+    def sign_test_p(self):
+        """The exact two-sided sign test's p on the per-seed differences (zeros dropped): how far the
+        signs alone go, with no assumption about the differences' distribution."""
+        signs = [d for d in self.diffs if d != 0.0]
+        n = len(signs)
+        if n == 0:
+            return 1.0
+        k = min(sum(d > 0 for d in signs), sum(d < 0 for d in signs))
+        return min(1.0, 2.0 * math.fsum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
 
     def words(self, unit="nats"):
         """The verdict as a phrase about a relative to b, e.g. 'lower' or 'unresolved with 3 seeds'."""
@@ -197,4 +257,33 @@ def paired_comparison(a, b, margin=0.0, confidence=CONFIDENCE):
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
     low, high = mean - half, mean + half
     return Comparison(n=n, mean=mean, sd=sd, low=low, high=high, margin=float(margin),
-                      verdict=verdict_from_interval(low, high, margin))
+                      verdict=verdict_from_interval(low, high, margin), diffs=tuple(diffs))
+
+
+# ---------------------------------------------------------------------------
+# Families: Holm's correction
+
+
+def holm(p_values):
+    """Holm's step-down adjusted p-values, in the input's order: sorted ascending, the i-th smallest
+    (i from 1) of m becomes max over j <= i of min(1, (m - j + 1) p_(j)). A claim whose adjusted p
+    is below ALPHA is rejected at family-wise level ALPHA."""
+    p = [float(x) for x in p_values]
+    if any(not 0.0 <= x <= 1.0 for x in p):
+        raise ValueError(f"p-values must lie in [0, 1], got {p}")
+    m = len(p)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p[i])):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def adjusted_verdicts(comparisons, alpha=ALPHA):
+    """Each comparison's verdict after Holm's correction over the family: its nominal verdict if the
+    claim survives (adjusted p below alpha), otherwise "unresolved". Returns (verdicts, adjusted ps)."""
+    ps = holm([c.p_claim() for c in comparisons])
+    verdicts = [c.verdict if c.verdict != "unresolved" and p < alpha else "unresolved"
+                for c, p in zip(comparisons, ps)]
+    return verdicts, ps

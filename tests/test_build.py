@@ -5,6 +5,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import subprocess
 import threading
@@ -371,3 +372,48 @@ def test_the_standard_library_and_numpy_are_vendored_compiled_and_the_lock_follo
         assert sum(n.endswith(".pyc") for n in names) > 0.95 * sum(n.endswith(".py") for n in kept)
         # Members stored, not deflated: the page's worker writes them out itself (worker.js unpackStored).
         assert all(i.compress_type == zipfile.ZIP_STORED for i in done.infolist())
+
+
+def _chapter_with(tmp_path, body, values):
+    page = tmp_path / "09-fam.md"
+    page.write_text("# Fam\n\n" + body)
+    return build.render_chapter(build.make_env(), build.Chapter(9, "09-fam", "Fam", page), {"values": values})
+
+
+def _family_values():
+    """One arm t = 5.06 higher on df = 2 (p ~ 0.037) and five flat ones: chapter 9's recipes, in small."""
+    sd = 0.05 * math.sqrt(3) / 5.06
+    values = {"ch9.base.per_seed": {"0": 0.0, "1": 0.0, "2": 0.0},
+              "ch9.fp16.per_seed": {"0": 0.05 - sd, "1": 0.05, "2": 0.05 + sd}}
+    for i in range(5):
+        values[f"ch9.flat{i}.per_seed"] = {"0": 0.1, "1": -0.2, "2": 0.15}
+    return values
+
+
+def test_a_direction_that_does_not_survive_its_family_fails_the_build_until_called_nominal(tmp_path):
+    flat = "".join(f'{{{{ compare("ch9.flat{i}", "ch9.base", expect="unresolved", family="recipes") }}}} '
+                   for i in range(5))
+    values = _family_values()
+    with pytest.raises(build.BuildError, match="over the 6 comparisons of 'recipes' it is 'unresolved'"):
+        _chapter_with(tmp_path, flat + '{{ compare("ch9.fp16", "ch9.base", expect="higher", family="recipes") }}',
+                      values)
+    html = _chapter_with(tmp_path, flat + '{{ compare("ch9.fp16", "ch9.base", expect="higher", family="recipes", '
+                                         'adjusted="unresolved") }}', values)
+    assert "higher nominally, one of 6 comparisons in recipes; unresolved after Holm" in html
+    # alone in its family (the chapter's default family holds only it), the same seeds keep the direction
+    html = _chapter_with(tmp_path, flat + '{{ compare("ch9.fp16", "ch9.base", expect="higher") }}', values)
+    assert "higher, and still after Holm" not in html and "seeds: higher" in html
+
+
+def test_a_verdict_that_survives_says_so_and_a_wrong_adjusted_claim_fails(tmp_path):
+    values = {"ch9.base.per_seed": {"0": 0.0, "1": 0.0, "2": 0.0},
+              "ch9.big.per_seed": {"0": 1.0, "1": 1.1, "2": 0.9},
+              "ch9.flat.per_seed": {"0": 0.1, "1": -0.2, "2": 0.15}}
+    body = ('{{ compare("ch9.big", "ch9.base", expect="higher") }} '
+            '{{ compare("ch9.flat", "ch9.base", expect="unresolved") }}')
+    assert "higher, and still after Holm's correction over the 2 comparisons of chapter 9" in _chapter_with(
+        tmp_path, body, values)
+    with pytest.raises(build.BuildError, match="pass adjusted='higher'"):
+        _chapter_with(tmp_path, body.replace('expect="higher"', 'expect="higher", adjusted="unresolved"'), values)
+    with pytest.raises(build.BuildError, match="expect one of"):
+        _chapter_with(tmp_path, body.replace('expect="higher"', 'expect="higher", adjusted="maybe"'), values)

@@ -90,7 +90,8 @@ def test_a_dynamic_loss_scalers_state_is_kept(tokens):
     scaler.update(found_inf=False)
     state["scaler"] = scaler
     loaded, *_ = checkpoint.load_checkpoint(checkpoint.checkpoint_bytes(state, CFG, SHORT))
-    assert loaded["loss_scaler"] == {"scale": scaler.scale, "clean_steps": 1.0}
+    assert loaded["loss_scaler"] == {k: float(v) for k, v in scaler.state_dict().items()}
+    assert loaded["loss_scaler"]["clean_steps"] == 1.0
     assert loaded["loss_scaler"]["scale"] == mixed_precision.SCALER["init_scale"] / 2
 
 
@@ -323,3 +324,25 @@ def test_export_jsonl_and_csv_round_trip():
     header, first, second = text.splitlines()
     assert header == "step,loss,weight_norms.embeddings,weight_norms.block0,val,clipped"
     assert first == "0,4.2,1.0,,4.1," and second == "1,,1.5,2.0,,True"
+
+
+# ---------------------------------------------------------------------------
+# Steps to a target, misses censored
+
+
+def test_a_miss_is_censored_not_dropped():
+    from pylib.studies import target
+    assert target.censored_order(250, None, 400) == "a"  # reached against never reached: a was first
+    assert target.censored_order(None, 260, 400) == "b"
+    assert target.censored_order(None, None, 400) == "neither"
+    assert target.censored_order(250, 250, 400) == "tie"
+    assert target.censored_order(240, 250, 400) == "a"
+    with pytest.raises(ValueError, match="outside"):
+        target.censored_order(500, None, 400)
+    # Dropping the second pair (a miss) would leave one pair each way; censored, it counts for b.
+    out = target.censored_sign_test([(250, 270), (None, 380), (260, 250)], 400)
+    assert (out["a"], out["b"], out["tie"], out["neither"]) == (1, 2, 0, 0)
+    assert out["p"] == 1.0
+    assert target.censored_sign_test([(1, 2)] * 3, 400)["p"] == 0.25  # three seeds can never reach p < 0.05
+    assert target.censored_sign_test([(1, 2)] * 6, 400)["p"] == pytest.approx(2 / 64)
+    assert target.censored_sign_test([(None, None)], 400)["p"] is None

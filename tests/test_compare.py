@@ -84,3 +84,87 @@ def test_paired_comparison_refuses_what_cannot_be_paired():
         compare.paired_comparison([1.0, None], [2.0, 3.0])
     with pytest.raises(ValueError, match="diverge"):
         compare.paired_comparison([1.0, float("nan")], [2.0, 3.0])
+
+
+# ---------------------------------------------------------------------------
+# Families: the p-values behind the verdicts, and Holm's correction
+
+
+def _random_comparisons(seed, count):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(2, 8))
+        b = rng.normal(2.5, 0.1, n)
+        a = b + rng.normal(rng.normal(0, 0.03), rng.uniform(0.001, 0.05), n)
+        yield list(a), list(b), float(rng.choice([0.0, 0.02, 0.05]))
+
+
+def test_p_values_match_scipys_paired_t_test_tost_and_sign_test():
+    stats = pytest.importorskip("scipy.stats")
+    for a, b, margin in _random_comparisons(1, 200):
+        c = compare.paired_comparison(a, b, margin)
+        d = np.subtract(a, b)
+        assert c.p_direction() == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-7, abs=1e-12)
+        if margin:
+            tost = max(stats.ttest_1samp(d, -margin, alternative="greater").pvalue,
+                       stats.ttest_1samp(d, margin, alternative="less").pvalue)
+            assert c.p_null() == pytest.approx(min(1.0, 2 * tost), rel=1e-7, abs=1e-12)
+        signs = d[d != 0]
+        assert c.sign_test_p() == pytest.approx(
+            stats.binomtest(int((signs > 0).sum()), len(signs)).pvalue, rel=1e-12)
+
+
+def test_the_claims_p_value_is_below_alpha_exactly_when_the_interval_makes_the_claim():
+    for a, b, margin in _random_comparisons(2, 2000):
+        c = compare.paired_comparison(a, b, margin)
+        resolved = {"lower": c.p_direction(), "higher": c.p_direction(), "null": c.p_null()}
+        for verdict, p in resolved.items():
+            if c.verdict == verdict:
+                assert p < compare.ALPHA + 1e-9
+        if c.verdict == "unresolved":
+            assert c.p_claim() > compare.ALPHA - 1e-9
+
+
+def _holm_by_its_definition(p, alpha):
+    """Holm (1979): reject the hypotheses of the i smallest p as long as each p_(j) <= alpha / (m - j + 1)."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    rejected = set()
+    for rank, i in enumerate(order):
+        if p[i] > alpha / (len(p) - rank):
+            break
+        rejected.add(i)
+    return rejected
+
+
+def test_holm_rejects_what_its_step_down_definition_rejects():
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        p = list(rng.uniform(0, 0.1, int(rng.integers(1, 12))) ** rng.uniform(0.5, 3))
+        adjusted = compare.holm(p)
+        assert {i for i, q in enumerate(adjusted) if q <= 0.05} == _holm_by_its_definition(p, 0.05)
+        assert all(x <= q <= min(1.0, len(p) * x) + 1e-15 for x, q in zip(p, adjusted))  # between nominal and Bonferroni
+
+
+def test_holm_worked_example_and_refusals():
+    assert compare.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert compare.holm([]) == []
+    with pytest.raises(ValueError):
+        compare.holm([0.5, 1.5])
+
+
+def test_a_nominal_verdict_that_does_not_survive_its_family_becomes_unresolved():
+    """Chapter 9's case: one t = 5.06 on df = 2 (p ~ 0.037) among six comparisons loses its direction."""
+    mean, sd = 0.05, 0.05 * math.sqrt(3) / 5.06
+    lone = compare.paired_comparison([mean - sd, mean, mean + sd], [0.0, 0.0, 0.0])
+    assert lone.verdict == "higher" and 0.03 < lone.p_direction() < 0.04
+    flat = [compare.paired_comparison([0.1, -0.2, 0.15], [0.0, 0.0, 0.0]) for _ in range(5)]
+    verdicts, ps = compare.adjusted_verdicts([lone] + flat)
+    assert verdicts == ["unresolved"] * 6 and ps[0] == pytest.approx(6 * lone.p_direction())
+    assert compare.adjusted_verdicts([lone])[0] == ["higher"]  # alone, it holds
+    strong = compare.paired_comparison([1.0, 1.1, 0.9], [0.0, 0.0, 0.0])  # t ~ 17: p ~ 0.003, survives 6
+    assert compare.adjusted_verdicts([strong] + flat)[0][0] == "higher"
+
+
+def test_three_seeds_cannot_resolve_a_direction_by_signs_alone():
+    c = compare.paired_comparison([1.0, 1.1, 0.9], [0.0, 0.0, 0.0])
+    assert c.verdict == "higher" and c.sign_test_p() == 0.25

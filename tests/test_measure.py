@@ -99,7 +99,7 @@ def test_an_only_run_replaces_just_its_chapters_keys(tmp_path, monkeypatch):
     meta = {"command": "python build.py --measure", "date": "2026-12-03", "versions": {}, "machine": "x", "seeds": [0, 1, 2]}
     on_disk = {"meta": meta, "values": {"ch4.a": 1, "ch5.a": 2, "ch5.old": 3}, "curves": {},
                "settings": {}, "timings": {"ch4.total_seconds": 1.0, "measure.task.ch5.part_x": 9.0,
-                                           "measure.task.ch4.part_y": 4.0}}
+                                           "measure.task.ch4.part_y": 4.0, "measure.full_run.wall_seconds": 600.0}}
     measure.RESULTS_JSON.write_text(json.dumps(on_disk))
     fresh = {"values": {"ch5.a": 20, "ch4.a": 999}, "curves": {}, "settings": {},
              "timings": {"ch5.total_seconds": 2.0, "measure.task.ch5.part_z": 5.0}}
@@ -108,6 +108,9 @@ def test_an_only_run_replaces_just_its_chapters_keys(tmp_path, monkeypatch):
     assert merged["timings"]["measure.task.ch4.part_y"] == 4.0 and "measure.task.ch5.part_x" not in merged["timings"]
     assert merged["timings"]["measure.task.ch5.part_z"] == 5.0 and merged["meta"] == on_disk["meta"]
     assert json.loads(measure.RESULTS_JSON.read_text())["values"] == merged["values"]
+    # the last full run's wall time stays; the task time is summed over the chapters as they now stand
+    assert merged["timings"]["measure.full_run.wall_seconds"] == 600.0
+    assert merged["timings"]["measure.task_seconds"] == 3.0
 
 
 def test_every_arm_keeps_every_seed():
@@ -121,3 +124,10 @@ def test_every_arm_keeps_every_seed():
         per_seed = [v for v in values[key + ".per_seed"].values() if v is not None]
         if values[key + ".mean"] is not None:
             assert values[key + ".mean"] == pytest.approx(sum(per_seed) / len(per_seed), rel=1e-9, abs=1e-12), key
+
+
+def test_the_committed_results_record_a_full_runs_wall_time_beside_its_task_time():
+    timings = json.loads(measure.RESULTS_JSON.read_text())["timings"]
+    wall, tasks = timings["measure.full_run.wall_seconds"], timings["measure.full_run.task_seconds"]
+    assert 0 < wall <= tasks * 1.05 + 60 and timings["measure.full_run.workers"] >= 1
+    assert wall <= 15 * 60, f"a full --measure took {wall:.0f} s of wall time: over the 15-minute budget"

@@ -188,3 +188,52 @@ def test_unknown_recipe_and_unsupported_settings_raise():
         mp.recipe("fp4")
     with pytest.raises(ValueError):
         mp.init_state(CFG, dataclasses.replace(short(), optimizer="sgd"), "fp32")
+
+
+# ---------------------------------------------------------------------------
+# Resuming a mixed-precision run (chapter 15)
+
+
+def _strip_timing(records):
+    return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in records]
+
+
+@pytest.mark.parametrize("rec_name", ["fp16_dynamic", "bf16_pure_sr"])
+def test_a_mixed_precision_resume_is_the_uninterrupted_run_bit_for_bit(tokens, rec_name):
+    """Saved with pylib.checkpoint and resumed through resume_state: every record (the loss scale
+    of every step included) and every final weight equal the run that never stopped."""
+    from pylib import checkpoint
+    tr, va = tokens
+    tcfg = short(40)
+    full_state = mp.init_state(CFG, tcfg, rec_name)
+    if rec_name == "fp16_dynamic":  # start where fp16 overflows, so the scale moves before the save
+        full_state["scaler"] = mp.DynamicLossScaler(init_scale=2.0 ** 24, growth_interval=4)
+    full = mp.recipe_steps(full_state, CFG, tcfg, tr, va, 40)
+    state = mp.init_state(CFG, tcfg, rec_name)
+    state["scaler"] = full_state["scaler"] and mp.DynamicLossScaler(init_scale=2.0 ** 24, growth_interval=4)
+    head = mp.recipe_steps(state, CFG, tcfg, tr, va, 13)
+    blob = checkpoint.checkpoint_bytes(state, CFG, tcfg)
+    loaded, mcfg, lcfg, _ = checkpoint.load_checkpoint(blob, CFG)
+    if rec_name == "fp16_dynamic":
+        assert {r["scale"] for r in head} != {2.0 ** 24}, "the scale never moved before the save: a weak test"
+        fresh = mp.resume_state(dict(loaded), rec_name)  # what a resume without the scaler's state would do
+        fresh["scaler"] = mp.DynamicLossScaler(growth_interval=4)  # init_scale again
+        assert mp.recipe_steps(fresh, CFG, lcfg, tr, va, 1)[0]["scale"] != full[13]["scale"]
+        loaded, *_ = checkpoint.load_checkpoint(blob, CFG)
+    resumed = mp.resume_state(loaded, rec_name)
+    tail = mp.recipe_steps(resumed, CFG, lcfg, tr, va, 40)
+    assert _strip_timing(head + tail) == _strip_timing(full)
+    for name in full_state["params"]:
+        np.testing.assert_array_equal(resumed["params"][name], full_state["params"][name])
+
+
+def test_a_loss_scaler_refuses_a_bad_state():
+    s = mp.DynamicLossScaler()
+    good = {**mp.DynamicLossScaler(growth_interval=8).state_dict(), "scale": 512.0, "clean_steps": 3.0}
+    s.load_state_dict(good)
+    assert (s.scale, s.clean_steps, s.growth_interval) == (512.0, 3, 8)
+    for key, value in (("scale", 0.0), ("scale", float("inf")), ("clean_steps", 8), ("clean_steps", 1.5),
+                       ("scale", "2"), ("growth_factor", 1.0), ("backoff_factor", 1.0), ("growth_interval", 0)):
+        with pytest.raises(ValueError):
+            s.load_state_dict({**good, key: value})
+    assert (s.scale, s.clean_steps, s.growth_interval) == (512.0, 3, 8)  # a refused state changes nothing

@@ -60,6 +60,57 @@ def test_dpo_loss_matches_torch_autograd():
     np.testing.assert_allclose(dr, tr.grad.numpy(), rtol=1e-12, atol=1e-15)
 
 
+def test_ipo_loss_known_value_at_the_reference_and_at_its_target():
+    pc = np.array([-10.0, -20.0])
+    loss, dc, dr = pf.ipo_loss(pc, pc - 3, pc, pc - 3, 0.25)  # h = 0, target 1/(2 tau) = 2
+    assert loss == 4.0
+    np.testing.assert_array_equal(dc, [2 * -2.0 / 2] * 2)  # 2 (h - target) / N
+    np.testing.assert_array_equal(dr, -dc)
+    loss, dc, dr = pf.ipo_loss(pc + 1.5, pc - 3.5, pc, pc - 3, 0.25)  # h = 2: at the target, no pull
+    assert loss == 0.0 and not dc.any() and not dr.any()
+    loss, dc, _ = pf.ipo_loss(pc + 10, pc - 3, pc, pc - 3, 0.25)  # h = 10: past the target, pulled back
+    assert loss == 64.0 and (dc > 0).all()  # gradient descent lowers log pi(y_w)
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.5, 4.0])
+def test_ipo_loss_gradient_matches_finite_differences(tau):
+    pc, pr, rc, rr = random_logps(int(tau * 100) + 7)
+    loss, dc, dr = pf.ipo_loss(pc, pr, rc, rr, tau)
+    h = 1e-6
+    for i in range(pc.size):
+        for arr, grad in ((pc, dc), (pr, dr)):
+            old = arr[i]
+            arr[i] = old + h
+            up = pf.ipo_loss(pc, pr, rc, rr, tau)[0]
+            arr[i] = old - h
+            down = pf.ipo_loss(pc, pr, rc, rr, tau)[0]
+            arr[i] = old
+            assert abs((up - down) / (2 * h) - grad[i]) <= 1e-6 * max(1.0, abs(grad[i]))
+
+
+def test_ipo_loss_matches_torch_autograd():
+    torch = pytest.importorskip("torch")
+    pc, pr, rc, rr = random_logps(4, 7)
+    tau = 0.1
+    loss, dc, dr = pf.ipo_loss(pc, pr, rc, rr, tau)
+    tc = torch.tensor(pc, dtype=torch.float64, requires_grad=True)
+    tr = torch.tensor(pr, dtype=torch.float64, requires_grad=True)
+    logits = (tc - tr) - (torch.tensor(rc) - torch.tensor(rr))
+    tl = ((logits - 1 / (2 * tau)) ** 2).mean()  # eric-mitchell/direct-preference-optimization, trainers.py, ipo=True
+    tl.backward()
+    assert abs(loss - tl.item()) <= 1e-12 * tl.item()
+    np.testing.assert_allclose(dc, tc.grad.numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(dr, tr.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("tau,message", [(0, "greater than 0"), (float("inf"), "finite"), (True, "a number")])
+def test_ipo_loss_rejects_a_bad_tau(tau, message):
+    with pytest.raises(ValueError, match=f"tau must be .*{message}"):
+        pf.ipo_loss([-1.0], [-2.0], [-1.0], [-2.0], tau)
+    with pytest.raises(ValueError, match="same length"):
+        pf.ipo_loss([-1.0, -2.0], [-2.0], [-1.0], [-2.0], 0.1)
+
+
 def test_dpo_loss_is_finite_far_from_the_reference():
     loss, dc, _ = pf.dpo_loss([0.0], [-1e5], [0.0], [0.0], 1.0)  # z = 1e5
     assert loss == 0.0 and dc[0] == -0.0
@@ -179,8 +230,26 @@ def test_dpo_raises_the_target_frequency(toy_run):
     state = sft.init_finetune(params, 0)
     records = pf.dpo_steps(state, CFG, pairs, rc, rr, 40)
     assert records[0]["loss"] == pytest.approx(math.log(2), abs=1e-6) and records[-1]["loss"] < 0.5
+    # before the first step the policy is the reference: zero up to float32 rounding (batch of 32 against chunks of 256)
+    assert abs(records[0]["chosen"]) < 1e-5 and abs(records[0]["rejected"]) < 1e-5
+    for r in records:
+        assert r["margin"] == r["chosen"] - r["rejected"]
     after = pf.measure_policy(state["params"], params, CFG, prompts, target, 0, settings)
     assert after["frequency"] > ref["frequency"] + 0.05 and after["kl"] > 0
+
+
+def test_ipo_holds_the_margin_near_its_target(toy_run):
+    params, target, settings, prompts, pairs, ref = toy_run
+    rc = pf.response_logps(params, CFG, pairs["prompts"], pairs["chosen"])
+    rr = pf.response_logps(params, CFG, pairs["prompts"], pairs["rejected"])
+    tau = 0.5  # target margin 1 nat
+    state = sft.init_finetune(params, 0)
+    records = pf.dpo_steps(state, CFG, pairs, rc, rr, 40, dict(pf.IPO, tau=tau), method="ipo")
+    assert records[0]["loss"] == pytest.approx(1.0, abs=1e-6)  # (0 - 1)^2 at the reference, float32 rounding aside
+    pc = pf.response_logps(state["params"], CFG, pairs["prompts"], pairs["chosen"])
+    pr = pf.response_logps(state["params"], CFG, pairs["prompts"], pairs["rejected"])
+    h = pf.log_ratio_margin(pc, pr, rc, rr)
+    assert abs(h.mean() - 1 / (2 * tau)) < 0.25 and records[-1]["loss"] < 0.5 * records[0]["loss"]
 
 
 def test_rl_with_a_kl_penalty_raises_the_target_frequency(toy_run):

@@ -41,6 +41,23 @@ def test_encode_pairs_masks_the_prompt_the_response_and_the_padding():
         sft.loss_mask("prompt", pm, rm)
 
 
+def test_split_prompt_mask_separates_the_verse_from_the_fixed_question():
+    x, y, pm, rm = sft.encode_pairs(PAIRS, VOCAB, CFG.block_size)
+    q = len(sft.SFT_SET["question"])
+    verse, template = sft.split_prompt_mask(pm, q)
+    np.testing.assert_array_equal(verse + template, pm)
+    for i, (speaker, line) in enumerate(PAIRS):
+        assert VOCAB.decode(y[i][template[i] == 1].tolist()) == sft.SFT_SET["question"]
+        assert VOCAB.decode(y[i][verse[i] == 1].tolist()) == line[1:]  # the line's targets, its first character excepted
+    assert not (template * rm).any() and not (verse * rm).any()
+
+
+def test_answer_shapes_counts_stops_capitals_and_exact_names():
+    answers = [{"text": "HAMLET", "ended": True}, {"text": "HAMLE", "ended": True},
+               {"text": "OPHELIA", "ended": False}, {"text": "and the", "ended": True}]
+    assert sft.answer_shapes(answers, ("HAMLET", "OPHELIA")) == {"stops": 0.75, "capitals": 0.75, "candidate": 0.25}
+
+
 def test_response_only_loss_ignores_the_prompt_targets():
     params = model.init_params(CFG, 0, dtype=np.float64)
     x, y, pm, rm = sft.encode_pairs(PAIRS, VOCAB, CFG.block_size)
@@ -70,6 +87,10 @@ def test_fine_tuning_lowers_the_response_loss_and_learns_the_answer():
     assert logps[0, 0] > logps[0, 1] and logps[1, 1] > logps[1, 0]
     assert sft.speaker_accuracy(state["params"], CFG, PAIRS, ("HAMLET", "OPHELIA"), VOCAB) == 1.0
     assert sft.answer(state["params"], CFG, PAIRS[0][1], VOCAB) == {"text": "HAMLET", "ended": True}
+    sampled = sft.sample_answers(state["params"], CFG, [line for _, line in PAIRS], VOCAB, np.random.default_rng(0))
+    assert sampled == [{"text": "HAMLET", "ended": True}, {"text": "OPHELIA", "ended": True}]
+    scores = sft.evaluate(state["params"], CFG, sft.SFTSet(("HAMLET", "OPHELIA"), PAIRS, PAIRS), VOCAB)
+    assert scores["response_loss"] == pytest.approx(after, rel=1e-6) and scores["accuracy"] == 1.0
 
 
 def test_masked_mean_loss_is_the_mean_over_counted_targets():

@@ -13,7 +13,9 @@ Health checks, each with a known right answer:
     falls far below ln V; if it does not, the gradient or the update is broken;
   - the loss has a floor, the entropy of the data: on a source whose entropy rate is known (a
     Markov chain drawn here), the held-out loss approaches that rate and never goes below it
-    beyond sampling noise; a held-out loss below it means a leak (the targets seen as inputs).
+    beyond sampling noise; a held-out loss below it means a leak (held-out text seen in training).
+    A first loss far below ln V is no sign of a leak (an untrained model cannot exploit one): it
+    points at the loss itself.
 
 Legend: V vocab, N tokens.
 """
@@ -43,7 +45,8 @@ METRICS = {  # name: (what it is, the moment it measures)
                      "this step only: drawing the batch, forward, backward, clipping and the update; "
                      "evaluations and page drawing excluded"),
     "val": ("the validation loss on the fixed subset of windows",
-            "every eval_interval steps, on the weights this step starts from"),
+            "every eval_interval steps, on the weights this step starts from (after that many steps); "
+            "the last one on the final weights, after the last step's update, so it is drawn at the step count"),
 }
 
 
@@ -51,10 +54,13 @@ METRICS = {  # name: (what it is, the moment it measures)
 # The dashboard
 
 
-def dashboard_record(record, params, model_cfg, counts):
+def dashboard_record(record, params, model_cfg, counts, steps=None):
     """One dashboard row from a pylib.train record and the weights after its step.
 
-    counts: {"steps", "clipped"}, running totals kept by the caller (updated here)."""
+    counts: {"steps", "clipped"}, running totals kept by the caller (updated here). steps: the run's
+    length; a row with a validation loss gets val_step, the number of steps done on the weights it
+    measured: the record's step, except at the last step (steps - 1), whose evaluation pylib.train
+    makes after the update, on the final weights (val_step = steps)."""
     counts["steps"] += 1
     counts["clipped"] += 1 if record.get("clipped") else 0
     with np.errstate(all="ignore"):
@@ -67,6 +73,8 @@ def dashboard_record(record, params, model_cfg, counts):
     for key in ("val", "train_eval", "diverged"):
         if key in record:
             row[key] = record[key]
+    if "val" in record:
+        row["val_step"] = record["step"] + 1 if steps is not None and record["step"] == steps - 1 else record["step"]
     return row
 
 

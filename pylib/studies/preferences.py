@@ -16,10 +16,15 @@ property is one a reader can check by counting: the target letter's frequency in
 - DPO (Rafailov et al. 2023, equation 7): the loss -log sigmoid(beta * ((log pi(y_w) - log
   pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l)))) on the same pairs, no reward model, no sampling
   during training.
+- IPO (Azar et al. 2023, section 5.2, equation 17): the loss (h - 1/(2 tau))^2 on the same h =
+  (log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l)): h is regressed to a fixed
+  target instead of pushed ever higher.
 
 Every method is measured the same way on held-out prompts: the target letter's frequency in the
 policy's samples, and the KL divergence from the reference, estimated as the mean of log pi(y) -
-log pi_ref(y) over those samples (nats per response).
+log pi_ref(y) over those samples (nats per response). That is Schulman's k1 estimator ("Approximating
+KL Divergence", 2020: k1 = -log r with r = pi_ref(y) / pi(y), y ~ pi): unbiased, but single samples
+can be negative. RL's penalty uses the same per-sample log-ratio, as InstructGPT's equation 2 does.
 
 Legend: N pairs or samples, B batch, P prompt length, L response length, T = P + L - 1, V vocab.
 """
@@ -42,8 +47,9 @@ PREF = {
 }
 REWARD = {"steps": 300, "lr": 0.05, "l2": 1e-3}
 DPO = {"beta": 0.1, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
+IPO = {"tau": 0.1, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}  # tau as DPO's beta
 RL = {"kl_coef": 1.0, "steps": 80, "batch_size": 32, "lr": 3e-3, "grad_clip": 1.0}
-METHODS = ("reference", "rl", "dpo")
+METHODS = ("reference", "rl", "dpo", "ipo")
 
 
 # ---------------------------------------------------------------------------
@@ -59,25 +65,49 @@ def _check_logps(name, a):
     return a
 
 
-def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
-    """DPO's loss, the mean over N pairs, and its gradients w.r.t. the two policy log-probabilities.
+def _check_coefficient(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a number")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number greater than 0, got {value}")
 
-    loss = mean(-log sigmoid(z)), z = beta * ((pc - rc) - (pr - rr)); dz/dpc = beta, dz/dpr = -beta.
-    Returns (loss, d_policy_chosen (N,), d_policy_rejected (N,)), all float64."""
-    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)):
-        raise ValueError("beta must be a number")
-    if not np.isfinite(beta) or beta <= 0:
-        raise ValueError(f"beta must be a finite number greater than 0, got {beta}")
+
+def log_ratio_margin(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps):
+    """h = (pc - rc) - (pr - rr) (N,): how much more the policy than the reference prefers y_w to y_l."""
     pc = _check_logps("policy_chosen_logps", policy_chosen_logps)  # (N,)
     pr = _check_logps("policy_rejected_logps", policy_rejected_logps)
     rc = _check_logps("ref_chosen_logps", ref_chosen_logps)
     rr = _check_logps("ref_rejected_logps", ref_rejected_logps)
     if not pc.shape == pr.shape == rc.shape == rr.shape:
         raise ValueError("the four log-probability arrays must have the same length (one entry per pair)")
-    z = beta * ((pc - rc) - (pr - rr))  # (N,)
+    return (pc - rc) - (pr - rr)
+
+
+def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    """DPO's loss, the mean over N pairs, and its gradients w.r.t. the two policy log-probabilities.
+
+    loss = mean(-log sigmoid(z)), z = beta * ((pc - rc) - (pr - rr)); dz/dpc = beta, dz/dpr = -beta.
+    Returns (loss, d_policy_chosen (N,), d_policy_rejected (N,)), all float64."""
+    _check_coefficient("beta", beta)
+    z = beta * log_ratio_margin(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
     loss = float(np.logaddexp(0.0, -z).mean())  # -log sigmoid(z), stable for any z
     dz = -np.exp(-np.logaddexp(0.0, z)) / z.size  # d loss / dz = -sigmoid(-z) / N
     return loss, beta * dz, -beta * dz
+
+
+def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, tau):
+    """IPO's loss (Azar et al. 2023, equation 17), the mean over N pairs, and its gradients.
+
+    loss = mean((h - 1/(2 tau))^2), h = (pc - rc) - (pr - rr); dh/dpc = 1, dh/dpr = -1.
+    Returns (loss, d_policy_chosen (N,), d_policy_rejected (N,)), all float64."""
+    _check_coefficient("tau", tau)
+    h = log_ratio_margin(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    gap = h - 1.0 / (2.0 * tau)  # (N,): zero where the margin sits at its target
+    dh = 2.0 * gap / h.size
+    return float((gap * gap).mean()), dh, -dh
+
+
+PAIR_LOSSES = {"dpo": (dpo_loss, "beta"), "ipo": (ipo_loss, "tau")}  # method: (loss, its coefficient)
 
 
 # ---------------------------------------------------------------------------
@@ -214,21 +244,25 @@ def pair_accuracy(w, pairs):
 # Training the policy: DPO, and RL with a KL penalty
 
 
-def dpo_steps(state, cfg, pairs, ref_chosen, ref_rejected, n_steps, settings=DPO):
-    """n_steps of DPO on random minibatches of the pairs; returns each step's {loss, margin}."""
+def dpo_steps(state, cfg, pairs, ref_chosen, ref_rejected, n_steps, settings=DPO, method="dpo"):
+    """n_steps of DPO (or IPO, method="ipo") on random minibatches of the pairs; returns each step's
+    {loss, margin, chosen, rejected}: the batch's mean h, and the mean log-ratios log pi - log pi_ref
+    of its chosen and of its rejected responses, before the step."""
+    loss_fn, coef = PAIR_LOSSES[method]
     records, B = [], settings["batch_size"]
     for _ in range(n_steps):
         idx = state["rng"].integers(0, len(pairs["prompts"]), size=B)
         pr = pairs["prompts"][idx]
         lc, cc = response_logps_forward(state["params"], cfg, pr, pairs["chosen"][idx])
         lr_, cr = response_logps_forward(state["params"], cfg, pr, pairs["rejected"][idx])
-        loss, dc, dr = dpo_loss(lc, lr_, ref_chosen[idx], ref_rejected[idx], settings["beta"])
+        loss, dc, dr = loss_fn(lc, lr_, ref_chosen[idx], ref_rejected[idx], settings[coef])
         grads = response_logps_backward(dc, cc)
         for k, g in response_logps_backward(dr, cr).items():
             grads[k] += g
         sft.apply_update(state, grads, settings["lr"], settings["grad_clip"])
-        margin = float(np.mean((lc - ref_chosen[idx]) - (lr_ - ref_rejected[idx])))
-        records.append({"step": state["step"] - 1, "loss": loss, "margin": margin})
+        chosen, rejected = float(np.mean(lc - ref_chosen[idx])), float(np.mean(lr_ - ref_rejected[idx]))
+        records.append({"step": state["step"] - 1, "loss": loss, "margin": chosen - rejected,
+                        "chosen": chosen, "rejected": rejected})
     return records
 
 

@@ -18,9 +18,13 @@ Two arms are fine-tuned from the same pretrained model on the same batches:
   - "response": the loss mask covers the response tokens only (the prompt is masked);
   - "whole":    the loss covers every token of the sequence, prompt and response.
 Padding is masked in both. Evaluation is on the held-out pairs: the mean loss per response token
-(`response_loss`), the mean loss per prompt token (`prompt_loss`), and the accuracy of picking the
-right speaker among the SFT_SET["speakers"] candidates by the model's log-probability of each
-name + EOS (`speaker_accuracy`).
+(`response_loss`); the prompt's loss in its two parts, the verse (`verse_loss`, the line's own
+characters) and the fixed question appended to every line (`template_loss`, the characters of
+SFT_SET["question"]), because a model that trains on the prompt learns the fixed question first and
+a mean over both would mostly measure that; the accuracy of picking the right speaker among the
+SFT_SET["speakers"] candidates by the model's log-probability of each name + EOS (`accuracy`); and
+what the model writes when it samples an answer (`answer_shapes`: does it stop, in capitals, with
+exactly one of the candidate names).
 
 Legend: N pairs, B batch, T time (block_size), K candidate speakers, V vocab.
 """
@@ -125,6 +129,15 @@ def encode_pairs(pairs, vocab, block_size, settings=SFT_SET):
     return x, y, prompt_mask, response_mask
 
 
+def split_prompt_mask(prompt_mask, question_tokens):
+    """(verse_mask, template_mask) (N, T): the prompt's last question_tokens targets are the fixed
+    question (the template), the targets before them are the line of verse."""
+    pm = np.asarray(prompt_mask)
+    from_end = np.cumsum(pm[:, ::-1], axis=1)[:, ::-1]  # (N, T): prompt targets at or after t
+    template = pm * (from_end <= question_tokens)
+    return pm - template, template
+
+
 def loss_mask(arm, prompt_mask, response_mask):
     """The arm's loss mask: the response only, or the whole sequence (never the padding)."""
     if arm == "response":
@@ -170,12 +183,18 @@ def sft_steps(state, cfg, x, y, mask, n_steps, settings=SFT):
 
 def masked_mean_loss(params, cfg, x, y, mask, chunk=256):
     """Mean cross-entropy over the masked-in targets (nats per counted token)."""
-    total, count = 0.0, 0.0
+    return masked_mean_losses(params, cfg, x, y, [mask], chunk)[0]
+
+
+def masked_mean_losses(params, cfg, x, y, masks, chunk=256):
+    """masked_mean_loss for each of several masks, from one forward pass per chunk."""
+    totals, counts = np.zeros(len(masks)), np.zeros(len(masks))
     for i in range(0, len(x), chunk):
         logits = model.forward_logits(params, cfg, x[i:i + chunk])
-        total += xent.cross_entropy_forward(logits, y[i:i + chunk], mask[i:i + chunk], 1.0)[0]
-        count += float(mask[i:i + chunk].sum())
-    return total / count
+        for j, mask in enumerate(masks):
+            totals[j] += xent.cross_entropy_forward(logits, y[i:i + chunk], mask[i:i + chunk], 1.0)[0]
+            counts[j] += float(mask[i:i + chunk].sum())
+    return [float(t / c) for t, c in zip(totals, counts)]
 
 
 def candidate_logps(params, cfg, pairs, speakers, vocab, settings=SFT_SET):
@@ -208,11 +227,39 @@ def speaker_accuracy(params, cfg, pairs, speakers, vocab, settings=SFT_SET):
 
 
 def evaluate(params, cfg, sft_set, vocab, settings=SFT_SET):
-    """{response_loss, prompt_loss, accuracy, top_pick_share} on the held-out pairs."""
+    """{response_loss, verse_loss, template_loss, accuracy, top_pick_share} on the held-out pairs."""
     x, y, pm, rm = encode_pairs(sft_set.test, vocab, cfg.block_size, settings)
-    return {"response_loss": masked_mean_loss(params, cfg, x, y, rm),
-            "prompt_loss": masked_mean_loss(params, cfg, x, y, pm),
+    verse, template = split_prompt_mask(pm, vocab.encode(settings["question"])[0].size)
+    response_loss, verse_loss, template_loss = masked_mean_losses(params, cfg, x, y, [rm, verse, template])
+    return {"response_loss": response_loss, "verse_loss": verse_loss, "template_loss": template_loss,
             **speaker_picks(params, cfg, sft_set.test, sft_set.speakers, vocab, settings)}
+
+
+def sample_answers(params, cfg, lines, vocab, rng, max_new_tokens=24, settings=SFT_SET):
+    """[{text, ended}] per line: an answer sampled after each line's question (temperature 1), up to
+    EOS or max_new_tokens. Lines of one prompt length are sampled together (same positions)."""
+    from pylib.studies.preferences import sample_responses
+    prompts = [vocab.encode(prompt_text(line, settings))[0] for line in lines]
+    out = [None] * len(lines)
+    for n in sorted({p.size for p in prompts}):
+        rows = [i for i, p in enumerate(prompts) if p.size == n]
+        drawn = sample_responses(params, cfg, np.stack([prompts[i] for i in rows]), max_new_tokens, rng)  # (b, L)
+        for i, ids in zip(rows, drawn.tolist()):
+            ended = vocab.eos_id in ids
+            out[i] = {"text": vocab.decode(ids[:ids.index(vocab.eos_id)] if ended else ids), "ended": ended}
+    return out
+
+
+def answer_shapes(answers, speakers):
+    """{stops, capitals, candidate}: the fractions of sampled answers that end with EOS, that are
+    written in capitals (at least one letter, no lower-case one), and that are exactly one of the
+    candidate names followed by EOS."""
+    names = set(speakers)
+    caps = lambda t: any(c.isalpha() for c in t) and not any(c.islower() for c in t)  # noqa: E731
+    n = len(answers)
+    return {"stops": sum(a["ended"] for a in answers) / n,
+            "capitals": sum(caps(a["text"]) for a in answers) / n,
+            "candidate": sum(a["ended"] and a["text"] in names for a in answers) / n}
 
 
 def answer(params, cfg, line, vocab, max_new_tokens=24, seed=0, settings=SFT_SET):

@@ -22,9 +22,11 @@ def first_reaching(history, target, key="val"):
 
 
 def steps_to_target(history, target, key="val"):
-    """Steps done when the loss first reaches target; None if it never does."""
+    """Steps done when the loss first reaches target; None if it never does. A record that says
+    when its loss was measured (key + "_step", as the dashboard's rows do for the last evaluation,
+    made after the last update) is read at that step."""
     record = first_reaching(history, target, key)
-    return None if record is None else record["step"]
+    return None if record is None else record.get(f"{key}_step", record["step"])
 
 
 def cost_to_target(history, target, cost="bytes", key="val"):
@@ -39,3 +41,43 @@ def time_to_target(steps, syncs, step_seconds, sync_seconds):
     if steps is None:
         return None
     return steps * step_seconds + syncs * sync_seconds
+
+
+# ---------------------------------------------------------------------------
+# Comparing two arms when some runs never reach the target
+
+
+def censored_order(steps_a, steps_b, limit):
+    """Which of two paired runs reached the target first, a miss (None) treated as censored.
+
+    A run that never reached the target within `limit` steps is right-censored: its steps to the
+    target are only known to be more than `limit`. So a pair is still ordered when one run reached
+    the target and the other did not (the one that reached it was first), and unordered only when
+    neither did. Returns "a", "b", "tie" (the same evaluation) or "neither"."""
+    for s in (steps_a, steps_b):
+        if s is not None and not 0 <= s <= limit:
+            raise ValueError(f"steps to target {s} outside 0..{limit}")
+    if steps_a is None and steps_b is None:
+        return "neither"
+    if steps_b is None or (steps_a is not None and steps_a < steps_b):
+        return "a"
+    if steps_a is None or steps_b < steps_a:
+        return "b"
+    return "tie"
+
+
+def censored_sign_test(pairs, limit):
+    """A paired sign test of steps to the target with misses censored: pairs is [(steps_a, steps_b)].
+
+    Counts the pairs each arm reached first (censored_order) and the exact two-sided binomial
+    p-value of that split under "either arm is equally likely to be first"; ties and pairs where
+    neither run reached the target carry no order and are left out of the test (and counted).
+    {"a": n, "b": n, "tie": n, "neither": n, "p": p or None when no pair is ordered}."""
+    from math import comb
+
+    counts = {"a": 0, "b": 0, "tie": 0, "neither": 0}
+    for a, b in pairs:
+        counts[censored_order(a, b, limit)] += 1
+    n, k = counts["a"] + counts["b"], min(counts["a"], counts["b"])
+    p = None if n == 0 else min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n)
+    return {**counts, "p": p}

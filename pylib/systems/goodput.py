@@ -16,7 +16,8 @@ figure captions state (tests/test_goodput.py), not against his text.
     approximation for delta << M. Its derivation in one line: per unit of work the overhead is
     delta/tau (checkpoints) + tau/(2M) (on average half a segment is lost per failure), smallest at
     tau = sqrt(2 delta M).
-  - Daly (2006): a higher-order estimate from the complete cost function,
+  - Daly (2006): a higher-order estimate, a perturbation solution of what his abstract calls "a more
+    complete cost function" (whether that function is the exact expression below could not be checked),
     sqrt(2 delta M) * (1 + (1/3) sqrt(delta/(2M)) + (1/9) (delta/(2M))) - delta, for delta < 2M.
     It matters once delta is not small against M: there Young's interval is too long.
 

@@ -134,8 +134,27 @@ class DynamicLossScaler:
                 self.clean_steps = 0
 
     def state_dict(self):
-        """What a checkpoint keeps (chapter 15): the scale and the count of clean steps."""
-        return {"scale": self.scale, "clean_steps": self.clean_steps}
+        """What a checkpoint keeps (chapter 15): the scale, the count of clean steps and the settings,
+        as torch.amp.GradScaler.state_dict keeps its scale, growth tracker and factors."""
+        return {"scale": self.scale, "clean_steps": self.clean_steps, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval}
+
+    def load_state_dict(self, state):
+        """Restore what state_dict gave (chapter 15: a resume continues with the adapted scale, not
+        init_scale); ValueError, and nothing changed, for a value out of range."""
+        def number(key):
+            v = state.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"the loss scaler's {key} must be a finite number, not {v!r}")
+            return v
+        scale, growth, backoff = number("scale"), number("growth_factor"), number("backoff_factor")
+        interval, clean = number("growth_interval"), number("clean_steps")
+        if not (scale > 0 and growth > 1 and 0 < backoff < 1 and float(interval).is_integer() and interval >= 1):
+            raise ValueError("need scale > 0, growth_factor > 1, 0 < backoff_factor < 1, a whole growth_interval >= 1")
+        if not (float(clean).is_integer() and 0 <= clean < interval):
+            raise ValueError(f"clean_steps must be a whole number in 0..{int(interval) - 1}, not {clean!r}")
+        self.scale, self.growth_factor, self.backoff_factor = float(scale), float(growth), float(backoff)
+        self.growth_interval, self.clean_steps = int(interval), int(clean)
 
 
 # ---------------------------------------------------------------------------
@@ -234,6 +253,27 @@ def init_state(cfg, tcfg, rec_name):
     state["round_rng"] = np.random.default_rng([tcfg.seed, 9])  # stochastic rounding: its own stream
     if rec.weights != "fp32":
         _store(state, rec, stochastic=False)  # the model is loaded in bf16 (nearest)
+    return state
+
+
+def resume_state(state, rec_name):
+    """A recipe's state from a train state that pylib.checkpoint.load_checkpoint returned: the
+    recipe, its loss scaler restored from the checkpoint (load_state_dict; a fresh scaler would
+    start again at init_scale), and the rounding stream the checkpoint kept. The weights and Adam
+    moments were saved already rounded, so they are not rounded again."""
+    rec = recipe(rec_name)
+    saved = state.pop("loss_scaler", None)
+    if rec.loss_scaling and saved is None:
+        raise ValueError(f"the checkpoint has no loss scaler, which recipe {rec_name!r} needs")
+    if not rec.loss_scaling and saved is not None:
+        raise ValueError(f"the checkpoint has a loss scaler, which recipe {rec_name!r} does not use")
+    state["recipe"] = rec_name
+    state["scaler"] = None
+    if rec.loss_scaling:
+        state["scaler"] = DynamicLossScaler()
+        state["scaler"].load_state_dict(saved)
+    if "round_rng" not in state:
+        raise ValueError("the checkpoint has no rounding stream (round_rng): it was not saved from a recipe's state")
     return state
 
 

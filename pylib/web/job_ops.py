@@ -32,6 +32,9 @@ from pylib.web.chunks import chunk_steps
 
 LIMITS = {
     "steps_max": 2000,
+    "batch_size_max": 256,  # a loaded checkpoint's run must also be one the page can continue
+    "grad_accum_max": 16,
+    "eval_windows_max": 512,
     "lr_max": 10.0,
     "upload_bytes": checkpoint.MAX_BYTES,  # checked by the page before reading the file, and here again
     "goodput_max": 1e6,  # delta, M, R and tau: at most this, in any one unit of time
@@ -111,7 +114,7 @@ def _run_chunk(slot):
         for _ in chunk_steps(done):
             t_step = time.perf_counter()
             for rec in train.train_steps(state, mcfg, cfg, session.train_tokens, session.val_tokens, 1):
-                row = monitoring.dashboard_record(rec, state["params"], mcfg, run["counts"])
+                row = monitoring.dashboard_record(rec, state["params"], mcfg, run["counts"], cfg.steps)
                 run["seconds"] += time.perf_counter() - t_step
                 row["seconds"] = run["seconds"]  # cumulative training time: each step's own, evals included
                 run["log"].append(row)
@@ -147,6 +150,46 @@ def ckpt_save(session, args):
             "name": f"checkpoint-seed{run['cfg'].seed}-step{run['state']['step']}.npz"}
 
 
+_LOG_NUMBERS = ("loss", "grad_norm", "lr", "clipped_fraction", "tokens_per_s", "val", "train_eval", "seconds")
+_LOG_FLAGS = ("clipped", "diverged")
+
+
+def _checked_log(log, step, n_groups):
+    """The stored dashboard rows before the saved step, each field of the type the dashboard draws;
+    CheckpointError naming the first bad row otherwise."""
+    def bad(i, what):
+        return checkpoint.CheckpointError(f"The checkpoint's log is invalid: record {i} {what}. It was not loaded.")
+
+    def number(v):
+        return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+    kept = []
+    for i, r in enumerate(log):
+        s = r.get("step")
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            raise bad(i, "has no whole-number step")
+        if s >= step:
+            continue  # logged after the save: the continued run logs it again
+        unknown = set(r) - {"step", "val_step", "weight_norms", *_LOG_NUMBERS, *_LOG_FLAGS}
+        if unknown:
+            raise bad(i, f"has a field the dashboard does not know ({sorted(unknown)[0][:40]!r})")
+        for key in _LOG_NUMBERS:
+            if not number(r.get(key)):
+                raise bad(i, f"has {key} = {str(r.get(key))[:40]!r}, not a finite number")
+        if r.get("seconds") is not None and r["seconds"] < 0:
+            raise bad(i, "has a negative time")
+        if "val_step" in r and r["val_step"] not in (s, s + 1):
+            raise bad(i, f"has val_step = {str(r['val_step'])[:40]!r}, not its step or the next")
+        for key in _LOG_FLAGS:
+            if not isinstance(r.get(key, False), bool):
+                raise bad(i, f"has {key} = {str(r.get(key))[:40]!r}, not true or false")
+        norms = r.get("weight_norms", [])
+        if not isinstance(norms, list) or len(norms) > n_groups or not all(number(v) for v in norms):
+            raise bad(i, f"has weight norms that are not at most {n_groups} finite numbers")
+        kept.append(r)
+    return kept
+
+
 def ckpt_load(session, args):
     """A checkpoint file (base64) becomes the widget's run; a bad file leaves the current run as it was."""
     session._need_corpus()
@@ -165,12 +208,14 @@ def ckpt_load(session, args):
         raise InputError({"file": "The file could not be decoded."}) from None
     try:
         state, mcfg, tcfg, log = checkpoint.load_checkpoint(data, _model_cfg(session))
+        log = _checked_log(log or [], state["step"], len(stability.layer_names(mcfg)))
     except checkpoint.CheckpointError as e:
         raise InputError({"file": str(e)}) from None
-    if tcfg.steps > LIMITS["steps_max"]:
-        raise InputError({"file": f"The checkpoint's run has {tcfg.steps:,} steps; this widget runs at most "
-                                  f"{LIMITS['steps_max']:,}."})
-    log = [r for r in (log or []) if isinstance(r.get("step"), int) and r["step"] < state["step"]]
+    for key, label in (("steps", "steps"), ("batch_size", "windows per batch"), ("grad_accum", "micro-batches per step"),
+                       ("eval_windows", "evaluation windows")):
+        if getattr(tcfg, key) > LIMITS[f"{key}_max"]:
+            raise InputError({"file": f"The checkpoint's run has {getattr(tcfg, key):,} {label} ({key}); this widget "
+                                      f"runs at most {LIMITS[f'{key}_max']:,}. It was not loaded."})
     counts = {"steps": len(log), "clipped": sum(1 for r in log if r.get("clipped"))}
     _RUNS["ckpt"] = {"model_cfg": mcfg, "cfg": tcfg, "state": state, "log": log, "counts": counts,
                      "seconds": float(log[-1].get("seconds") or 0.0) if log else 0.0}

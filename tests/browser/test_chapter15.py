@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import pickle
+import zipfile
 
 import numpy as np
 import pytest
@@ -105,6 +106,21 @@ def test_download_reload_upload_continue_is_exact(chapter15, uninterrupted, tmp_
     assert r["losses"] == uninterrupted  # the curve continues exactly: every batch loss bit for bit
 
 
+def npy(arr):
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def with_member(blob, name, raw):
+    """The checkpoint with one member's bytes replaced (a valid zip: the loader must read the member to refuse it)."""
+    src, out = zipfile.ZipFile(io.BytesIO(blob)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for info in src.infolist():
+            zf.writestr(info.filename, raw if info.filename == name else src.read(info))
+    return out.getvalue()
+
+
 def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterrupted, tmp_path):
     w, before = run_ckpt(chapter15)
     stop_after(chapter15, w, before, 15)
@@ -118,6 +134,16 @@ def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterru
     cases = {"half.npz": (good[: len(good) // 2], "truncated"), "text.npz": (b"just text", "not a checkpoint"),
              "pickle.npz": (pickle.dumps({"a": 1}), "pickle"), "foreign.npz": (buf.getvalue(), "not a checkpoint of this course"),
              "<b class=injected>x</b>.npz": (b"<img src='x' onerror='alert(1)'>", "not a checkpoint")}
+    log = json.loads(np.lib.format.read_array(io.BytesIO(zipfile.ZipFile(io.BytesIO(good)).read("log.npy"))).tobytes())
+    log[1]["seconds"] = "abc"
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000000,), }"
+    header += b" " * (64 - (10 + len(header) + 1) % 64) + b"\n"
+    cases["seconds.npz"] = (with_member(good, "log.npy", npy(np.frombuffer(json.dumps(log).encode(), np.uint8))),
+                            "record 1 has seconds = 'abc', not a finite number")
+    cases["header.npz"] = (with_member(good, "param/wte.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little")
+                                       + header + b"\0" * 16), "declares 1,000,000,000,000,000 elements")
+    cases["deep.npz"] = (with_member(good, "meta.npy", npy(np.frombuffer(b"[" * 200_000 + b"]" * 200_000, np.uint8))),
+                         "nests 17 levels deep")
     for name, (blob, words) in cases.items():
         path = tmp_path / name.replace("/", "_")
         path.write_bytes(blob)
@@ -249,6 +275,13 @@ def test_dashboard_runs_reports_target_and_exports(chapter15, tmp_path):
     info.value.save_as(tmp_path / "x.jsonl")
     lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(50))
+    # the last validation loss is measured after the last update: on the final weights, after 50 steps
+    assert [(x["step"], x["val_step"]) for x in lines if "val" in x][-2:] == [(40, 40), (49, 50)]
+    table = chart_table(w, "chart-loss-data")
+    by_step = {row[0]: row for row in table["rows"]}
+    val_col = next(i for i, h in enumerate(table["header"]) if h.startswith("val"))
+    assert by_step["50"][val_col] != "" and float(by_step["50"][val_col]) == pytest.approx(lines[-1]["val"], abs=1e-3)
+    assert by_step["49"][val_col] == "–" and by_step["40"][val_col] != "–"  # no point at 49: the last one is at 50
     # the page's steps to target against pylib's own function on the exported rows
     from pylib.studies.target import steps_to_target
     assert steps_to_target(lines, 3.3) == r["target_step"]

@@ -30,8 +30,9 @@ export async function mount(root, client) {
   els.weight_norm.after(layerLegend);
 
   function reset(n, layers) {
-    const x = Array.from({ length: n }, (_, i) => i);
-    const nulls = () => new Array(n).fill(null);
+    // x runs to n, the step count: the last validation point measures the final weights, after n steps
+    const x = Array.from({ length: n + 1 }, (_, i) => i);
+    const nulls = () => new Array(n + 1).fill(null);
     for (const p of Object.values(plots)) p.destroy();
     data = {
       loss: [x, nulls(), nulls()],
@@ -68,11 +69,11 @@ export async function mount(root, client) {
   }
 
   function add(rows) {
-    const n = data.loss[0].length;
+    const n = data.loss[0].length - 1;
     for (const r of rows) {
       if (r.step >= n) continue;
       data.loss[1][r.step] = r.loss;
-      if (r.val != null) data.loss[2][r.step] = r.val;
+      if (r.val != null) data.loss[2][r.val_step ?? r.step] = r.val;  // drawn at the steps done on the weights it measured
       data.grad_norm[1][r.step] = r.grad_norm;
       data.lr[1][r.step] = r.lr;
       data.clipped_fraction[1][r.step] = r.clipped_fraction;
