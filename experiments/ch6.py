@@ -62,6 +62,14 @@ BATCH_LR = 2e-2  # one peak lr, constant after the warmup, for every B (twice th
 SCALING_BASE = dict(batch_size=4, lr=5e-3, steps=640, warmup_steps=32)
 SCALING_KS = (1, 2, 4, 8, 16)
 SCALING_RULES = ("linear", "sqrt", "fixed")  # rate x k, rate x sqrt(k) (nothing else rescaled), rate unchanged
+# A rate sweep at the two largest k, where every rule lost: base rate x 2^j for j = 0 .. log2(k) + 1. The rules
+# already ran x1 and x k (and x sqrt(k)); SCALING_SWEEP_EXTRA adds the other powers of two, and one above x k.
+SCALING_SWEEP_KS = (8, 16)
+SCALING_SWEEP_FACTORS = {8: (1, 2, 4, 8, 16), 16: (1, 2, 4, 8, 16, 32)}  # multiples of the base rate
+
+LADDER_MORE_SEEDS = (3, 4, 5, 6, 7)  # rungs 4 and 5 only: their three-seed verdict sat at the edge (+0.007)
+LADDER_MORE_SEEDS_RUNGS = (4, 5)
+BATCH_BOOT = dict(n_boot=2000, seed=6)  # the bootstrap over seeds of S_min, E_min and B_crit (seeded)
 
 LOSS_MARGIN = 0.02  # nats: the smallest difference in final loss that would matter here (a null result needs one)
 
@@ -125,6 +133,13 @@ def run_ladder(corpus, model_cfg):
     values["ch6.ladder.good_lo"], values["ch6.ladder.good_hi"] = band
     first_div = next(i for i, n in enumerate(n_div) if n > 0)
     values["ch6.ladder.first_diverged_lr"] = rates[first_div]
+    # the warmup's rate at the last update each diverged run applied (the diverging step is not applied)
+    cfg = lr_sweep.rung_config(rates[first_div], 0, base)
+    last_lrs = [cfg.lr_at(d - 1) for d in diverged_at[first_div] if d is not None and d > 0]
+    values["ch6.ladder.first_diverged_step_min"] = min(d for d in diverged_at[first_div] if d is not None)
+    values["ch6.ladder.first_diverged_last_lr_min"] = round(min(last_lrs), 3)
+    values["ch6.ladder.first_diverged_last_lr_max"] = round(max(last_lrs), 3)
+    values["ch6.ladder.warmup_steps"] = cfg.warmup_steps
     values["ch6.ladder.first_diverged_seeds"] = n_div[first_div]
     values["ch6.ladder.first_diverged_step_max"] = max(d for d in diverged_at[first_div] if d is not None)
     values["ch6.ladder.best_rungs_below_divergence"] = first_div - best
@@ -134,6 +149,12 @@ def run_ladder(corpus, model_cfg):
     values["ch6.ladder.highest_trained_lr"] = rates[top]
     values.update(arm("ch6.ladder.highest_trained.final_val", dict(zip(SEEDS, full[top]))))
     values.update(arm("ch6.ladder.lowest.final_val", dict(zip(SEEDS, full[0]))))
+    for i in LADDER_MORE_SEEDS_RUNGS:  # more seeds for the rungs whose comparison sat at the edge
+        more = {seed: lr_sweep.rung_outcome(train.train(model_cfg, lr_sweep.rung_config(rates[i], seed, base),
+                                                        *_corpus_args(corpus))[1])["final_val_full"]
+                for seed in LADDER_MORE_SEEDS}
+        values.update(arm(f"ch6.ladder.r{i}.more_seeds.final_val", {**dict(zip(SEEDS, full[i])), **more}))
+    values["ch6.ladder.more_seeds_n"] = len(SEEDS) + len(LADDER_MORE_SEEDS)
     # the page's live sweep shows the trainer's subset: its measured points and band use the same
     sub_means = [mean_sd(f)[0] if complete(f) else None for f in subset]
     sub_sds = [mean_sd(f)[1] if complete(f) else None for f in subset]
@@ -280,6 +301,7 @@ def run_batch_sizes(corpus, model_cfg):
     from pylib import train
     from pylib.studies import noise_scale
     runs = {B: [steps_to_target_run(corpus, model_cfg, B, seed) for seed in SEEDS] for B in BATCH_SIZES}
+    boot_b_crit = {}  # target index -> (steps per batch size and seed, its bootstrap)
     values, curve = {}, {"evaluation": f"subset: {train.TrainConfig().eval_windows} fixed validation windows",
                          "batch_sizes": list(BATCH_SIZES), "targets": list(BATCH_TARGETS),
                          "eval_every": [batch_eval_interval(B) for B in BATCH_SIZES]}
@@ -300,6 +322,14 @@ def run_batch_sizes(corpus, model_cfg):
         for p in prefix:
             values.update({f"{p}.target": target, f"{p}.fit_s_min": fit["s_min"], f"{p}.fit_e_min": fit["e_min"],
                            f"{p}.b_crit": fit["b_crit"]})
+        if len(reached) == len(BATCH_SIZES):  # every batch size reached the target in every seed
+            per_seed = [[r[target] for r in runs[B]] for B in BATCH_SIZES]
+            boot = noise_scale.bootstrap_critical_batch(BATCH_SIZES, per_seed, **BATCH_BOOT)
+            boot_b_crit[j] = (per_seed, boot)
+            for p in prefix:
+                for q in ("s_min", "e_min", "b_crit"):
+                    values[f"{p}.boot.{q}.low"], values[f"{p}.boot.{q}.high"] = boot[q]
+                values[f"{p}.boot.n_infinite"] = boot["n_infinite"]
         curve[f"t{j}"] = {"target": target, "steps_mean": steps_mean, "steps_sd": steps_sd,
                           "per_seed": [[r[target] for r in runs[B]] for B in BATCH_SIZES], "fit": fit}
         if main:
@@ -308,6 +338,16 @@ def run_batch_sizes(corpus, model_cfg):
                 values[f"ch6.batch.r{i}.steps"] = f"{m:.0f} ± {sd:.0f}" if m is not None else "not reached"
                 values[f"ch6.batch.r{i}.windows"] = f"{m * B:.0f}" if m is not None else "–"
             values["ch6.batch.fewest_windows_B"] = min(reached, key=lambda r: r[1] * r[0])[0]
+    if 0 in boot_b_crit and len(BATCH_TARGETS) - 1 in boot_b_crit:
+        # the lowest target's B_crit minus the highest's, on the very same resamples (one run serves both targets)
+        last = len(BATCH_TARGETS) - 1
+        lo_boot = boot_b_crit[last][1]
+        hi = noise_scale.resample_critical_batch(BATCH_SIZES, boot_b_crit[0][0], lo_boot["index"])["b_crit"]
+        diff = lo_boot["samples"]["b_crit"] - hi  # +inf where the lower target's fit had S_min <= 0
+        values["ch6.batch.boot.b_crit_diff.low"], values["ch6.batch.boot.b_crit_diff.high"] = (
+            float(q) for q in np.quantile(diff, [0.025, 0.975], method="inverted_cdf"))
+        values["ch6.batch.boot.b_crit_larger_share"] = float(np.mean(diff > 0))
+    values["ch6.batch.boot.n_boot"] = BATCH_BOOT["n_boot"]
     values.update({"ch6.batch.lr": BATCH_LR, "ch6.batch.max_steps": BATCH_MAX_STEPS,
                    "ch6.batch.eval_windows": train.TrainConfig().eval_windows,
                    "ch6.batch.smallest": BATCH_SIZES[0], "ch6.batch.largest": BATCH_SIZES[-1]})
@@ -316,6 +356,46 @@ def run_batch_sizes(corpus, model_cfg):
 
 # ---------------------------------------------------------------------------
 # The linear scaling rule (and two others), on the same number of training windows
+
+
+def scaling_sweep_config(k, factor, seed):
+    """The scaling runs' config at B x k and steps / k with the rate base x factor (the rate sweep)."""
+    return dataclasses.replace(scaling_config(k, "fixed", seed), lr=SCALING_BASE["lr"] * factor)
+
+
+def run_scaling_sweep(corpus, model_cfg, values):
+    """At each k in SCALING_SWEEP_KS, the rate swept over SCALING_SWEEP_FACTORS (runs the rules made are reused);
+    keys ch6.scaling.sweep.k{k}.x{factor}.final_val, the best mean's factor, and the best against the base run."""
+    from pylib import train
+    out, curve = {}, {}
+    for k in SCALING_SWEEP_KS:
+        reuse = {1: "fixed", k: "linear"}
+        means = {}
+        for factor in SCALING_SWEEP_FACTORS[k]:
+            key = f"ch6.scaling.sweep.k{k}.x{factor}.final_val"
+            if factor in reuse:
+                per_seed = values[f"ch6.scaling.{reuse[factor]}.k{k}.final_val.per_seed"]
+                out.update(arm(key, {int(s): v for s, v in per_seed.items()}))
+            else:
+                out.update(arm(key, {seed: final_val(train.train(model_cfg, scaling_sweep_config(k, factor, seed),
+                                                                 *_corpus_args(corpus))[1]) for seed in SEEDS}))
+            means[factor] = out[f"{key}.mean"]
+        ok = {f: m for f, m in means.items() if m is not None}
+        best = min(ok, key=ok.get)
+        out[f"ch6.scaling.sweep.k{k}.best_factor"] = best
+        out[f"ch6.scaling.sweep.k{k}.best_lr"] = float(f"{SCALING_BASE['lr'] * best:.3g}")
+        out[f"ch6.scaling.sweep.k{k}.top_factor"] = max(SCALING_SWEEP_FACTORS[k])
+        out[f"ch6.scaling.sweep.k{k}.top_lr"] = float(f"{SCALING_BASE['lr'] * max(SCALING_SWEEP_FACTORS[k]):.3g}")
+        out[f"ch6.scaling.sweep.k{k}.steps"] = SCALING_BASE["steps"] // k
+        out.update(arm(f"ch6.scaling.sweep.k{k}.best.final_val",
+                       {int(s): v for s, v in out[f"ch6.scaling.sweep.k{k}.x{best}.final_val.per_seed"].items()}))
+        for factor in SCALING_SWEEP_FACTORS[k]:
+            m = means[factor]
+            out[f"ch6.scaling.sweep.k{k}.x{factor}.final"] = (_pm([v for v in out[f"ch6.scaling.sweep.k{k}.x{factor}.final_val.per_seed"].values()])
+                                                              if m is not None else "diverged")
+            out[f"ch6.scaling.sweep.k{k}.x{factor}.lr"] = float(f"{SCALING_BASE['lr'] * factor:.3g}")
+        curve[f"k{k}"] = {"factors": list(SCALING_SWEEP_FACTORS[k]), "mean": [means[f] for f in SCALING_SWEEP_FACTORS[k]]}
+    return out, curve
 
 
 def scaling_config(k, rule, seed):
@@ -416,10 +496,16 @@ def part_batch(corpus):
         b_noise_by_target={j: values[f"ch6.batch.t{j}.b_crit"] for j in range(len(BATCH_TARGETS))})
     timings["ch6.scaling.seconds"] = time.perf_counter() - t0
     values.update(scaling_values)
+    t0 = time.perf_counter()
+    sweep_values, sweep_curve = run_scaling_sweep(corpus, model_cfg, values)
+    timings["ch6.scaling_sweep.seconds"] = time.perf_counter() - t0
+    values.update(sweep_values)
+    scaling_curve["sweep"] = sweep_curve
     return {"values": values, "curves": {"ch6.batch": batch_curve, "ch6.scaling": scaling_curve},
             "settings": {"ch6.batch": {"batch_sizes": list(BATCH_SIZES), "targets": list(BATCH_TARGETS),
                                        "target": BATCH_TARGET, "lr": BATCH_LR},
-                         "ch6.scaling": {"base": SCALING_BASE, "ks": list(SCALING_KS), "rules": list(SCALING_RULES)}},
+                         "ch6.scaling": {"base": SCALING_BASE, "ks": list(SCALING_KS), "rules": list(SCALING_RULES),
+                                         "sweep_factors": {str(k): list(f) for k, f in SCALING_SWEEP_FACTORS.items()}}},
             "timings": timings}
 
 
@@ -532,6 +618,17 @@ def markdown(results):
     for j, t in enumerate(BATCH_TARGETS):
         lines.append(f"| {t} | {f(f'ch6.batch.t{j}.fit_s_min', '.1f')} | {f(f'ch6.batch.t{j}.fit_e_min', '.0f')} | "
                      f"{f(f'ch6.batch.t{j}.b_crit', '.2f')} |")
+    lines += ["", f"Bootstrap over seeds (each batch size's seeds resampled with replacement, {f('ch6.batch.boot.n_boot', 'd')} "
+              "resamples, 95% percentile intervals; with three seeds these intervals are too narrow, not too wide):", "",
+              "| target (subset) | S_min | E_min | B_crit | fits with S_min <= 0 |", "| --- | --- | --- | --- | --- |"]
+    for j, t in enumerate(BATCH_TARGETS):
+        b = f"ch6.batch.t{j}.boot"
+        lines.append(f"| {t} | [{f(b + '.s_min.low', '.1f')}, {f(b + '.s_min.high', '.1f')}] | "
+                     f"[{f(b + '.e_min.low', '.0f')}, {f(b + '.e_min.high', '.0f')}] | "
+                     f"[{f(b + '.b_crit.low', '.1f')}, {f(b + '.b_crit.high', '.1f')}] | {f(b + '.n_infinite', 'd')} |")
+    lines += ["", f"B_crit at {BATCH_TARGETS[-1]} minus at {BATCH_TARGETS[0]}, same resamples: "
+              f"[{f('ch6.batch.boot.b_crit_diff.low', '.1f')}, {f('ch6.batch.boot.b_crit_diff.high', '.1f')}]; "
+              f"larger in a share {f('ch6.batch.boot.b_crit_larger_share', '.3f')} of the resamples.", ""]
     lines += ["",
               f"### Scaling rules (base B = {SCALING_BASE['batch_size']}, lr {SCALING_BASE['lr']}, "
               f"{SCALING_BASE['steps']} steps; B × k for steps / k; whole split)", "",
@@ -545,4 +642,14 @@ def markdown(results):
     for k in SCALING_KS[1:]:
         lines.append(f"- k = {k}: linear − fixed {cmp(f'ch6.scaling.linear.k{k}.final_val', f'ch6.scaling.fixed.k{k}.final_val')}; "
                      f"sqrt − linear {cmp(f'ch6.scaling.sqrt.k{k}.final_val', f'ch6.scaling.linear.k{k}.final_val')}")
+    lines += ["", "Rate sweep at the largest k (rate = base × factor; whole split; best against the base run, paired):", "",
+              "| k | steps | " + " | ".join(f"× {x}" for x in SCALING_SWEEP_FACTORS[SCALING_SWEEP_KS[-1]]) + " | best − base |",
+              "| --- | --- |" + " --- |" * (len(SCALING_SWEEP_FACTORS[SCALING_SWEEP_KS[-1]]) + 1)]
+    for k in SCALING_SWEEP_KS:
+        cells = [pm(f"ch6.scaling.sweep.k{k}.x{x}.final_val") if x in SCALING_SWEEP_FACTORS[k] else "–"
+                 for x in SCALING_SWEEP_FACTORS[SCALING_SWEEP_KS[-1]]]
+        lines.append(f"| {k} | {SCALING_BASE['steps'] // k} | " + " | ".join(cells) + " | "
+                     f"{cmp(f'ch6.scaling.sweep.k{k}.best.final_val', 'ch6.scaling.linear.k1.final_val')} |")
+    lines += ["", f"More seeds (0-{LADDER_MORE_SEEDS[-1]}) for ladder rungs {LADDER_MORE_SEEDS_RUNGS}: r5 − r4 "
+              f"{cmp('ch6.ladder.r5.more_seeds.final_val', 'ch6.ladder.r4.more_seeds.final_val')}"]
     return lines + [""]

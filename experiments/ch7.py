@@ -41,6 +41,8 @@ INIT_TRAIN = {"steps": 200, "eval_interval": 50}  # the default subset (128 wind
 PROBE_WINDOWS = 16  # fixed validation windows for the statistics at init
 MARGIN = 0.02  # nats: the margin of a null result in every paired comparison, fixed before measuring
 
+DEPTH_MORE_SEEDS = (3, 4, 5, 6, 7)  # post-LN, with and without warmup, at the picked rate: the verdict sat at the edge
+DEPTH_MORE_SEEDS_POSITIONS = ("post",)
 WIDTH_LRS = (1e-3, 10 ** -2.5, 1e-2, 10 ** -1.5, 1e-1)  # Adam, a factor sqrt(10) apart
 WIDTH_SWEEP = (16, 32, 64)  # widths of the learning-rate sweep (the coordinate check goes to 128)
 WIDTH_FULL = (16, 64)  # widths whose picked runs are scored on the whole validation split
@@ -222,6 +224,15 @@ def run_depth_train(corpus, position):
                 values.update(arm(f"{key}.lr{lr:g}.val", scored[lr]))  # whole validation split
             if best is not None:
                 values.update(arm(key + ".best.val", scored[best]))
+                values[key + ".best.clipped_frac"] = values[f"{key}.lr{best:g}.clipped_frac"]
+                if position in DEPTH_MORE_SEEDS_POSITIONS:  # more seeds at the picked rate, for warmup's verdict
+                    mcfg = dataclasses.replace(base_cfg(corpus), n_layer=L, norm_position=position)
+                    more = {}
+                    for seed in DEPTH_MORE_SEEDS:
+                        mc, tc = init_study.depth_train_config(base_cfg(corpus), L, position, warmup, seed, best)
+                        p, h = train.train(mc, tc, corpus.train, corpus.val)
+                        more[seed] = None if h[-1].get("diverged") else full_split(p, mcfg, corpus)
+                    values.update(arm(key + ".best.more_seeds.val", {**scored[best], **more}))
     return values, curves, settings
 
 
@@ -307,6 +318,8 @@ def run_width_sweep(corpus):
             key = f"ch7.width.{param}.w{w}"
             values[key + ".best_lr"] = summary["best_lr"]
             values[key + ".diverged_runs"] = sum(summary["diverged"])
+            finite = sorted(m for m in summary["mean"] if m is not None)  # how flat the curve is at its minimum:
+            values[key + ".runner_up_gap"] = finite[1] - finite[0] if len(finite) > 1 else None  # next-best minus best
             per_width[w] = (mcfg, runs, summary)
         base_index = per_width[base_w][2]["best_index"]  # the narrowest model's best lr
         values[f"ch7.width.{param}.base_lr"] = WIDTH_LRS[base_index]
@@ -435,6 +448,8 @@ def markdown(results):
     lines += ["", "Paired comparisons (whole split, each setting at its picked rate):", "",
               f"- pre-LN, warmup − no warmup: {paired_text(v, d + '.pre.warmup.best.val', d + '.pre.nowarmup.best.val', MARGIN)}",
               f"- post-LN, warmup − no warmup: {paired_text(v, d + '.post.warmup.best.val', d + '.post.nowarmup.best.val', MARGIN)}",
+              f"- post-LN, warmup − no warmup, seeds 0-{DEPTH_MORE_SEEDS[-1]}: "
+              f"{paired_text(v, d + '.post.warmup.best.more_seeds.val', d + '.post.nowarmup.best.more_seeds.val', MARGIN)}",
               f"- with warmup, post-LN − pre-LN: {paired_text(v, d + '.post.warmup.best.val', d + '.pre.warmup.best.val', MARGIN)}",
               f"- without warmup, post-LN − pre-LN: {paired_text(v, d + '.post.nowarmup.best.val', d + '.pre.nowarmup.best.val', MARGIN)}",
               f"- post-LN with warmup at the page's rate {init_study.DEPTH_TRAIN['lr']:g} (whole split): "

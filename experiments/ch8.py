@@ -21,14 +21,16 @@
 Every per-seed quantity is stored as an arm (experiments.common.arm: key.per_seed, .mean, .sd, .n)
 so that the chapter compares arms paired by seed (pylib.compare). Three seeds each
 (experiments.common.SEEDS), and MORE_SEEDS besides for z-loss against none on layer 0's largest
-attention logit, which three seeds could not resolve; everything is deterministic. PARTS run as
+attention logit, which three seeds could not resolve, and for QK-norm against none on the final loss,
+whose three-seed verdict sat at the edge (its interval ended at -0.005); everything is deterministic. PARTS run as
 separate tasks.
 
 Budget (OPENBLAS_NUM_THREADS=1, this machine): a 2x32 step at B = 8 ~8.5 ms, its whole-split
 evaluation ~3.3 s; a default step (B = 16) ~3 ms, its whole-split evaluation ~0.8 s.
   attention:  4 settings x 3 seeds x (150 steps + stats) ~ 13 s, + 9 evaluations ~ 30 s (not "both")
   bad batch:  3 cures x 3 runs x 3 seeds x 300 steps ~ 25 s, + 21 evaluations ~ 17 s
-  more seeds: baseline and z-loss, seeds MORE_SEEDS, no final evaluation: 10 runs ~ 14 s
+  more seeds: baseline, z-loss and QK-norm, seeds MORE_SEEDS: 15 runs ~ 20 s, + 10 evaluations ~ 33 s
+    (baseline and QK-norm only)
   lr spike:   3 runs diverging within ~40 steps ~ 1 s
 """
 
@@ -50,7 +52,8 @@ ATTN_SETTINGS = {  # name: (qk_norm, z_loss)
     "qk_norm_z_loss": (True, ATTN["z_loss"]),
 }
 SCORED = ("baseline", "qk_norm", "z_loss")  # whole-split final loss (3.3 s a run); "both" is shown for its statistics only
-MORE_SEEDS = (3, 4, 5, 6, 7)  # z-loss against none, layer 0's largest logit only (no final evaluation)
+MORE_SEEDS = (3, 4, 5, 6, 7)  # z-loss against none on layer 0's largest logit; QK-norm against none on the final loss
+MORE_SEEDS_SCORED = ("baseline", "qk_norm")  # their extra seeds are scored on the whole split too
 MARGIN = 0.02  # nats: the loss difference below which two arms count as the same (chosen before measuring)
 
 
@@ -234,6 +237,13 @@ def lr_spike(corpus):
 PARTS = ["part_attn", "part_attn_qk", "part_bad_none", "part_bad_clip", "part_bad_skip", "part_lr_spike"]
 
 
+def _more_seeds_final_val(values, name, more):
+    """The arm ch8.attn.{name}.more_seeds.final_val: the three seeds' whole-split losses and MORE_SEEDS' (more: seed -> run)."""
+    return arm(f"ch8.attn.{name}.more_seeds.final_val",
+               {**{int(k): v for k, v in values[f"ch8.attn.{name}.final_val.per_seed"].items()},
+                **{s: final_val(run[1]) for s, run in more.items()}})
+
+
 def _attn_part(corpus, names, label):
     t0 = time.perf_counter()
     values, curves = attention_settings(corpus, names)
@@ -244,12 +254,18 @@ def _attn_part(corpus, names, label):
         logit = {}
         for name in ("baseline", "z_loss"):  # three seeds cannot tell: more seeds for this comparison only
             qk, zl = ATTN_SETTINGS[name]
+            # the baseline's extra seeds are also scored on the whole split: QK-norm's loss gain is paired with them
+            more = {s: attention_run(corpus, qk, zl, s, final_eval=name in MORE_SEEDS_SCORED) for s in MORE_SEEDS}
             logit[name] = {**{int(k): v for k, v in values[f"ch8.attn.{name}.max_logit_0.per_seed"].items()},
-                           **{s: attention_run(corpus, qk, zl, s, final_eval=False)[0][-1]["max_logit"][0]
-                              for s in MORE_SEEDS}}
+                           **{s: more[s][0][-1]["max_logit"][0] for s in MORE_SEEDS}}
             values.update(arm(f"ch8.attn.{name}.more_seeds.max_logit_0", logit[name]))
+            if name in MORE_SEEDS_SCORED:
+                values.update(_more_seeds_final_val(values, name, more))
         values.update(arm("ch8.attn.z_loss_over_baseline.more_seeds.max_logit_0",
                           {s: logit["z_loss"][s] / logit["baseline"][s] for s in logit["baseline"]}))
+    if "qk_norm" in names:  # QK-norm's loss gain sat at the edge with three seeds: more seeds for it
+        qk, zl = ATTN_SETTINGS["qk_norm"]
+        values.update(_more_seeds_final_val(values, "qk_norm", {s: attention_run(corpus, qk, zl, s) for s in MORE_SEEDS}))
     settings = {"ch8.attn": attn_settings_record(corpus)} if "baseline" in names else {}  # once for the chapter
     return {"values": values, "curves": curves, "settings": settings,
             "timings": {f"ch8.attn.{label}.seconds": time.perf_counter() - t0}}
@@ -370,7 +386,8 @@ def markdown(results):
                      f"{pm(b + '.log_z_signed')} ({pm(b + '.log_z_signed_min')}) | {pm(b + '.final_val')} | "
                      f"{pm(b + '.final.dead_0')} / {pm(b + '.final.dead_1')} | {v.get(b + '.diverged_runs', '–')} |")
     lines += ["", "Paired by seed (a − b, 95% t-interval; losses with a ±{:g}-nat margin for a null result):".format(MARGIN), ""]
-    pairs = [("qk_norm", "baseline", "final_val", MARGIN), ("qk_norm", "baseline", "max_logit_0", 0.0),
+    pairs = [("qk_norm", "baseline", "final_val", MARGIN), ("qk_norm", "baseline", "more_seeds.final_val", MARGIN),
+             ("qk_norm", "baseline", "max_logit_0", 0.0),
              ("qk_norm", "baseline", "entropy_0", 0.0), ("z_loss", "baseline", "final_val", MARGIN),
              ("z_loss", "baseline", "max_logit_0", 0.0), ("z_loss", "baseline", "more_seeds.max_logit_0", 0.0),
              ("z_loss", "baseline", "log_z", 0.0),

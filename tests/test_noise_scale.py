@@ -124,3 +124,57 @@ def test_noise_scale_estimate_is_deterministic_for_a_seeded_rng():
                      for _ in range(2))
     assert first == second
     assert first["g2_small"] > first["g2_big"] > 0  # a smaller batch has the noisier, larger-norm gradient
+
+
+BOOT_B = (2, 4, 8, 16, 32, 64)
+
+
+def _steps_on_a_line(s_min, e_min, noise, n_seeds, rng):
+    """Per-seed steps S = S_min + E_min / B plus noise: one row per batch size in BOOT_B."""
+    return [[s_min + e_min / b + noise * rng.standard_normal() for _ in range(n_seeds)] for b in BOOT_B]
+
+
+def test_bootstrap_critical_batch_covers_the_true_line_and_is_seeded():
+    rng = np.random.default_rng(1)
+    steps = _steps_on_a_line(50.0, 1000.0, 5.0, 8, rng)
+    a = noise_scale.bootstrap_critical_batch(BOOT_B, steps, n_boot=400, seed=3)
+    b = noise_scale.bootstrap_critical_batch(BOOT_B, steps, n_boot=400, seed=3)
+    assert a["b_crit"] == b["b_crit"] and np.array_equal(a["index"], b["index"])  # deterministic
+    assert a["s_min"][0] < 50.0 < a["s_min"][1] and a["e_min"][0] < 1000.0 < a["e_min"][1]
+    assert a["b_crit"][0] < 20.0 < a["b_crit"][1] and a["n_infinite"] == 0
+    fit = noise_scale.fit_critical_batch(BOOT_B, np.mean(steps, axis=1))  # the point fit lies inside its interval
+    assert a["b_crit"][0] <= fit["b_crit"] <= a["b_crit"][1]
+
+
+def test_bootstrap_critical_batch_is_a_point_when_the_seeds_agree_and_widens_with_their_spread():
+    exact = [[20.0 + 640.0 / b] * 3 for b in BOOT_B]  # every seed on the line S = 20 + 640 / B: B_crit = 32
+    point = noise_scale.bootstrap_critical_batch(BOOT_B, exact, n_boot=50, seed=0)
+    assert point["b_crit"] == pytest.approx((32.0, 32.0)) and point["s_min"] == pytest.approx((20.0, 20.0))
+    rng = np.random.default_rng(2)
+    narrow = noise_scale.bootstrap_critical_batch(BOOT_B, _steps_on_a_line(20.0, 640.0, 1.0, 3, rng), n_boot=300, seed=0)
+    wide = noise_scale.bootstrap_critical_batch(BOOT_B, _steps_on_a_line(20.0, 640.0, 10.0, 3, rng), n_boot=300, seed=0)
+    assert np.diff(wide["e_min"])[0] > np.diff(narrow["e_min"])[0]
+
+
+def test_bootstrap_counts_fits_without_a_finite_critical_batch_as_infinite():
+    steps = [[-10.0 + 400.0 / b] * 2 for b in BOOT_B]  # S_min < 0: steps still falling like 1/B everywhere
+    out = noise_scale.bootstrap_critical_batch(BOOT_B, steps, n_boot=20, seed=0)
+    assert out["n_infinite"] == 20 and out["b_crit"] == (np.inf, np.inf)
+
+
+def test_resampling_two_targets_with_the_same_draws_pairs_them():
+    rng = np.random.default_rng(4)
+    low = _steps_on_a_line(40.0, 2000.0, 8.0, 3, rng)
+    boot = noise_scale.bootstrap_critical_batch(BOOT_B, low, n_boot=200, seed=1)
+    again = noise_scale.resample_critical_batch(BOOT_B, low, boot["index"])  # the same draws give the same fits
+    assert np.array_equal(again["b_crit"], boot["samples"]["b_crit"])
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([[1.0, 2.0]] * 5, "one row per batch size"),
+    ([[1.0]] * 6, "at least two seeds"),
+    ([[1.0, None]] * 6, "non-finite"),
+])
+def test_bootstrap_critical_batch_refuses_bad_input(steps, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        noise_scale.bootstrap_critical_batch(BOOT_B, steps, n_boot=10)

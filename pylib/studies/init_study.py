@@ -31,7 +31,9 @@ DEPTH_MAX = 8  # the depth family: n_layer 1..8 at the course model's width (n_l
 DEPTH_TRAIN = {"steps": 150, "batch_size": 8, "lr": 2e-2, "eval_interval": 25, "eval_windows": 64}
 DEPTH_WARMUP = 20  # warmup steps of the "with warmup" runs (the default run's); the others have none
 DEPTH_TRAIN_DEPTHS = (8,)  # the depth measured with three seeds (the band in the page)
-DEPTH_LRS = (5e-3, 1e-2, 2e-2)  # the peak rates each placement is run at; DEPTH_TRAIN's is the last
+# the peak rates each placement is run at, a factor of 2 apart; DEPTH_TRAIN's is among them. The grid
+# reaches two steps below and one above the first one's (5e-3 .. 2e-2), where three of four picks sat at an edge.
+DEPTH_LRS = (1.25e-3, 2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2)
 EMBED_UNIT_STD = 1.0  # the position embedding's std in the check with the stream entering block 1 at size ~1
 
 COORD_WIDTHS = (16, 32, 64, 128)  # n_embd; n_head stays the course model's 2, so the head size grows

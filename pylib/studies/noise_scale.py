@@ -99,3 +99,48 @@ def fit_critical_batch(batch_sizes, steps):
     (s_min, e_min), *_ = np.linalg.lstsq(A, s, rcond=None)
     return {"s_min": float(s_min), "e_min": float(e_min),
             "b_crit": float(e_min / s_min) if s_min > 0 else None}
+
+
+def bootstrap_critical_batch(batch_sizes, steps_per_seed, n_boot=2000, seed=0, level=0.95):
+    """Percentile intervals for S_min, E_min and B_crit, resampling seeds within each batch size.
+
+    steps_per_seed: one row per batch size, each that size's steps to the target, one per seed
+    (every row the same length; no None). Each resample draws, for every batch size independently,
+    as many seeds as it has, with replacement, fits fit_critical_batch to the resampled means, and
+    keeps the three fitted values. index: the drawn seed indices, (n_boot, len(batch_sizes), n_seeds),
+    so that other targets measured on the same runs can be resampled with the very same draws (their
+    difference is then a paired bootstrap). A fit with S_min <= 0 has no finite critical batch: its
+    B_crit counts as +inf (steps still falling like 1/B at every batch measured).
+
+    Returns {"s_min", "e_min", "b_crit": (low, high) each, "n_boot", "n_infinite" (fits with S_min <= 0),
+    "samples": {"s_min", "e_min", "b_crit": arrays of length n_boot}, "index"}. Seeded: the same
+    arguments give the same answer."""
+    steps = np.asarray(steps_per_seed, dtype=np.float64)  # (batch sizes, seeds)
+    if steps.ndim != 2 or steps.shape[0] != len(batch_sizes) or steps.shape[1] < 2:
+        raise ValueError("steps_per_seed needs one row per batch size and at least two seeds in each")
+    if not np.all(np.isfinite(steps)):
+        raise ValueError("steps_per_seed has a missing or non-finite count (a target not reached?)")
+    if not 0 < level < 1 or n_boot < 1:
+        raise ValueError("need 0 < level < 1 and n_boot >= 1")
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, steps.shape[1], size=(n_boot, *steps.shape))  # (n_boot, batch sizes, seeds)
+    samples = resample_critical_batch(batch_sizes, steps, index)
+    alpha = (1 - level) / 2
+    # quantiles that pick resampled values (no interpolation), so that an infinite B_crit stays infinite
+    bounds = {k: tuple(float(q) for q in np.quantile(v, [alpha, 1 - alpha], method="inverted_cdf"))
+              for k, v in samples.items()}
+    return {**bounds, "n_boot": n_boot, "n_infinite": int(np.sum(np.isinf(samples["b_crit"]))),
+            "samples": samples, "index": index}
+
+
+def resample_critical_batch(batch_sizes, steps_per_seed, index):
+    """fit_critical_batch on each resample of the seeds that index (n_boot, batch sizes, seeds) draws;
+    returns {"s_min", "e_min", "b_crit"}: arrays of length n_boot (B_crit +inf where S_min <= 0)."""
+    steps = np.asarray(steps_per_seed, dtype=np.float64)  # (batch sizes, seeds)
+    rows = np.arange(steps.shape[0])[None, :, None]
+    means = steps[rows, index].mean(axis=2)  # (n_boot, batch sizes): each resample's mean steps
+    fits = [fit_critical_batch(batch_sizes, m) for m in means]
+    s_min = np.array([f["s_min"] for f in fits])
+    e_min = np.array([f["e_min"] for f in fits])
+    b_crit = np.array([np.inf if f["b_crit"] is None else f["b_crit"] for f in fits])
+    return {"s_min": s_min, "e_min": e_min, "b_crit": b_crit}
