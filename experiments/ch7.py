@@ -74,6 +74,7 @@ def derived(corpus):
         "ch7.depth_train_windows": init_study.DEPTH_TRAIN["eval_windows"],
         "ch7.depth_train_eval_interval": init_study.DEPTH_TRAIN["eval_interval"],
         "ch7.depth_lrs": ", ".join(f"{x:g}" for x in init_study.DEPTH_LRS),
+        "ch7.depth_lr_count": len(init_study.DEPTH_LRS),
         "ch7.depth_warmup": init_study.DEPTH_WARMUP,
         "ch7.embed_unit_std": init_study.EMBED_UNIT_STD,
         "ch7.coord_steps": init_study.COORD_STEPS,
