@@ -29,20 +29,26 @@ def test_dpo_loss_known_value_at_the_reference():
     np.testing.assert_allclose(dr, [0.5 * 0.5 / 2] * 2, rtol=1e-15)
 
 
-@pytest.mark.parametrize("beta", [0.01, 0.1, 1.0, 5.0])
-def test_dpo_loss_gradient_matches_finite_differences(beta):
-    pc, pr, rc, rr = random_logps(int(beta * 100))
-    loss, dc, dr = pf.dpo_loss(pc, pr, rc, rr, beta)
+def assert_gradient_matches_finite_differences(loss_fn, coefficient, seed):
+    """loss_fn(pc, pr, rc, rr, coefficient) -> (loss, d/dpc, d/dpr): each gradient element against a
+    centred difference of the loss, h = 1e-6."""
+    pc, pr, rc, rr = random_logps(seed)
+    _, dc, dr = loss_fn(pc, pr, rc, rr, coefficient)
     h = 1e-6
     for i in range(pc.size):
         for arr, grad in ((pc, dc), (pr, dr)):
             old = arr[i]
             arr[i] = old + h
-            up = pf.dpo_loss(pc, pr, rc, rr, beta)[0]
+            up = loss_fn(pc, pr, rc, rr, coefficient)[0]
             arr[i] = old - h
-            down = pf.dpo_loss(pc, pr, rc, rr, beta)[0]
+            down = loss_fn(pc, pr, rc, rr, coefficient)[0]
             arr[i] = old
             assert abs((up - down) / (2 * h) - grad[i]) <= 1e-7 * max(1.0, abs(grad[i]))
+
+
+@pytest.mark.parametrize("beta", [0.01, 0.1, 1.0, 5.0])
+def test_dpo_loss_gradient_matches_finite_differences(beta):
+    assert_gradient_matches_finite_differences(pf.dpo_loss, beta, int(beta * 100))
 
 
 def test_dpo_loss_matches_torch_autograd():
@@ -74,18 +80,7 @@ def test_ipo_loss_known_value_at_the_reference_and_at_its_target():
 
 @pytest.mark.parametrize("tau", [0.05, 0.5, 4.0])
 def test_ipo_loss_gradient_matches_finite_differences(tau):
-    pc, pr, rc, rr = random_logps(int(tau * 100) + 7)
-    loss, dc, dr = pf.ipo_loss(pc, pr, rc, rr, tau)
-    h = 1e-6
-    for i in range(pc.size):
-        for arr, grad in ((pc, dc), (pr, dr)):
-            old = arr[i]
-            arr[i] = old + h
-            up = pf.ipo_loss(pc, pr, rc, rr, tau)[0]
-            arr[i] = old - h
-            down = pf.ipo_loss(pc, pr, rc, rr, tau)[0]
-            arr[i] = old
-            assert abs((up - down) / (2 * h) - grad[i]) <= 1e-6 * max(1.0, abs(grad[i]))
+    assert_gradient_matches_finite_differences(pf.ipo_loss, tau, int(tau * 100) + 7)
 
 
 def test_ipo_loss_matches_torch_autograd():

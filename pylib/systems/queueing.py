@@ -96,14 +96,40 @@ def simulate_md1(rho, service, n=200_000, seed=0, warmup=0.1):
 # Stragglers
 
 
+def _whole(x, what, limit):
+    """x as an int from 1 to limit, or ValueError naming what it counts."""
+    if isinstance(x, bool):
+        raise ValueError(f"{what} must be a whole number, got {x!r}")
+    f = float(x)
+    if not math.isfinite(f) or f != int(f) or not 1 <= f <= limit:
+        raise ValueError(f"{what} must be a whole number from 1 to {limit}, got {x!r}")
+    return int(f)
+
+
 def check_workers(w):
     """W as an int from 1 to MAX_WORKERS, or ValueError."""
-    if isinstance(w, bool):
-        raise ValueError(f"the number of workers must be a whole number, got {w!r}")
-    f = float(w)
-    if not math.isfinite(f) or f != int(f) or not 1 <= f <= MAX_WORKERS:
-        raise ValueError(f"the number of workers must be a whole number from 1 to {MAX_WORKERS}, got {w!r}")
-    return int(f)
+    return _whole(w, "the number of workers", MAX_WORKERS)
+
+
+def _check_times(base, spread):
+    base, spread = float(base), float(spread)
+    if not (math.isfinite(base) and base >= 0 and math.isfinite(spread) and spread >= 0):
+        raise ValueError("the base step time and the spread must be finite and >= 0")
+    return base, spread
+
+
+def _check_syncs(syncs, w):
+    syncs = int(syncs)
+    if not 100 <= syncs or syncs * w > MAX_SAMPLES:
+        raise ValueError(f"syncs x workers must be at most {MAX_SAMPLES:,} (and syncs >= 100)")
+    return syncs
+
+
+def _mean_interval(x):
+    """{"mean", "low", "high"}: the sample mean of x and its 95% t-interval."""
+    m, sd = float(x.mean()), float(x.std(ddof=1))
+    half = t_quantile(0.975, x.size - 1) * sd / math.sqrt(x.size)
+    return {"mean": m, "low": m - half, "high": m + half}
 
 
 def harmonic(w):
@@ -114,9 +140,7 @@ def harmonic(w):
 def expected_slowest(workers, base, spread):
     """E[max of W step times base + Exponential(spread)] = base + spread * H_W, exactly."""
     w = check_workers(workers)
-    base, spread = float(base), float(spread)
-    if not (math.isfinite(base) and base >= 0 and math.isfinite(spread) and spread >= 0):
-        raise ValueError("the base step time and the spread must be finite and >= 0")
+    base, spread = _check_times(base, spread)
     return base + spread * harmonic(w)
 
 
@@ -124,15 +148,11 @@ def simulate_stragglers(workers, base, spread, syncs=20_000, seed=0):
     """Simulated syncs: {"mean", "low", "high" (95% t-interval of the slowest worker's time),
     "mean_step" (an average worker's), "exact"}."""
     exact = expected_slowest(workers, base, spread)
-    w, syncs = check_workers(workers), int(syncs)
-    if not 100 <= syncs or syncs * w > MAX_SAMPLES:
-        raise ValueError(f"syncs x workers must be at most {MAX_SAMPLES:,} (and syncs >= 100)")
+    w = check_workers(workers)
+    syncs = _check_syncs(syncs, w)
     rng = np.random.default_rng(seed)
     times = base + rng.exponential(spread, size=(syncs, w)) if spread > 0 else np.full((syncs, w), base)  # (syncs, W)
-    slowest = times.max(axis=1)
-    m, sd = float(slowest.mean()), float(slowest.std(ddof=1))
-    half = t_quantile(0.975, syncs - 1) * sd / math.sqrt(syncs)
-    return {"mean": m, "low": m - half, "high": m + half, "mean_step": float(times.mean()), "exact": exact}
+    return {**_mean_interval(times.max(axis=1)), "mean_step": float(times.mean()), "exact": exact}
 
 
 # ---------------------------------------------------------------------------
@@ -143,19 +163,7 @@ MAX_LOCAL_STEPS = 1000
 
 def check_local_steps(h):
     """H as an int from 1 to MAX_LOCAL_STEPS, or ValueError."""
-    if isinstance(h, bool):
-        raise ValueError(f"the number of local steps H must be a whole number, got {h!r}")
-    f = float(h)
-    if not math.isfinite(f) or f != int(f) or not 1 <= f <= MAX_LOCAL_STEPS:
-        raise ValueError(f"the number of local steps H must be a whole number from 1 to {MAX_LOCAL_STEPS}, got {h!r}")
-    return int(f)
-
-
-def _check_times(base, spread):
-    base, spread = float(base), float(spread)
-    if not (math.isfinite(base) and base >= 0 and math.isfinite(spread) and spread >= 0):
-        raise ValueError("the base step time and the spread must be finite and >= 0")
-    return base, spread
+    return _whole(h, "the number of local steps H", MAX_LOCAL_STEPS)
 
 
 def erlang_survival(y, h):
@@ -199,14 +207,9 @@ def simulate_local_stragglers(workers, h, base, spread, syncs=20_000, seed=0):
     of the time per step, the slowest worker's H steps over H), "exact", "naive"}."""
     w, h = check_workers(workers), check_local_steps(h)
     base, spread = _check_times(base, spread)
-    syncs = int(syncs)
-    if not 100 <= syncs or syncs * w > MAX_SAMPLES:
-        raise ValueError(f"syncs x workers must be at most {MAX_SAMPLES:,} (and syncs >= 100)")
+    syncs = _check_syncs(syncs, w)
     rng = np.random.default_rng(seed)
     # The sum of H Exponential(spread) step delays is Gamma(H, spread): one draw per worker and sync.
     sums = h * base + rng.gamma(h, spread, size=(syncs, w)) if spread > 0 else np.full((syncs, w), h * base)  # (syncs, W)
-    per_step = sums.max(axis=1) / h  # (syncs,)
-    m, sd = float(per_step.mean()), float(per_step.std(ddof=1))
-    half = t_quantile(0.975, syncs - 1) * sd / math.sqrt(syncs)
-    return {"mean": m, "low": m - half, "high": m + half,
+    return {**_mean_interval(sums.max(axis=1) / h),  # the time per step, over (syncs,)
             "exact": expected_slowest_local(w, h, base, spread), "naive": once_per_h_naive(w, h, base, spread)}
