@@ -335,6 +335,7 @@ class ChapterContext:
         self.results_href = "../results.html"  # results.html from the page (a chapter, in chapters/)
         self.widget_count = 0
         self.cell_count = 0  # editable() cells on the page
+        self.exercise_ids = []  # exercise() calls on the page, in order
         self.blocks = []  # block HTML kept out of markdown-it's way; see _block and fill_blocks
 
     def measured(self, key, fmt=None, unit=""):
@@ -485,6 +486,52 @@ class ChapterContext:
             highlighted=self._highlight(source), summary=cells.CELLS[name].summary)
         return self._block(html.strip())
 
+    EXERCISE_KINDS = {"implement": "Implement", "predict": "Predict, then run", "investigate": "Investigate"}
+
+    def exercise(self, exercise_id):
+        """pylib.exercises' exercise: its heading (### Exercise N.k: title, so the contents list it),
+        its task (Markdown, maths and all), the answer box (site/templates/exercise.html), and its hints
+        and solution in <template>s that site/js/exercises.js opens when the reader asks."""
+        from pylib import exercises
+        try:
+            ex = exercises.get(exercise_id)
+        except KeyError as e:
+            raise BuildError(f"{self.chapter_name}: exercise({exercise_id!r}): {e.args[0]}")
+        if ex.chapter != self.chapter_number:
+            raise BuildError(f"{self.chapter_name}: exercise({exercise_id!r}) belongs to chapter {ex.chapter}")
+        if exercise_id in self.exercise_ids:
+            raise BuildError(f"{self.chapter_name}: exercise({exercise_id!r}) is shown twice")
+        self.exercise_ids.append(exercise_id)
+        number = f"{self.chapter_number}.{len(self.exercise_ids)}"
+        template = self.env.get_template("exercise.html")
+        part = lambda name, **kw: self._block(template.render(  # noqa: E731
+            part=name, ex=ex, uid=f"ex{number.replace('.', '-')}", number=number, kinds=self.EXERCISE_KINDS,
+            chapter=self.chapter_number, count=len(exercises.of_chapter(ex.chapter)), **kw).strip())
+        one_line = lambda text: " ".join(text.split())  # noqa: E731  (a hint is one list item)
+        if ex.takes_code:
+            solution = self._code_block(ex.solution.strip() + "\n", f"A solution: {ex.function}")
+        else:
+            solution = "\n\n" + ex.solution.strip() + "\n\n"
+        return markupsafe.Markup("".join([
+            part("progress") if len(self.exercise_ids) == 1 else "",
+            f"\n\n### Exercise {number}: {ex.title}\n",
+            part("open"), ex.task.strip(),
+            part("answer", highlighted=self._highlight(ex.starter) if ex.takes_code else ""),
+            '\n\n<template data-role="hints">\n\n',
+            "\n".join(f"{i}. {one_line(h)}" for i, h in enumerate(ex.hints, 1)),
+            '\n\n</template>\n\n<template data-role="solution">\n', solution, "\n</template>\n",
+            part("close")]))
+
+    def check_exercises(self):
+        """Every exercise of the chapter is on its page (pylib.exercises registers them by chapter)."""
+        from pylib import exercises
+        if not isinstance(self.chapter_number, int):
+            return
+        missing = [ex.id for ex in exercises.of_chapter(self.chapter_number) if ex.id not in self.exercise_ids]
+        if missing:
+            raise BuildError(f"{self.chapter_name}: exercises not shown on the page: {', '.join(missing)} "
+                             f"(add {{{{ exercise(\"{missing[0]}\") }}}} to its Exercises section)")
+
     def test(self, name):
         """Highlighted source of the test function called name, from tests/."""
         for path in sorted((ROOT / "tests").rglob("test_*.py")):
@@ -530,9 +577,11 @@ class ChapterContext:
     def functions(self, collecting=False):
         """The chapter's calls; collecting: the first pass, where code, tests, widgets and cells render nothing."""
         calls = {name: getattr(self, name) for name in
-                 ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget", "editable"]}
+                 ["measured", "measured_pm", "measured_seeds", "compare", "derived", "cited", "code", "test", "widget",
+                  "editable", "exercise"]}
         if collecting:
-            calls.update({name: (lambda *args, **kwargs: "") for name in ["code", "test", "widget", "editable"]})
+            calls.update({name: (lambda *args, **kwargs: "") for name in ["code", "test", "widget", "editable",
+                                                                          "exercise"]})
         return calls
 
 
@@ -672,6 +721,7 @@ def render_chapter(env, chapter, results, chapters=(), terms=None):
         source = template.render(ctx.functions())
     except jinja2.TemplateError as e:
         raise BuildError(f"{_relpath(chapter.path)}: {e}") from e
+    ctx.check_exercises()
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
     links = {c.number: f"{c.slug}.html" for c in chapters if c.number != chapter.number}
     return ctx.fill_blocks(markdown_to_html(source, links, terms, heading_links=True))

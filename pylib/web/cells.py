@@ -246,3 +246,32 @@ async def run_in_page(name, code, emit, data_url):
             return json.dumps({"status": "error", "message": f"The corpus could not be loaded: {e}", "line": None,
                                "result": None, "seconds": 0.0})
     return run_json(name, code, emit, corpus)
+
+
+async def check_in_page(exercise_id, answer, emit, data_url):
+    """The worker's entry point for an exercise (pylib.exercises.check), as JSON: {"status": "done" |
+    "stopped" | "error", "message", "verdict": Verdict.as_dict() or None, "seconds"}.
+
+    What the reader's code prints goes to emit(text, "out"/"err"); a slow check's progress to
+    emit(text, "progress"). The corpus is loaded first for an exercise that needs it."""
+    from pylib import exercises
+    t0 = time.perf_counter()
+    reply = {"status": "error", "message": "", "verdict": None, "seconds": 0.0}
+    try:
+        ex = exercises.get(exercise_id)
+    except KeyError as e:
+        return json.dumps({**reply, "message": e.args[0]})
+    if ex.needs_corpus:
+        try:
+            exercises.use_corpus(await load_corpus(data_url))
+        except Exception as e:  # noqa: BLE001 (a failed fetch is reported in the exercise, not raised)
+            return json.dumps({**reply, "message": f"The corpus could not be loaded: {e}"})
+    with captured(emit):
+        try:
+            verdict = exercises.check(exercise_id, answer, progress_to=lambda text: emit(text, "progress"))
+            reply.update(status="done", message=verdict.message, verdict=verdict.as_dict())
+        except KeyboardInterrupt:
+            reply.update(status="stopped", message="Stopped.")
+            print("\nStopped by the reader.", file=sys.stderr)
+    reply["seconds"] = time.perf_counter() - t0
+    return json.dumps(_jsonable(reply), allow_nan=False)

@@ -3,6 +3,7 @@
 #   install(wheel_url)                  loads NumPy from the site's pyodide/ folder (by Pyodide's lock)
 #                                       and unpacks the site's pylib wheel into site-packages (once)
 #   run(name, code, data_url) -> JSON   pylib.web.cells.run_in_page
+#   check(exercise_id, answer, data_url) -> JSON   pylib.web.cells.check_in_page (an exercise's check)
 #   set_interrupt(int32 array on a SharedArrayBuffer)   Stop writes 2 (SIGINT) into it
 # Output goes to the page through cell_output(text, stream), which cells.js defines.
 
@@ -45,6 +46,10 @@ async def run(name, code, data_url):
     return await cells.run_in_page(name, code, _emit, data_url)
 
 
+async def check(exercise_id, answer, data_url):
+    return await cells.check_in_page(exercise_id, answer, _emit, data_url)
+
+
 def set_interrupt(buffer):
     import pyodide_js
 
@@ -52,4 +57,4 @@ def set_interrupt(buffer):
     return True
 
 
-__export__ = ["install", "run", "set_interrupt"]
+__export__ = ["install", "run", "check", "set_interrupt"]

@@ -110,14 +110,23 @@ class CellWorker {
   }
 
   /** Run cell name with code; resolves with pylib.web.cells.run's result (status stopped if terminated). */
-  async run(name, code, onOutput) {
+  run(name, code, onOutput) {
+    return this._call((xworker, dataUrl) => xworker.sync.run(name, code, dataUrl), onOutput);
+  }
+
+  /** Check an answer to an exercise (pylib.exercises, through pylib.web.cells.check_in_page). */
+  check(exerciseId, answer, onOutput) {
+    return this._call((xworker, dataUrl) => xworker.sync.check(exerciseId, answer, dataUrl), onOutput);
+  }
+
+  async _call(send, onOutput) {
     const xworker = await this.start();
     if (this.interrupt) Atomics.store(this.interrupt, 0, 0);
     this.onOutput = onOutput;
     const aborted = new Promise((resolve) => {
       this.abortRun = () => resolve({ status: "stopped", message: "Stopped: Python was restarted.", restarted: true });
     });
-    const call = xworker.sync.run(name, code, new URL("data/", siteRoot()).href).then((json) => JSON.parse(json));
+    const call = send(xworker, new URL("data/", siteRoot()).href).then((json) => JSON.parse(json));
     this.running = Promise.race([call, aborted]);
     try {
       return await this.running;
@@ -152,8 +161,21 @@ class CellWorker {
   }
 }
 
-const worker = new CellWorker();
-let busyCell = null; // the cell whose run is in progress
+export const worker = new CellWorker();
+let busyCell = null; // the cell (or exercise) whose run is in progress: one at a time per page
+
+/** Take the page's one Python run for root; false if another cell or exercise has it. */
+export function claimRun(root) {
+  if (busyCell && busyCell !== root) return false;
+  busyCell = root;
+  return true;
+}
+
+export function releaseRun(root) {
+  if (busyCell === root) busyCell = null;
+}
+
+export const runningRoot = () => busyCell;
 
 // ---------------------------------------------------------------------------
 // The editor: PyScript's CodeMirror, coloured with the site's code classes (Pygments' names, so
@@ -161,7 +183,7 @@ let busyCell = null; // the cell whose run is in progress
 
 let editorKit = null;
 
-function loadEditorKit() {
+export function loadEditorKit() {
   if (editorKit) return editorKit;
   editorKit = (async () => {
     const { codemirror } = await loadPyScript();
@@ -230,7 +252,7 @@ function editorTheme(core) {
   });
 }
 
-function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
+export function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
   const { core, state, python, language, view, commands, highlight } = kit;
   const run = () => {
     onRun();
@@ -266,7 +288,7 @@ function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
 // ---------------------------------------------------------------------------
 // One cell
 
-function formatSeconds(s) {
+export function formatSeconds(s) {
   return s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`;
 }
 
@@ -330,12 +352,11 @@ async function mount(root) {
   };
 
   runButton.addEventListener("click", async () => {
-    if (busyCell && busyCell !== root) {
-      setStatus(root.dataset.status, "Another cell on this page is running: stop it or wait for it first.");
+    if (busyCell === root) return;
+    if (!claimRun(root)) {
+      setStatus(root.dataset.status, "Another cell or exercise on this page is running: stop it or wait for it first.");
       return;
     }
-    if (busyCell) return;
-    busyCell = root;
     runButton.disabled = true;
     stopButton.disabled = false;
     clearOutput();
@@ -375,7 +396,7 @@ async function mount(root) {
       setStatus("error", "Error: Python could not be started for this cell; the output says why.");
     } finally {
       current = null;
-      busyCell = null;
+      releaseRun(root);
       runButton.disabled = false;
       stopButton.disabled = true;
       // Stop had focus and is now disabled: keep the keyboard where the reader was.
