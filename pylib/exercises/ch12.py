@@ -182,6 +182,10 @@ def check_tp_ffn(fn):
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise Wrong("tp_ffn should return a pair of lists (partial_y, partial_dx).")
         want_y, want_dx = _tp_reference(x, w1, w2, dy, d)
+        if w1 is tensor_parallel.EXAMPLE_W1:  # the chapter's example: pylib's own device-by-device numbers
+            devs = tensor_parallel.worked_example()["devices"]
+            want_y = [np.array([dv["partial_y"]]) for dv in devs]
+            want_dx = [np.array([dv["partial_dx"]]) for dv in devs]
         for got, want, name in ((out[0], want_y, "partial_y"), (out[1], want_dx, "partial_dx")):
             if not isinstance(got, (list, tuple)) or len(got) != d:
                 raise Wrong(f"{name} should be a list with one array per device ({d} for {what}).")

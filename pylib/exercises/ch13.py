@@ -141,6 +141,13 @@ def _check_one(fn, grad, residual, k, what):
                         "keep gradient + residual, minus what was sent.")
         raise Wrong(f"Your new residual is off by up to {max_error(new, want):.3g} ({what}): it should be "
                     "gradient + residual with the sent positions set to 0.")
+    if len(np.unique(np.abs(v))) == v.size:  # no ties: pylib's error_feedback_step picks the same entries
+        sent, residual_after = compress.error_feedback_step(grad, residual, compress.topk_compressor(k))
+        mine = np.zeros(v.size, np.float32)
+        mine[pos] = values
+        if not (close(mine, sent, 1e-6, 1e-7) and close(new, residual_after, 1e-6, 1e-7)):
+            raise Wrong(f"Your payload or residual differs from pylib.systems.compress's top-k with error "
+                        f"feedback ({what}).")
 
 
 def check_topk_feedback(fn):
