@@ -438,7 +438,8 @@ forward looked rows of W up by token id, `out = W[ids]`; return the gradient of 
         id="ch4.activation_total", kind="predict", title="What the caches keep",
         task=f"""Take the `{ACT_PRESET}` preset (L = {_ACT_CFG.n_layer} blocks, C = {_ACT_CFG.n_embd},
 H = {_ACT_CFG.n_head} heads, V = {_ACT_CFG.vocab_size}) and a batch of B = {ACT_B} windows of T = {ACT_T} tokens,
-in float32. How many bytes do the forward's and the loss's caches keep in all, counted as `pylib.systems.memory` counts them? Commit a number; the check runs the forward and counts.""",
+in float32. How many bytes do the forward's and the loss's caches keep in all, counted as `pylib.systems.memory`
+counts them? Commit a number; the check runs the forward and counts.""",
         truth=activation_total, check=check_activation_total, unit="bytes", tolerance=0.02,
         solution=_activation_solution(),
         hints=(f"The chapter's formula is per layer and in values; this model has {_ACT_CFG.n_layer} layers, and a "
