@@ -369,6 +369,9 @@ def check_exempt(fn):
         expected = lr0 * tc.weight_decay * params0[k] if k in ("wte", "wpe") else 0 * diff
         if max_error(diff, expected) > 1e-12 * max(1.0, float(np.abs(params0[k]).max())):
             raise Wrong(f"The first update of {k} differs from the course's by more than the decay term.")
+    # The next step: the weights now differ, so the loss and the gradients do too, a little
+    (loss_a, g_a), (loss_b, g_b) = (model.loss_and_grads(p, cfg, *batches[1]) for p in after)
+    g_diff = max(max_error(g_b[k], g_a[k]) / (float(np.abs(g_a[k]).max()) or 1.0) for k in g_a)
     progress(f"{EXEMPT_STEPS} steps with each grouping…")
     runs = []
     for gr in (optim.param_groups(params0), groups):
@@ -376,9 +379,11 @@ def check_exempt(fn):
         runs.append((p, _run(p, cfg, tc, gr, batches)))
     rms = lambda p, k: float(np.sqrt(np.mean(p[k] ** 2)))  # noqa: E731
     (pa, la), (pb, lb) = runs
-    return (f"Right. On the first step the loss ({loss0:.4f}) and every gradient are the same with either grouping, "
-            "as they must be: the groups enter only the update. The update differs only on wte and wpe, by "
-            f"exactly the decay term lr·λ·θ ({lr0:.2e} × {tc.weight_decay} × θ at step 0, in warmup). After "
+    return (f"Right. The first step's loss ({loss0:.4f}) and gradients cannot see the groups, which enter only the "
+            "update; the update differs only on wte and wpe, by exactly the decay term lr·λ·θ "
+            f"({lr0:.2e} × {tc.weight_decay} × θ at step 0, in warmup). At the next step the weights differ, so the "
+            f"loss does by {abs(loss_b - loss_a):.1e} and the gradients by up to {g_diff:.1e} relative to each tensor's "
+            f"largest. After "
             f"{EXEMPT_STEPS} steps of the default run's schedule the RMS of wte is {rms(pb, 'wte'):.5f} exempt "
             f"against {rms(pa, 'wte'):.5f} decayed, and of wpe {rms(pb, 'wpe'):.5f} against {rms(pa, 'wpe'):.5f}; "
             f"the last batch's loss is {lb[-1]:.4f} against {la[-1]:.4f}. With decay lr·λ of at most "
