@@ -243,11 +243,14 @@ def check_recompute_step(fn):
         seen["mode"] = recompute
         return real(params, cfg, x, y, recompute, *args, **kwargs)
 
+    imported = [k for k, v in fn.__globals__.items() if v is real]  # from pylib.systems.checkpointing import step
     checkpointing.step = spy
+    fn.__globals__.update({k: spy for k in imported})
     try:
         out = fn({k: v.copy() for k, v in params.items()}, cfg, x.copy(), y.copy())
     finally:
         checkpointing.step = real
+        fn.__globals__.update({k: real for k in imported})
     mode = seen.get("mode")
     if mode is None:
         raise Wrong("Your function did not call checkpointing.step: change its recompute argument and nothing else.")
