@@ -298,7 +298,8 @@ def check_clip_threshold(fn):
     clip = tcfg.grad_clip
     if clip == tcfg0.grad_clip:
         raise Wrong("Your config is the unchanged run's: grad_clip is still 0, no clipping. Change it.")
-    if isinstance(clip, bool) or not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
+    if isinstance(clip, (bool, np.bool_)) or not (isinstance(clip, (int, float, np.integer, np.floating))
+                                                  and math.isfinite(clip) and clip > 0):
         raise Wrong(f"grad_clip = {clip!r} does not clip: a threshold is a positive number.")
     base, base_up, snapshot = _unchanged_run(mcfg, tcfg0, token)
     # Clipping touches a step only when its norm is above the threshold (optim.clip_grad_norm), so
