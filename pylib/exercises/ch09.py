@@ -175,7 +175,8 @@ def check_round_bf16(fn):
             raise Wrong("You truncate: you drop the low 16 bits, so a value three quarters of the way to the next "
                         "bfloat16 comes out one step low. Round to the nearest instead.")
         i = int(np.argmax(wrong))
-        raise Wrong(f"Wrong on {int(np.count_nonzero(wrong))} of {x.size} {name} (for example x = {float(x[i]):.9g}, float32 "
+        raise Wrong(f"Wrong on {int(np.count_nonzero(wrong))} of {x.size} {name} (for example x = "
+                    f"{float(x[i]):.9g}, float32 "
                     f"bits {int(bits[i]):#010x}: yours gives {int(got[i]):#06x}).")
     x = cases["NaN"]
     got = _bits_of(fn, x, "NaN")
@@ -256,7 +257,8 @@ def check_final_loss_scale(value, truth):
     if near(value, _scale_variant(grow=False), 0.02):
         raise Wrong(f"s does not only fall: after {n} clean steps in a row it doubles again.")
     if near(value, _scale_variant(halve=False), 0.02):
-        raise Wrong("Each overflow halves s (and skips the step): it is how the scaler comes back into float16's range.")
+        raise Wrong("Each overflow halves s (and skips the step): it is how the scaler comes back into "
+                    "float16's range.")
 
 
 # ---------------------------------------------------------------------------
@@ -383,7 +385,8 @@ def check_one_step(fn):
             f"loss by {abs(loss - loss32):.2e} nats, the gradients by {grads_rel:.2e} (tolerance "
             f"{tol['tolerance_grads']:.2e}). The update differs by {rel(up, up32):.3g}, far more: Adam's first step "
             f"is about lr·sign(g), and {float(np.mean(flipped)):.2%} of its elements changed sign, every one of "
-            f"them where the gradient's sign was unresolved ({float(np.mean(unresolved)):.2%} of the elements).{flushed}")
+            f"them where the gradient's sign was unresolved ({float(np.mean(unresolved)):.2%} of the "
+            f"elements).{flushed}")
 
 
 # ---------------------------------------------------------------------------
@@ -463,7 +466,8 @@ AdamW update with the float32 step's, with the chapter's three tolerances for th
         mistakes=(
             Mistake(ONE_STARTER, "the recipe is still fp32"),
             Mistake(ONE_SOLUTION.replace('''    with mixed_precision.matmul_rounding(rec):
-        logits = model.forward(params, cfg, x)[0]''', '''    logits = model.forward(params, cfg, x)[0]'''), "inside matmul_rounding"),
+        logits = model.forward(params, cfg, x)[0]''', '''    logits = model.forward(params, cfg, x)[0]'''),
+                    "inside matmul_rounding"),
             Mistake(ONE_STARTER.replace('RECIPES["fp32"]  # change this line only', 'RECIPES["fp16_dynamic"]').replace(
                 "x, y, rec)", "x, y, rec, loss_scale=mixed_precision.SCALER[\"init_scale\"])"), "divided by s again"),
         )),
