@@ -166,7 +166,7 @@ def check_drop_warmup(fn):
         raise Wrong(f"You changed {others} as well as the warmup: change one condition, and nothing else, or the "
                     "comparison cannot say which change did what.")
     if new.warmup_steps != 0:
-        raise Wrong(f"Your warmup is {new.warmup_steps} steps, still a warmup (step 0's rate is "
+        raise Wrong(f"Your warmup is {new.warmup_steps} step{'s' if new.warmup_steps != 1 else ''}, still a warmup (step 0's rate is "
                     f"{new.lr_at(0) / new.lr:.3g} of the peak): drop it entirely.")
     rec0, snap0, g0 = _run_first_steps(base)
     rec1, snap1, g1 = _run_first_steps(new)
