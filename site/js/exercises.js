@@ -32,9 +32,8 @@ function setUpChapterTally() {
     resetButton.hidden = !ids.some((id) => Object.keys(progress.get(id)).length);
   };
   resetButton.addEventListener("click", () => {
-    if (!window.confirm("Forget this chapter’s exercise progress in this browser (answers stay in the boxes)?")) return;
-    progress.reset(ids);
-    tally.focus?.();
+    progress.confirmReset(resetButton, "Forget this chapter’s exercise progress in this browser (your answers stay in their boxes)?",
+                          () => progress.reset(ids));
   });
   window.addEventListener("exercise-progress", show);
   show();
@@ -264,7 +263,7 @@ async function mount(root) {
     hintList.lastElementChild?.setAttribute("tabindex", "-1");
     hintList.lastElementChild?.focus();
   });
-  const solutionButton = $("solution");
+  const solutionButton = root.querySelector('button[data-role="solution"]');
   const solutionBox = $("solution-box");
   const showSolution = () => {
     const template = root.querySelector('template[data-role="solution"]');

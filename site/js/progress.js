@@ -57,6 +57,48 @@ export function reset(ids = null) {
 
 export const isDone = (id) => get(id).done === true;
 
+/**
+ * Ask before forgetting, in the page (not window.confirm, which blocks the page and some browsers
+ * suppress): the button is replaced by the question and two buttons; Keyboard focus moves to "Keep",
+ * and back to the button after either answer.
+ */
+export function confirmReset(button, question, onYes) {
+  const box = document.createElement("span");
+  box.className = "exercise-confirm";
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", question);
+  const words = document.createElement("span");
+  words.textContent = question;
+  const yes = document.createElement("button");
+  yes.type = "button";
+  yes.dataset.role = "confirm-reset";
+  yes.textContent = "Yes, forget it";
+  const no = document.createElement("button");
+  no.type = "button";
+  no.dataset.role = "keep";
+  no.textContent = "Keep it";
+  box.append(words, " ", yes, " ", no);
+  button.hidden = true;
+  button.after(box);
+  const home = button.parentElement;
+  const done = (confirmed) => {
+    box.remove();
+    button.hidden = false;
+    if (confirmed) onYes(); // may hide the button again: nothing left to forget
+    if (!button.hidden) button.focus();
+    else {
+      home.setAttribute("tabindex", "-1");
+      home.focus();
+    }
+  };
+  yes.addEventListener("click", () => done(true));
+  no.addEventListener("click", () => done(false));
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") done(false);
+  });
+  no.focus();
+}
+
 // ---------------------------------------------------------------------------
 // Marks: a chapter's contents, and the index
 
@@ -108,9 +150,7 @@ export function markIndex() {
 function setUpIndex() {
   const button = document.querySelector('[data-role="reset-all-exercises"]');
   button?.addEventListener("click", () => {
-    if (!window.confirm("Forget every exercise's progress in this browser?")) return;
-    reset(null);
-    button.closest("section")?.querySelector("h2")?.focus?.();
+    confirmReset(button, "Forget every exercise’s progress in this browser?", () => reset(null));
   });
   markIndex();
 }

@@ -20,6 +20,8 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import ROOT, corpus, result, settle_after, settles, wait_settled
+import exercise_checks
+from pylib import exercises
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table
 
 RUN_TIMEOUT = 300_000  # ms; a 60-step run takes ~3 s, the default 400-step run ~20-40 s (over a minute on a busy machine)
@@ -482,3 +484,41 @@ def test_default_run_lands_inside_the_measured_band(chapter1, default_run):
     assert default_run["outside_band"] == "false" and r["outside_band"] is False
     band = default_run["band"]  # redrawn when the run started: the same rule
     assert band["lo"][-1] <= r["final_val_loss"] <= band["hi"][-1]
+
+
+# ---------------------------------------------------------------------------
+# Exercises (tests/browser/exercise_checks.py: wrong answer, right answer, reload, reset)
+
+def test_an_implement_exercise_round_trip(chapter1):
+    exercise_checks.round_trip(chapter1, "ch1.windows")
+
+
+def test_a_predict_exercise_round_trip(chapter1):
+    exercise_checks.round_trip(chapter1, "ch1.loss_at_step_0")
+
+
+def test_exercise_hints_open_one_at_a_time_and_the_solution_is_recorded(chapter1):
+    exercise_checks.hints_and_solution(chapter1, "ch1.cross_entropy")
+
+
+def test_a_runaway_answer_is_stopped_and_the_exercise_still_checks(chapter1):
+    root = exercise_checks.block(chapter1, "ch1.cross_entropy")
+    root.evaluate("(el, text) => el.setExerciseAnswer(text)",
+                  "def cross_entropy(logits, targets):\n    while True:\n        pass\n")
+    root.locator('[data-role="check"]').click()
+    expect(root).to_have_attribute("data-status", "running", timeout=60_000)
+    status = settle_after(root, lambda: root.locator('[data-role="stop"]').click(), timeout=60_000)
+    assert status == "stopped"
+    said = exercise_checks.check(chapter1, root, "<img src=x onerror=alert(1)> 🙂\n")
+    assert "SyntaxError" in said and chapter1.locator("[data-exercise] img").count() == 0
+    said = exercise_checks.check(chapter1, root, exercises.get("ch1.cross_entropy").solution)
+    assert said.startswith("Right"), said
+
+
+def test_a_prediction_that_is_not_a_number_gets_a_message_and_is_not_committed(chapter1):
+    root = exercise_checks.block(chapter1, "ch1.loss_at_step_0")
+    for text in ["", "four", "NaN", "1e999"]:
+        root.locator('[data-role="value"]').fill(text)
+        root.locator('[data-role="check"]').click()
+        expect(root.locator('[data-role="status"], [data-role="verdict"]').first).not_to_be_empty()
+        expect(root.locator('[data-role="value"]')).to_be_editable(timeout=60_000)
