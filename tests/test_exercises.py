@@ -19,7 +19,7 @@ CODE = [ex for ex in ALL if ex.takes_code]
 PREDICT = [ex for ex in ALL if not ex.takes_code]
 MISTAKES = [(ex, m) for ex in ALL for m in ex.mistakes]
 COURSE_BUG = "the course's bug"
-FINISHED = False  # while the chapters' exercises are written
+FINISHED = True
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 

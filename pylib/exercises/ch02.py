@@ -128,7 +128,7 @@ def check_pair_counts(fn):
             raise Wrong("Wrong on a plain sequence with no EOS and no cuts: count every adjacent pair (left, right).")
         if name == "an EOS id":
             one_side = [_reference_counts(ids, K, None, None) - np.bincount(
-                ids[:-1][side] * K + ids[1:][side], minlength=K * K).reshape(K, K)
+                (ids[:-1][side] * K + ids[1:][side]).astype(np.intp), minlength=K * K).reshape(K, K)  # wasm32: int32
                 for side in (ids[:-1] == stop_id, ids[1:] == stop_id)]
             if any(np.array_equal(got, c) for c in one_side):
                 raise Wrong("You drop the pairs with EOS on one side only: EOS never takes part in a pair, "
@@ -369,7 +369,7 @@ that straddle a pre-token cut. Return the counts as a (K, K) table.""",
             Mistake(PAIRS_SOLUTION.replace("ids = np.asarray(ids, dtype=np.int64)", "ids = np.asarray(ids)")
                     .replace("    np.add.at(counts, (left[keep], right[keep]), 1)\n",
                              "    codes = left[keep] * K + right[keep]\n"
-                             "    counts = np.bincount(codes.astype(np.int64), minlength=K * K)[:K * K]\n"
+                             "    counts = np.bincount(codes.astype(np.intp), minlength=K * K)[:K * K]\n"
                              "    return counts.reshape(K, K)\n"), "uint8"),
         )),
     Exercise(

@@ -144,7 +144,8 @@ def _embed_ref(dout, ids, V):
 def check_embedding_backward(fn):
     rng = np.random.default_rng(6)
     V, C = 65, 16
-    ids = rng.integers(0, 20, (4, 9))  # 36 positions over 20 ids: repeats, and ids 20..64 never appear
+    # ids as intp, the index type (int32 in Pyodide, whose np.bincount refuses int64)
+    ids = rng.integers(0, 20, (4, 9)).astype(np.intp)  # 36 positions over 20 ids: repeats, and ids 20..64 never appear
     dout = rng.normal(0, 1, (4, 9, C))
     got = fn(dout.copy(), ids.copy(), V)
     got = expect_array(got, (V, C), "dW")
@@ -164,12 +165,12 @@ def check_embedding_backward(fn):
         if close(got[counts[:, 0] > 0], want[counts[:, 0] > 0], 1e-12, 1e-12):
             raise Wrong("The rows of ids that appear are right, but rows of ids that never appear must be 0.")
         raise Wrong(f"On a (4, 9) batch of ids with repeats your dW is off by up to {max_error(got, want):.3g}.")
-    same = np.full((2, 3), 7)
+    same = np.full((2, 3), 7, dtype=np.intp)
     d_same = rng.normal(0, 1, (2, 3, C))
     got = expect_array(fn(d_same.copy(), same.copy(), V), (V, C), "dW")
     if not close(got, _embed_ref(d_same, same, V), 1e-12, 1e-12):
         raise Wrong("Wrong when every position is the same id: its row must get all six gradients summed.")
-    one = np.array([V - 1])
+    one = np.array([V - 1], dtype=np.intp)
     d_one = rng.normal(0, 1, (1, C))
     got = expect_array(fn(d_one.copy(), one.copy(), V), (V, C), "dW")
     if not close(got, _embed_ref(d_one, one, V), 1e-12, 1e-12):
@@ -177,7 +178,7 @@ def check_embedding_backward(fn):
     # On the model: wte's gradient is the head's plus the lookup's (they are tied)
     cfg = model.GPTConfig()
     params = model.init_params(cfg, 0, np.float64)
-    x = rng.integers(0, cfg.vocab_size, (2, cfg.block_size))
+    x = rng.integers(0, cfg.vocab_size, (2, cfg.block_size)).astype(np.intp)
     tgt = rng.integers(0, cfg.vocab_size, (2, cfg.block_size))
     real = layers.embedding_backward
     layers.embedding_backward = lambda d, cache: fn(d, cache[0], cache[1][0])

@@ -10,6 +10,7 @@ import functools
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -220,3 +221,9 @@ def test_calculator_refuses_bad_input_and_recovers(chapter10, field, raw):
     no_injected_markup(chapter10)
     assert submit(w, **good) == "done"
     assert result(w)["params"] == 6_738_415_616
+
+
+def test_an_exercise_round_trip(chapter10):
+    """A investigate exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter10, "ch10.recompute_mode")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import SETTLED, chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -243,3 +244,9 @@ def test_alpha_beta_bandwidth_slider_redraws_as_it_moves(chapter11):
     assert table["header"][:2] == ["message size n (bytes)", "ring all-reduce (s)"]
     assert float(table["rows"][-1][1]) == pytest.approx(ring[-1], rel=1e-3)
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("p = 8: at 1.00 GB the ring all-reduce takes")
+
+
+def test_an_exercise_round_trip(chapter11):
+    """A investigate exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter11, "ch11.worker_count")

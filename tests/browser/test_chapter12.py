@@ -8,6 +8,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, no_injected_markup, result, settle_after, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
@@ -238,3 +239,9 @@ def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
     for legend in w.locator('[data-role="bars"] .chart-legend').all():  # no colour twice within a bar
         classes = [c for c in legend.locator(".kit-swatch").evaluate_all("els => els.map(e => e.className)")]
         assert len(set(classes)) == len(classes)
+
+
+def test_an_exercise_round_trip(chapter12):
+    """A predict exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter12, "ch12.one_f_one_b_idle")

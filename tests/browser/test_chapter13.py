@@ -9,6 +9,7 @@ import concurrent.futures
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -224,3 +225,9 @@ def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
     fill_and_wait(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
     expect(q.locator('[data-role="wait-chart-summary"]')).to_contain_text("at your ρ = 0.7")
     expect(q.locator('[data-role="slow-chart-summary"]')).to_contain_text("at your W = 32")
+
+
+def test_an_exercise_round_trip(chapter13):
+    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter13, "ch13.topk_with_feedback")

@@ -9,6 +9,7 @@ import pathlib
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, no_injected_markup, result, settle_after, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -228,3 +229,9 @@ def test_chinchilla_fit_matches_cpython_and_refuses_bad_choices(chapter14):
         assert run(w) == "error"
         assert w.locator('input[name="compute"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter14)
+
+
+def test_an_exercise_round_trip(chapter14):
+    """A predict exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter14, "ch14.context_doubled")

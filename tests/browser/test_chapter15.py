@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -433,3 +434,9 @@ def test_goodput_chart_has_a_text_alternative(chapter15):
     assert len(table["rows"]) >= 10
     first = [float(c) for c in table["rows"][0]]
     assert first[2] == pytest.approx(goodput.expected_goodput(first[0], 5, 15, 10), rel=1e-3)
+
+
+def test_an_exercise_round_trip(chapter15):
+    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter15, "ch15.best_interval")

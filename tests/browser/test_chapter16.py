@@ -10,6 +10,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import SITE, chapter_fixture, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
@@ -234,3 +235,9 @@ def test_the_loss_chart_has_a_text_alternative(chapter16):
     assert pretrain(w, 20) == "done"
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("at step 19")
     assert len(chart_table(w)["rows"]) >= 2
+
+
+def test_an_exercise_round_trip(chapter16):
+    """A investigate exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter16, "ch16.beta_change")

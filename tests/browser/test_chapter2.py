@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
@@ -448,3 +449,9 @@ def test_dedup_widget_refuses_a_10_mb_paste_with_a_message(chapter2):
     assert submit(w, text_a="to be or not to be") == "error"
     assert "10,000,000 characters" in assert_error_in_slot(w, "text_b")
     assert submit(w, text_b="to be, or not to be") == "done"
+
+
+def test_an_exercise_round_trip(chapter2):
+    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter2, "ch2.pair_counts")

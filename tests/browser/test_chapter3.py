@@ -10,6 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
@@ -386,3 +387,9 @@ def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3, bad):
     no_injected_markup(chapter3)
     w, status = set_tau(chapter3, "1")
     assert status == "done"
+
+
+def test_an_exercise_round_trip(chapter3):
+    """A investigate exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter3, "ch3.accumulate")

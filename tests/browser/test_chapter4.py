@@ -8,6 +8,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table
 
@@ -215,3 +216,9 @@ def test_backprop_order_steps_through_the_order_pylib_recorded(chapter4):
     np.testing.assert_allclose(r["norms"], [row["grad_norm"] for row in expected["backward"]], rtol=1e-12)
     w.locator('[data-action="reset"]').click()
     expect(w.locator('[data-role="backward"] li.bo-pending')).to_have_count(len(expected["backward"]))
+
+
+def test_an_exercise_round_trip(chapter4):
+    """A predict exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter4, "ch4.activation_total")

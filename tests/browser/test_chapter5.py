@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import ROOT, chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, error_slot
 
@@ -315,3 +316,9 @@ def test_weight_decay_refuses_bad_input_and_recovers(chapter5, field, value):
     no_injected_markup(chapter5)
     w, status = show_decay(chapter5, **good)
     assert status == "done"
+
+
+def test_an_exercise_round_trip(chapter5):
+    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter5, "ch5.heavy_ball")

@@ -11,6 +11,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, error_slot
 
@@ -376,3 +377,9 @@ def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):
     assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
     expect(error_slot(w, "seed")).not_to_be_empty()
     expect(error_slot(w, "step")).not_to_be_empty()
+
+
+def test_an_exercise_round_trip(chapter6):
+    """A predict exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter6, "ch6.linear_rule_overshoot")

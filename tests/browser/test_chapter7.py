@@ -10,6 +10,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, result, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, error_slot
 
@@ -298,3 +299,9 @@ def test_coord_check_refuses_bad_input(chapter7, field, value):
     expect(w.locator('[data-role="message"]')).to_be_visible()
     expect(error_slot(w, field)).not_to_be_empty()
     assert chapter7.locator("b.injected, [data-widget] img").count() == 0
+
+
+def test_an_exercise_round_trip(chapter7):
+    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter7, "ch7.post_ln_backward")

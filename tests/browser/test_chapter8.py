@@ -9,6 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
 
@@ -295,3 +296,8 @@ def test_bad_batch_step_slider_works_with_the_keyboard(chapter8):
     # 1e-4 to 10 is 5 decades: 0.01 to 1, two of them, is two fifths of the slider
     assert int(slider.input_value()) - low == pytest.approx(2 * int(slider.get_attribute("max")) / 5, abs=1)
 
+
+def test_an_exercise_round_trip(chapter8):
+    """A predict exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter8, "ch8.clipped_b")

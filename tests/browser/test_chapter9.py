@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, drive_slider, set_fields
 
@@ -351,3 +352,9 @@ def test_quantise_bits_slider_requantises_as_it_moves(chapter9):
     assert result(w)["q_max"] == 1
     # the charts' text alternative follows the data
     expect(w.locator('[data-role="chart-sweep-summary"]')).to_contain_text("At 2 bits the relative error is lowest")
+
+
+def test_an_exercise_round_trip(chapter9):
+    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
+    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
+    exercise_checks.round_trip(chapter9, "ch9.round_bf16")
