@@ -225,7 +225,9 @@ async function mount(root) {
       releaseRun(root);
       checkButton.disabled = false;
       stopButton.disabled = true;
-      if (document.activeElement === stopButton || document.activeElement === document.body) {
+      const stranded = document.activeElement === stopButton || document.activeElement === document.body
+        || (!takesCode && document.activeElement === value && value.readOnly); // a committed prediction
+      if (stranded) {
         (checkButton.hidden ? resetButton : checkButton).focus();
       }
     }

@@ -129,18 +129,19 @@ export function markContents() {
 /** The index: "n of m exercises done" beside each chapter, and a reset for all. */
 export function markIndex() {
   const items = [...document.querySelectorAll("[data-exercises]")];
-  let any = false;
+  const idsOf = (item) => item.dataset.exercises.split(" ").filter(Boolean);
+  const any = items.some((item) => idsOf(item).some((id) => Object.keys(get(id)).length));
   for (const item of items) {
-    const ids = item.dataset.exercises.split(" ").filter(Boolean);
+    const ids = idsOf(item);
     const done = ids.filter(isDone).length;
-    any ||= ids.some((id) => Object.keys(get(id)).length);
     let tally = item.querySelector(".exercise-tally");
     if (!tally) {
       tally = document.createElement("span");
       tally.className = "exercise-tally";
       item.append(tally);
     }
-    tally.textContent = ` · ${done} of ${ids.length} exercises done`;
+    // before the reader has started: how many there are; after: how many are done
+    tally.textContent = any ? ` · ${done} of ${ids.length} exercises done` : ` · ${ids.length} exercises`;
     tally.dataset.done = String(done);
   }
   const button = document.querySelector('[data-role="reset-all-exercises"]');

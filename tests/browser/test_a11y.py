@@ -57,6 +57,17 @@ def settle(page):
     page.evaluate(FRAMES)
 
 
+def mount_exercises(page):
+    """Bring each exercise into view, so that it mounts (its editor or its input, its buttons): axe and
+    the width check then see the blocks as a reader does. Back to the top afterwards."""
+    blocks = page.locator("[data-exercise]")
+    for i in range(blocks.count()):
+        blocks.nth(i).scroll_into_view_if_needed()
+    page.wait_for_function("""() => [...document.querySelectorAll("[data-exercise]")]
+        .every((el) => el.dataset.mounted === "true" || el.dataset.status === "error")""", timeout=60_000)
+    page.evaluate("window.scrollTo(0, 0)")
+
+
 def serious(violations):
     return [v for v in violations if v["impact"] in FAILING]
 
@@ -101,6 +112,7 @@ def visit(request, browser, site_url, axe_source):
     try:
         page.goto(site_url + path)
         settle(page)
+        mount_exercises(page)
         out["pyodide"] = page.evaluate("document.documentElement.dataset.pyodide")
         out["width"] = page.evaluate("document.documentElement.scrollWidth")
         out["chapter_list_open"] = page.evaluate("(document.querySelector('.chapter-nav-list') || {}).open")

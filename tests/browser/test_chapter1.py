@@ -522,3 +522,66 @@ def test_a_prediction_that_is_not_a_number_gets_a_message_and_is_not_committed(c
         root.locator('[data-role="check"]').click()
         expect(root.locator('[data-role="status"], [data-role="verdict"]').first).not_to_be_empty()
         expect(root.locator('[data-role="value"]')).to_be_editable(timeout=60_000)
+
+
+EXERCISE_AXE = """async () => {
+  const result = await axe.run({ include: [[".exercise"], [".exercise-progress"]] }, { resultTypes: ["violations"] });
+  return result.violations.filter((v) => ["serious", "critical"].includes(v.impact))
+    .map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join(", ")})`);
+}"""
+
+
+def test_exercise_blocks_pass_axe_in_both_themes_with_a_verdict_hints_and_the_solution_open(chapter1):
+    root = exercise_checks.block(chapter1, "ch1.windows")
+    exercise_checks.check(chapter1, root, exercises.get("ch1.windows").mistakes[1].answer)
+    root.locator('[data-role="hint"]').click()
+    root.locator('button[data-role="solution"]').click()
+    predict = exercise_checks.block(chapter1, "ch1.loss_at_step_0")
+    exercise_checks.check(chapter1, predict, "65")
+    chapter1.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    try:
+        for theme in ("dark", "light"):
+            chapter1.click(f'button[data-theme-choice="{theme}"]')
+            assert chapter1.evaluate("document.documentElement.dataset.theme") == theme
+            assert chapter1.evaluate(EXERCISE_AXE) == [], theme
+    finally:
+        chapter1.click('button[data-theme-choice="system"]')
+
+
+def test_an_exercise_is_checked_with_the_keyboard_alone(chapter1):
+    root = exercise_checks.block(chapter1, "ch1.windows")
+    root.evaluate("(el, text) => el.setExerciseAnswer(text)", exercises.get("ch1.windows").solution)
+    root.locator(".cm-content").focus()
+    settle_after(root, lambda: chapter1.keyboard.press("Control+Enter"), timeout=120_000)
+    expect(root.locator('[data-role="verdict"]')).to_have_attribute("data-passed", "true")
+    predict = exercise_checks.block(chapter1, "ch1.loss_at_step_0")
+    again = predict.locator('[data-role="reset"]')
+    if again.is_visible():
+        again.focus()
+        chapter1.keyboard.press("Enter")
+    value = predict.locator('[data-role="value"]')
+    expect(value).to_be_focused()
+    value.fill("4.2")
+    settle_after(predict, lambda: chapter1.keyboard.press("Enter"), timeout=120_000)
+    expect(predict).to_have_attribute("data-done", "true")
+    expect(predict.locator('[data-role="reset"]')).to_be_focused()  # "Predict again", next to the verdict
+
+
+def test_the_index_shows_each_chapters_exercises_done_and_resets_them_all(chapter1, site_url):
+    exercise_checks.check(chapter1, exercise_checks.block(chapter1, "ch1.windows"),
+                          exercises.get("ch1.windows").solution)
+    index = chapter1.context.new_page()
+    try:
+        index.goto(site_url + "index.html")
+        first = index.locator("li[data-exercises]").first
+        expect(first.locator(".exercise-tally")).to_have_text(re.compile(r" · [1-4] of 4 exercises done"))
+        expect(index.locator("li[data-exercises]").nth(15).locator(".exercise-tally")).to_have_text(
+            re.compile(r" · 0 of \d exercises done"))
+        index.locator('[data-role="reset-all-exercises"]').click()
+        index.locator('[data-role="confirm-reset"]').click()
+        expect(first.locator(".exercise-tally")).to_have_text(" · 4 exercises")
+        expect(index.locator('[data-role="reset-all-exercises"]')).to_be_hidden()
+    finally:
+        index.close()
+    # the chapter's page hears of it (the storage event): its marks clear
+    expect(exercise_checks.block(chapter1, "ch1.windows")).not_to_have_attribute("data-done", "true")
