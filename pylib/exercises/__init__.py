@@ -140,14 +140,19 @@ def exercises():
 
 def of_chapter(chapter):
     """The exercises of chapter (an int, or "ch5"), in their order."""
-    n = int(str(chapter).removeprefix("ch"))
+    text = str(chapter).removeprefix("ch")
+    if not text.isdigit():
+        raise ValueError(f"{chapter!r} is not a chapter: write ch1 to ch{CHAPTERS}")
+    n = int(text)
     return [ex for ex in exercises().values() if ex.chapter == n]
 
 
 def get(exercise_id):
     ex = exercises().get(exercise_id)
     if ex is None:
-        raise KeyError(f"no exercise {exercise_id!r} (known: {', '.join(exercises())})")
+        chapter = str(exercise_id).split(".", 1)[0]
+        known = [i for i in exercises() if i.startswith(chapter + ".")] or list(exercises())
+        raise KeyError(f"no exercise {exercise_id!r} (known: {', '.join(known)})")
     return ex
 
 

@@ -1,11 +1,11 @@
 """The exercises from a terminal, with the same checks and messages as the page.
 
     python -m pylib.exercises list [ch5]           the exercises, with their kinds
-    python -m pylib.exercises show ch5.adam_l2     one exercise's task and starter
+    python -m pylib.exercises show ch5.heavy_ball  one exercise's task and starter (or ch5: all of them)
     python -m pylib.exercises starter ch5 > my_answers.py   a file to fill in: every starter
     python -m pylib.exercises check ch5 my_answers.py       check what the file answers
-    python -m pylib.exercises hint ch5.adam_l2 [n]  the n-th hint (default: the first)
-    python -m pylib.exercises solution ch5.adam_l2  the reference solution
+    python -m pylib.exercises hint ch5.heavy_ball [n]  the n-th hint (default: the first)
+    python -m pylib.exercises solution ch5.heavy_ball  the reference solution
 
 Exit status of check: 0 when every answered exercise passes, 1 otherwise."""
 
@@ -31,6 +31,15 @@ def starter_file(chapter):
             unit = f" ({ex.unit})" if ex.unit else ""
             parts.append(f"{_name(ex)} = None  # your prediction{unit}\n")
     return "\n".join(parts)
+
+
+def show(ex):
+    print(f"{ex.id}: {ex.title} ({ex.kind})\n\n{ex.task.strip()}\n")
+    if ex.takes_code:
+        print(ex.starter)
+    else:
+        print(f"Answer with: {_name(ex)} = <your number>" + (f" ({ex.unit})" if ex.unit else ""))
+    print(f"{len(ex.hints)} hints: python -m pylib.exercises hint {ex.id} 1\n")
 
 
 def main(argv=None):
@@ -66,17 +75,16 @@ def main(argv=None):
             return 0
         if args.command == "check":
             return 1 if exercises.check_file(args.chapter, args.file) else 0
+        if args.command == "show" and "." not in args.id and exercises.of_chapter(args.id):
+            for ex in exercises.of_chapter(args.id):
+                show(ex)
+            return 0
         ex = exercises.get(args.id)
-    except (KeyError, OSError) as e:
-        print(e.args[0] if isinstance(e, KeyError) else e, file=sys.stderr)
+    except (KeyError, OSError, ValueError) as e:
+        print(e.args[0] if isinstance(e, (KeyError, ValueError)) else e, file=sys.stderr)
         return 2
     if args.command == "show":
-        print(f"{ex.id}: {ex.title} ({ex.kind})\n\n{ex.task.strip()}\n")
-        if ex.takes_code:
-            print(ex.starter)
-        else:
-            print(f"Answer with: {_name(ex)} = <your number>" + (f" ({ex.unit})" if ex.unit else ""))
-        print(f"{len(ex.hints)} hints: python -m pylib.exercises hint {ex.id} 1")
+        show(ex)
     elif args.command == "hint":
         if not 1 <= args.n <= len(ex.hints):
             print(f"{ex.id} has hints 1 to {len(ex.hints)}.", file=sys.stderr)
