@@ -585,3 +585,38 @@ def test_the_index_shows_each_chapters_exercises_done_and_resets_them_all(chapte
         index.close()
     # the chapter's page hears of it (the storage event): its marks clear
     expect(exercise_checks.block(chapter1, "ch1.windows")).not_to_have_attribute("data-done", "true")
+
+
+def test_every_stop_in_the_exercises_shows_a_focus_ring_in_both_themes(chapter1):
+    """From the Exercises heading to the last exercise, by Tab (and Esc to leave an editor, as the page
+    says): each stop's outline is at least 2 px wide with 3:1 against the page, light and dark."""
+    from test_a11y import FOCUSED
+    from test_theme import contrast, rgb
+
+    blocks = chapter1.locator("[data-exercise]")
+    for i in range(blocks.count()):
+        exercise_checks.block(chapter1, blocks.nth(i).get_attribute("data-exercise"))
+    last = blocks.nth(blocks.count() - 1)
+    faint, stops = [], 0
+    try:
+        for theme in ("light", "dark"):
+            chapter1.click(f'button[data-theme-choice="{theme}"]')
+            chapter1.locator("h2", has_text="Exercises").locator("a.heading-anchor").focus()
+            for _ in range(120):
+                if chapter1.evaluate("!!document.activeElement.closest('.cm-editor')"):
+                    chapter1.keyboard.press("Escape")
+                chapter1.keyboard.press("Tab")
+                if not chapter1.evaluate("(last) => last.compareDocumentPosition(document.activeElement) & "
+                                         "(Node.DOCUMENT_POSITION_PRECEDING | Node.DOCUMENT_POSITION_CONTAINED_BY)",
+                                         last.element_handle()):
+                    break  # past the last exercise
+                stops += 1
+                f = chapter1.evaluate(FOCUSED)
+                ratio = contrast(rgb(f["color"])[0], rgb(f["bg"])[0]) if f["style"] != "none" else 0
+                if f["style"] == "none" or f["width"] < 2 or ratio < 3:
+                    faint.append(f"[{theme}] <{f['tag']}> {f['text']!r}: outline {f['style']} {f['width']}px "
+                                 f"{f['color']} ({ratio:.2f}:1)")
+    finally:
+        chapter1.click('button[data-theme-choice="system"]')
+    assert stops >= 2 * 3 * blocks.count(), stops  # each block's editor or input and its buttons, twice
+    assert not faint, "\n".join(sorted(set(faint)))
