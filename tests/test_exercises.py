@@ -215,3 +215,11 @@ def test_the_page_entry_point_reports_the_verdict_the_output_and_a_stop():
     assert reply["status"] == "stopped"
     reply = json.loads(asyncio.run(cells.check_in_page("ch99.none", "", emit, "unused/")))
     assert reply["status"] == "error" and "no exercise" in reply["message"]
+
+
+def test_the_straggler_prediction_uses_chapter_13s_base_and_spread():
+    """pylib may not import experiments/, so ch13's exercise repeats the two numbers: they must agree."""
+    from experiments import ch13
+    from pylib.exercises import ch13 as exercise13
+    assert (exercise13.STRAGGLE_BASE, exercise13.STRAGGLE_SPREAD) == (ch13.STRAGGLERS["base"],
+                                                                      ch13.STRAGGLERS["spread"])
