@@ -433,18 +433,24 @@ async function mount(root) {
 // ---------------------------------------------------------------------------
 // Mount each cell when it comes near the screen (the editor's code is then loaded once)
 
-const cells = [...document.querySelectorAll("[data-code-cell]")].filter((el) => !el.dataset.mounted);
-const mountOnce = (el) => {
-  if (el.dataset.mounting) return;
-  el.dataset.mounting = "true";
-  mount(el).catch((err) => {
-    el.dataset.status = "error";
-    const box = el.querySelector('[data-role="status"]');
-    if (box) box.textContent = `This cell failed to start: ${err.message}`;
-    markSettled(el);
-  });
-};
-if ("IntersectionObserver" in globalThis) {
+/** Mount each element with mount(el) once it comes within 800 px of the screen; a failed mount says so
+ * in the element's status ("This <what> failed to start") and settles it. Cells and exercises use it. */
+export function mountWhenNear(elements, mount, what) {
+  const mountOnce = (el) => {
+    if (el.dataset.mounting) return;
+    el.dataset.mounting = "true";
+    mount(el).catch((err) => {
+      el.dataset.status = "error";
+      const box = el.querySelector('[data-role="status"]');
+      if (box) box.textContent = `This ${what} failed to start: ${err.message}`;
+      markSettled(el);
+    });
+  };
+  const pending = elements.filter((el) => !el.dataset.mounted);
+  if (!("IntersectionObserver" in globalThis)) {
+    for (const el of pending) mountOnce(el);
+    return;
+  }
   const seen = new IntersectionObserver((entries) => {
     for (const entry of entries) {
       if (entry.isIntersecting) {
@@ -453,7 +459,7 @@ if ("IntersectionObserver" in globalThis) {
       }
     }
   }, { rootMargin: "800px 0px" });
-  for (const el of cells) seen.observe(el);
-} else {
-  for (const el of cells) mountOnce(el);
+  for (const el of pending) seen.observe(el);
 }
+
+mountWhenNear([...document.querySelectorAll("[data-code-cell]")], mount, "cell");

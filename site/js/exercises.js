@@ -13,7 +13,7 @@
 // per ended check, widget-kit.markSettled), data-passed "true"|"false" after a check, and
 // data-done "true" once the exercise is solved.
 
-import { claimRun, formatSeconds, loadEditorKit, makeEditor, releaseRun, runningRoot, worker } from "./cells.js";
+import { claimRun, formatSeconds, loadEditorKit, makeEditor, mountWhenNear, releaseRun, runningRoot, worker } from "./cells.js";
 import * as progress from "./progress.js";
 import { markSettled, SETTLED } from "./widget-kit.js";
 
@@ -305,27 +305,4 @@ async function mount(root) {
 }
 
 setUpChapterTally();
-const blocks = [...document.querySelectorAll("[data-exercise]")].filter((el) => !el.dataset.mounted);
-const mountOnce = (el) => {
-  if (el.dataset.mounting) return;
-  el.dataset.mounting = "true";
-  mount(el).catch((err) => {
-    el.dataset.status = "error";
-    const box = el.querySelector('[data-role="status"]');
-    if (box) box.textContent = `This exercise failed to start: ${err.message}`;
-    markSettled(el);
-  });
-};
-if ("IntersectionObserver" in globalThis) {
-  const seen = new IntersectionObserver((entries) => {
-    for (const entry of entries) {
-      if (entry.isIntersecting) {
-        seen.unobserve(entry.target);
-        mountOnce(entry.target);
-      }
-    }
-  }, { rootMargin: "800px 0px" });
-  for (const el of blocks) seen.observe(el);
-} else {
-  for (const el of blocks) mountOnce(el);
-}
+mountWhenNear([...document.querySelectorAll("[data-exercise]")], mount, "exercise");
