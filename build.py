@@ -27,6 +27,7 @@ page, the offline copy and the measurements) are the package builder/.
 """
 
 import argparse
+import ast
 import os
 
 # One BLAS thread unless the caller says otherwise, set before NumPy is first imported: the
@@ -466,11 +467,28 @@ class ChapterContext:
     def _source(self, helper, name):
         """(dedented source, caption) of pylib.<module>.<name>; an unknown name fails the build."""
         module_name, _, attr = name.rpartition(".")
+        if module_name.split(".")[0] == "companions":
+            return self._companion_source(helper, module_name, attr)
         try:
             obj = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError, ValueError) as e:
             raise BuildError(f"{self.chapter_name}: {helper}({name!r}): no such function or class ({e})")
         return textwrap.dedent(inspect.getsource(obj)), f"{name} ({_relpath(inspect.getsourcefile(obj))})"
+
+    def _companion_source(self, helper, module_name, attr):
+        """Source of a top-level function or class of companions/, read from the file, not imported:
+        the companions need PyTorch, which the build does not (only the tests and --measure do)."""
+        path = ROOT.joinpath(*module_name.split(".")).with_suffix(".py")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise BuildError(f"{self.chapter_name}: {helper}({module_name}.{attr}): no such module ({e})")
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == attr:
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                lines = text.splitlines(keepends=True)[first - 1:node.end_lineno]
+                return textwrap.dedent("".join(lines)), f"{module_name}.{attr} ({_relpath(path)})"
+        raise BuildError(f"{self.chapter_name}: {helper}({module_name}.{attr}): no such function or class in {_relpath(path)}")
 
     def editable(self, name):
         """code(name) as a cell the reader can edit and run (site/templates/cell.html, site/js/cells.js):

@@ -92,6 +92,33 @@ def test_code_is_pulled_from_pylib_by_name(ctx):
     assert "get_batch" in html and "pylib/data.py" in html and 'class="highlight"' in html
 
 
+def test_companion_code_is_read_from_its_file_without_importing_torch():
+    """companions/ need PyTorch and the build does not: their source is read, not imported."""
+    import subprocess
+    import sys
+    script = ("import sys, build\n"
+              "c = build.ChapterContext(build.make_env(), {'values': {}}, 'chapters/test.md')\n"
+              "html = c.fill_blocks(str(c.code('companions.model.GPT')))\n"
+              "assert 'weight tying' in html and 'companions/model.py' in html, html[:300]\n"
+              "assert 'torch' not in sys.modules, 'the build imported torch'\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=build.ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_pylib_never_imports_the_companions():
+    """The page is NumPy-only: pylib (which the page runs) never imports companions/ (PyTorch)."""
+    import re
+    offenders = [str(p.relative_to(build.ROOT)) for p in (build.ROOT / "pylib").rglob("*.py")
+                 if re.search(r"^\s*(from|import)\s+companions\b", p.read_text(encoding="utf-8"), re.M)]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("name", ["companions.model.no_such_class", "companions.no_such_module.f"])
+def test_unknown_companion_code_fails_the_build(ctx, name):
+    with pytest.raises(build.BuildError):
+        ctx.code(name)
+
+
 def test_test_source_is_pulled_by_name(ctx):
     html = ctx.fill_blocks(str(ctx.test("test_get_batch_targets_are_inputs_shifted_by_one")))
     assert "tests/test_data.py" in html and "shifted" in html

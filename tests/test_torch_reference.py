@@ -1,9 +1,9 @@
-"""pylib against an independent PyTorch nanoGPT: same loss and every gradient, in float64.
+"""pylib against an independent PyTorch nanoGPT: same loss and every gradient, in float64 and in
+float32.
 
-The PyTorch model below is written from nanoGPT's model.py (CausalSelfAttention with c_attn and
-c_proj, MLP with c_fc, tanh-GELU and c_proj, pre-LN Block, GPT with transformer.wte/wpe/h/ln_f
-and lm_head tied to wte). It shares no code with pylib; pylib's weights reach it only through
-pylib.export, loaded with strict=True, so a wrong name, shape or layout fails here.
+The PyTorch model is companions/model.py, written from nanoGPT's model.py. It shares no code with
+pylib; pylib's weights reach it only through pylib.export, loaded with strict=True, so a wrong name,
+shape or layout fails here.
 """
 
 import math
@@ -12,80 +12,12 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
-F = torch.nn.functional
 
+from companions import model as torch_gpt  # noqa: E402
+from companions.model import GPT  # noqa: E402
 from pylib import export, model, optim  # noqa: E402
 
 CFG = model.GPTConfig()
-
-
-# ---------------------------------------------------------------------------
-# nanoGPT, written out
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.n_head, self.n_embd = cfg.n_head, cfg.n_embd
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
-        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # the explicit path
-        causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
-
-
-class MLP(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.mlp = MLP(cfg)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(cfg.vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size, cfg.n_embd),
-            h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
-            ln_f=nn.LayerNorm(cfg.n_embd, bias=cfg.bias),
-        ))
-        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # weight tying
-
-    def forward(self, idx, targets):
-        pos = torch.arange(idx.size(1))
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 # ---------------------------------------------------------------------------
@@ -163,3 +95,44 @@ def test_init_statistics_match_nanogpt_rules():
     net.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=True)  # float32 loads too
     assert net.transformer.wte.weight.data_ptr() == net.lm_head.weight.data_ptr()
     assert abs(float(net.transformer.h[3].attn.c_proj.weight.detach().std()) - 0.02 / math.sqrt(2 * 4)) < 5e-4
+
+
+# ---------------------------------------------------------------------------
+# float32: the companions' model equals pylib's to float32 rounding
+
+U32 = 2.0 ** -24  # float32's unit roundoff
+F32_TOL = 32 * U32  # per tensor, relative to its largest entry; measured today: 13.7u at worst (a float32 gradient of the course model)
+
+
+def float32_differences(cfg, gelu="tanh"):
+    """{what: max |pylib - torch| / max |pylib|} for logits, loss and every gradient, both in float32."""
+    params = {k: v.astype(np.float32) for k, v in trained_like_params(cfg, 4).items()}
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, cfg.vocab_size, (4, cfg.block_size))
+    y = rng.integers(0, cfg.vocab_size, (4, cfg.block_size))
+    loss, grads = model.loss_and_grads(params, cfg, x, y)
+    net = torch_gpt.from_pylib(params, cfg, torch.float32)
+    if gelu != "tanh":  # a planted error: the erf GELU instead of GPT-2's tanh approximation
+        for block in net.transformer.h:
+            block.mlp.forward = lambda h, m=block.mlp: m.c_proj(torch.nn.functional.gelu(m.c_fc(h)))
+    logits, loss_t = net(torch.from_numpy(x), torch.from_numpy(y))
+    loss_t.backward()
+    rel = lambda a, b: float(np.abs(a - b).max() / np.abs(a).max())  # noqa: E731
+    out = {"logits": rel(model.forward_logits(params, cfg, x), logits.detach().numpy()),
+           "loss": abs(loss - loss_t.item()) / abs(loss)}
+    torch_grads = torch_gpt.named_grads(net)
+    assert sorted(torch_grads) == sorted(grads)  # every parameter, the tied one once
+    out.update({name: rel(g, torch_grads[name]) for name, g in grads.items()})
+    return out
+
+
+@pytest.mark.parametrize("cfg", [CFG, model.GPTConfig(n_layer=2, n_head=4, n_embd=32, block_size=16)],
+                         ids=["decoder-5k", "2-layer"])
+def test_companion_model_equals_pylib_in_float32(cfg):
+    worst = max(float32_differences(cfg).items(), key=lambda kv: kv[1])
+    assert worst[1] <= F32_TOL, f"{worst[0]} differs by {worst[1] / U32:.1f} u"
+
+
+def test_float32_comparison_catches_a_planted_error():
+    worst = max(float32_differences(CFG, gelu="erf").values())
+    assert worst > 100 * F32_TOL  # the erf GELU differs from tanh's by about 1e-3
