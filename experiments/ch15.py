@@ -110,6 +110,11 @@ def part_resume(corpus):
     from pylib.studies import resume, target
     runs = {s: resume_seed(corpus, s) for s in SEEDS}
     k, w = RESUME["at_step"], RESUME["window"]
+    steps = train.TrainConfig().steps
+
+    def reached(r, name):  # steps to the target of one arm: head and tail are one run of `steps` steps
+        return target.steps_to_target(r["head"] + r[name], RESUME["target"], steps=steps)
+
     values = {"ch15.resume.identical_runs": sum(r["identical"] for r in runs.values()),
               "ch15.resume.ckpt_bytes": runs[SEEDS[0]]["bytes"],
               "ch15.health.initial_ok_runs": sum(r["initial"]["ok"] for r in runs.values())}
@@ -122,19 +127,15 @@ def part_resume(corpus):
                           {s: resume.paired_excess(r[name], r["proper"], w)["mean"] for s, r in runs.items()}))
         values.update(arm(f"ch15.resume.{name}.final_val", {s: final_val(r[name]) for s, r in runs.items()}))
         values.update(arm(f"ch15.resume.{name}.first_update", {s: r["sizes"][name] for s, r in runs.items()}))
-        values.update(arm(f"ch15.resume.{name}.steps_to_target",
-                          {s: target.steps_to_target(r["head"] + r[name], RESUME["target"]) for s, r in runs.items()}))
+        values.update(arm(f"ch15.resume.{name}.steps_to_target", {s: reached(r, name) for s, r in runs.items()}))
         for seed, r in runs.items():  # per seed, as a word when the target was never reached
-            reached = target.steps_to_target(r["head"] + r[name], RESUME["target"])
-            values[f"ch15.resume.{name}.steps_to_target.seed{seed}"] = "not reached" if reached is None else reached
-        values[f"ch15.resume.{name}.reached_runs"] = sum(
-            target.steps_to_target(r["head"] + r[name], RESUME["target"]) is not None for r in runs.values())
+            values[f"ch15.resume.{name}.steps_to_target.seed{seed}"] = (
+                "not reached" if reached(r, name) is None else reached(r, name))
+        values[f"ch15.resume.{name}.reached_runs"] = sum(reached(r, name) is not None for r in runs.values())
     # Steps to the target with misses censored at the run's end: each seed's pair ordered when at
     # least one arm reached the target, and a sign test over the ordered pairs (pylib.studies.target).
-    steps = train.TrainConfig().steps
     order = target.censored_sign_test(
-        [tuple(target.steps_to_target(r["head"] + r[name], RESUME["target"]) for name in ("no_opt", "proper"))
-         for r in runs.values()], steps)
+        [tuple(reached(r, name) for name in ("no_opt", "proper")) for r in runs.values()], steps)
     values.update({"ch15.resume.target_order.no_opt_first": order["a"], "ch15.resume.target_order.proper_first": order["b"],
                    "ch15.resume.target_order.tie": order["tie"], "ch15.resume.target_order.neither": order["neither"],
                    "ch15.resume.target_order.p": order["p"],

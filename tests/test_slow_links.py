@@ -260,3 +260,23 @@ def test_train_ops_run_the_same_steps_as_pylib(corpus):
     assert fin["losses"] == pytest.approx([r["loss"] for r in ref if "loss" in r], rel=1e-12)
     assert fin["bytes"] == ref[-1]["bytes"]
     assert fin["steps_to_target"] == target.steps_to_target(ref, 3.5)
+
+
+def test_steps_to_target_reads_pylib_trains_last_evaluation_after_its_update(corpus):
+    # pylib.train's records name the 0-based step; its evaluations are made before that step's
+    # update (steps done = step), except the last step's, made after it on the final weights
+    # (steps done = steps). A target first reached at that final evaluation is reached after
+    # `steps` steps, not steps - 1.
+    import dataclasses
+    from pylib import train
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    tcfg = train.TrainConfig(steps=6, eval_interval=5, batch_size=4, eval_windows=8)
+    _, history = train.train(mcfg, tcfg, corpus.train, corpus.val)
+    evals = [(r["step"], r["val"]) for r in history if "val" in r]
+    assert [s for s, _ in evals] == [0, 5]  # before step 0; after step 5, the last
+    assert evals[1][1] < evals[0][1]  # so the final evaluation is the first to reach its own loss
+    assert target.steps_to_target(history, evals[1][1], steps=6) == 6
+    assert target.steps_to_target(history, evals[0][1], steps=6) == 0  # an evaluation before its step's update
+    assert target.steps_to_target(history, evals[1][1] - 1.0, steps=6) is None
+    with pytest.raises(ValueError, match="steps"):  # a pylib.train history read without its length
+        target.steps_to_target(history, evals[1][1])

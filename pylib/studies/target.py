@@ -8,7 +8,9 @@ target has no value (None), which is reported as such, never dropped or replaced
 
 A history is a list of records in step order, each with "step" (steps done) and, at evaluation
 steps, the loss under `key` (the 128-window validation subset, "val", unless said otherwise);
-cumulative costs ("bytes", "seconds") are read from the same record.
+cumulative costs ("bytes", "seconds") are read from the same record. pylib.train's records are the
+exception: their "step" is the 0-based step, evaluated before its update (steps done = step) except
+the run's last, evaluated after it (steps done = steps); reading one needs the run's length.
 """
 
 
@@ -21,12 +23,21 @@ def first_reaching(history, target, key="val"):
     return None
 
 
-def steps_to_target(history, target, key="val"):
+def steps_to_target(history, target, key="val", steps=None):
     """Steps done when the loss first reaches target; None if it never does. A record that says
-    when its loss was measured (key + "_step", as the dashboard's rows do for the last evaluation,
-    made after the last update) is read at that step."""
+    when its loss was measured (key + "_step", as the dashboard's rows do) is read at that step; a
+    pylib.train record (it has "lr") of the last step, steps - 1, at steps: its evaluation follows the update."""
     record = first_reaching(history, target, key)
-    return None if record is None else record.get(f"{key}_step", record["step"])
+    if record is None:
+        return None
+    if f"{key}_step" in record:
+        return record[f"{key}_step"]
+    if "lr" in record:  # a pylib.train record: its step is the step's index, not the steps done
+        if steps is None:
+            raise ValueError("a pylib.train history needs steps=, the run's length: its last evaluation "
+                             "follows the update")
+        return record["step"] + 1 if record["step"] == steps - 1 else record["step"]
+    return record["step"]
 
 
 def cost_to_target(history, target, cost="bytes", key="val"):
