@@ -70,9 +70,128 @@ def test_interleaving_shrinks_the_bubble_but_holds_more_activations():
     assert two["peak_activations"][0] > one["peak_activations"][0]
 
 
+# ---------------------------------------------------------------------------
+# Zero bubble (ZB-H1): the backward split into B (input gradient) and W (weight gradient)
+
+ZB_SHAPES = [(2, 2), (2, 5), (3, 6), (4, 4), (4, 8), (8, 32)]  # m >= p
+ZB_TIMES = [(1.0, 1.0, 1.0), (1.0, 1.5, 0.5), (2.0, 1.0, 0.75), (1.0, 3.0, 0.5), (0.5, 0.25, 0.25)]  # t_f, t_B, t_W; t_W <= t_B
+
+
+def _zb_violations(events, p, times):
+    """Every broken rule of a split-backward schedule's events: each (stage, microbatch) has one F,
+    one B and one W of the right length; F after the previous stage's F; B after the next stage's B
+    (the last stage: its own F); W after its own B; one thing at a time on each device."""
+    tf, t_in, t_w = times
+    ends, bad = {}, []
+    for s, k, mb, c, start, end in events:
+        if (k, s, mb) in ends:
+            bad.append(f"{k}{mb} twice on stage {s}")
+        ends[(k, s, mb)] = end
+        if end - start != pytest.approx({"F": tf, "B": t_in, "W": t_w}[k]):
+            bad.append(f"{k}{mb} on stage {s} lasts {end - start}")
+    for s, k, mb, c, start, end in events:
+        need = {"F": [("F", s - 1, mb)] if s > 0 else [],
+                "B": [("B", s + 1, mb)] if s < p - 1 else [("F", s, mb)],
+                "W": [("B", s, mb)]}[k]
+        bad += [f"{k}{mb} on stage {s} starts before {d}" for d in need if d not in ends or start < ends[d]]
+    for s in range(p):
+        mine = sorted((e for e in events if e[0] == s), key=lambda e: e[4])
+        bad += [f"stage {s} overlaps at {b[4]}" for a, b in zip(mine, mine[1:]) if b[4] < a[5]]
+    m = len(events) // (3 * p)
+    if len(events) != 3 * p * m or len(ends) != len(events):
+        bad.append("missing passes")
+    return bad
+
+
+@pytest.mark.parametrize("p,m", ZB_SHAPES + [(4, 3), (4, 1)])
+@pytest.mark.parametrize("times", ZB_TIMES + [(1.0, 0.5, 1.0)])
+def test_zb_h1_respects_every_dependency_and_each_w_comes_after_its_b(p, m, times):
+    r = pipeline.simulate_pipeline("zb-h1", p, m, 1, times[0], times[1] + times[2], times[1], times[2])
+    assert _zb_violations(r["events"], p, times) == []
+    if p > 1:  # the point of the split: some B runs before the next stage's W of that microbatch has ended
+        ends = {(k, s, mb): end for s, k, mb, c, start, end in r["events"]}
+        assert any(start < ends[("W", s + 1, mb)] for s, k, mb, c, start, end in r["events"] if k == "B" and s < p - 1)
+
+
+def test_the_dependency_check_catches_planted_errors():
+    r = pipeline.simulate_pipeline("zb-h1", 4, 8)
+    good = r["events"]
+    assert _zb_violations(good, 4, (1.0, 1.0, 1.0)) == []
+    i = next(i for i, e in enumerate(good) if e[1] == "W" and e[0] == 2)
+    s, k, mb, c, start, end = good[i]
+    b_end = next(e[5] for e in good if e[:3] == (s, "B", mb))
+    early = good[:i] + [(s, k, mb, c, b_end - 0.5, b_end + 0.5)] + good[i + 1:]  # W before its B ends
+    assert any("before ('B', 2" in v for v in _zb_violations(early, 4, (1.0, 1.0, 1.0)))
+    assert any("twice" in v for v in _zb_violations(good + [good[-1]], 4, (1.0, 1.0, 1.0)))
+    j = next(i for i, e in enumerate(good) if e[1] == "B" and e[0] == 1)
+    s, k, mb, c, start, end = good[j]
+    nb = next(e[4] for e in good if e[:3] == (2, "B", mb))  # stage 1's B moved before stage 2's B
+    assert any(f"B{mb} on stage 1 starts before ('B', 2" in v for v in _zb_violations(
+        good[:j] + [(s, k, mb, c, nb, nb + 1.0)] + good[j + 1:], 4, (1.0, 1.0, 1.0)))
+
+
+@pytest.mark.parametrize("p,m", ZB_SHAPES)
+@pytest.mark.parametrize("times", ZB_TIMES)
+def test_zb_h1_bubble_is_p_minus_1_times_tf_plus_tB_minus_tW_against_1f1bs_tf_plus_tB_plus_tW(p, m, times):
+    tf, t_in, t_w = times
+    zb = pipeline.simulate_pipeline("zb-h1", p, m, 1, tf, t_in + t_w, t_in, t_w)
+    one = pipeline.simulate_pipeline("1f1b", p, m, 1, tf, t_in + t_w)
+    ideal = m * (tf + t_in + t_w)
+    assert zb["ideal"] == one["ideal"] == ideal
+    # every time here is a multiple of 2^-2 and small: each sum is exact in float64, so == holds
+    assert one["makespan"] - ideal == (p - 1) * (tf + t_in + t_w)
+    assert zb["makespan"] - ideal == (p - 1) * (tf + t_in - t_w)
+    assert zb["bubble_over_ideal"] == pytest.approx((p - 1) * (tf + t_in - t_w) / ideal, rel=1e-15)
+
+
+@pytest.mark.parametrize("p,m", ZB_SHAPES)
+def test_zb_h1_bubble_is_a_third_of_1f1bs_when_f_b_and_w_take_the_same_time(p, m):
+    zb = pipeline.simulate_pipeline("zb-h1", p, m)  # the defaults: t_f = 1, t_b = 2 split 1 + 1
+    one = pipeline.simulate_pipeline("1f1b", p, m)
+    assert (zb["t_b_input"], zb["t_b_weight"]) == (1.0, 1.0)
+    assert 3 * (zb["makespan"] - zb["ideal"]) == one["makespan"] - one["ideal"] == 3 * (p - 1)
+    assert zb["bubble_over_ideal"] == pytest.approx((p - 1) / (3 * m), rel=1e-15)  # the authors' (p-1)/3m
+
+
+def test_zb_h1_with_a_long_weight_pass_keeps_a_bubble_of_p_minus_1_forwards():
+    # t_W > t_B: the closed form (p-1)(t_f + t_B - t_W) would promise less than this order delivers
+    for p, m in ZB_SHAPES:
+        r = pipeline.simulate_pipeline("zb-h1", p, m, 1, 1.0, 1.5, 0.5, 1.0)
+        assert r["makespan"] - r["ideal"] == (p - 1) * 1.0 > (p - 1) * (1.0 + 0.5 - 1.0)
+
+
+@pytest.mark.parametrize("p,m", ZB_SHAPES + [(4, 3), (4, 2), (4, 1)])
+def test_zb_h1_holds_at_most_what_1f1b_holds_on_its_first_stage(p, m):
+    zb = pipeline.simulate_pipeline("zb-h1", p, m)
+    one = pipeline.simulate_pipeline("1f1b", p, m)
+    # a microbatch is held from its F until its W: every stage holds 1F1B's stage-1 peak, min(p, m)
+    assert zb["peak_in_flight"] == [min(p, m)] * p
+    assert max(zb["peak_in_flight"]) == max(one["peak_in_flight"]) == one["peak_in_flight"][0]
+
+
+@pytest.mark.parametrize("p,m", [(2, 4), (4, 8), (4, 4), (3, 5), (4, 12), (8, 32), (4, 3), (4, 2)])
+def test_zb_h1_order_is_pytorchs_zero_bubble_order_with_one_stage_per_rank(p, m):
+    """torch 2.13, torch/distributed/pipelining/schedules.py: ScheduleInterleavedZeroBubble (the
+    paper's ZB1P) with one local stage. Its per-rank order comes from _calculate_single_rank_operations,
+    which reads four attributes; __init__ needs real stages (a process group), so it is skipped."""
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    z = schedules.ScheduleInterleavedZeroBubble.__new__(schedules.ScheduleInterleavedZeroBubble)
+    z.pp_group_size, z.n_local_stages, z._n_microbatches = p, 1, m
+    z.number_of_rounds = max(1, m // p)  # as __init__ sets them
+    z.microbatches_per_round = m // z.number_of_rounds
+    name = {"F": "F", "I": "B", "W": "W"}  # torch's I (BACKWARD_INPUT) is the paper's B
+    for rank in range(p):
+        theirs = [(name[a.computation_type.value], a.microbatch_index, a.stage_index)
+                  for a in z._calculate_single_rank_operations(rank) if a is not None]
+        ours = [(k, mb, rank) for k, mb, c in pipeline.device_order("zb-h1", rank, p, m)]
+        assert ours == theirs, rank
+
+
 @pytest.mark.parametrize("bad", [
     ("gpipe", 0, 4, 1), ("gpipe", 4, 0, 1), ("1f1b", 4, 4, 2), ("interleaved", 4, 6, 2),
-    ("interleaved", 4, 2, 2), ("zigzag", 4, 4, 1), ("gpipe", 2.5, 4, 1), ("gpipe", True, 4, 1)])
+    ("interleaved", 4, 2, 2), ("zigzag", 4, 4, 1), ("gpipe", 2.5, 4, 1), ("gpipe", True, 4, 1),
+    ("zb-h1", 4, 4, 2), ("zb-h1", 4, 4, 1, 1.0, 2.0, 1.5, 1.0), ("zb-h1", 4, 4, 1, 1.0, 2.0, 2.0),
+    ("zb-h1", 4, 4, 1, 1.0, 2.0, None, 0.0)])
 def test_unschedulable_arguments_are_refused_with_a_message(bad):
     with pytest.raises(ValueError, match=r"\w"):
         pipeline.simulate_pipeline(*bad)
@@ -106,3 +225,11 @@ def test_stage_layers_cover_every_block_once():
         if s <= n:
             cut = pipeline.stage_layers(n, s)
             assert [l for r in cut for l in r] == list(range(n)) and all(len(r) >= 1 for r in cut)
+
+
+def test_the_course_model_refuses_a_split_backward_schedule_it_cannot_run():
+    cfg = model.GPTConfig(n_layer=4)
+    params = model.init_params(cfg, 0, np.float64)
+    x, y = _data(cfg)
+    with pytest.raises(ValueError, match="split into B and W"):
+        pipeline.pipeline_loss_and_grads(params, cfg, x, y, 2, 4, "zb-h1")

@@ -1,7 +1,7 @@
 """Pipeline parallelism: a schedule simulator, and the course model run stage by stage in its order.
 
 A model's layers are cut into p stages, one per device; a batch is cut into m microbatches that
-flow through the stages. Three schedules:
+flow through the stages. Four schedules:
 
 - "gpipe" (Huang et al. 2019): every microbatch's forward, then every backward; a device holds
   the activations of all m microbatches at once.
@@ -11,6 +11,12 @@ flow through the stages. Three schedules:
   stages) of layers, device s holding virtual stages s, s + p, s + 2p, ...; the order is
   Megatron-LM's `forward_backward_pipelining_with_interleaving` (groups of p microbatches per
   chunk); it needs m to be a multiple of p.
+- "zb-h1" (Qi et al. 2024, Zero Bubble Pipeline Parallelism, section 2.1, "ZB-H1"): the backward
+  is split into B, the gradient of the stage's input (the previous stage waits for it), and W,
+  the gradient of its weights (nobody waits for it). The order is 1F1B's with B for the backward;
+  device s holds back its first s W passes and runs them after its last B, so they fill the
+  drain. The order is PyTorch's `_get_1f1b_rank_ops` with `enable_zero_bubble=True` and one
+  chunk (torch/distributed/pipelining/schedules.py, ScheduleInterleavedZeroBubble).
 
 The simulator is a list schedule: each device runs its own fixed order of operations, and each
 operation starts when its device is free and its input has arrived (communication is free here).
@@ -19,7 +25,10 @@ Bubble, two ways, both returned (Narayanan et al. 2021, section 2.2, give the fi
     bubble_over_ideal = (makespan - ideal) / ideal  = (p - 1) / (v m)      "of the work"
     bubble_fraction   = idle / (p * makespan)       = (p - 1) / (v m + p - 1)  "of the total time"
 
-with ideal = m (t_f + t_b), the time one device computes.
+with ideal = m (t_f + t_b), the time one device computes. Those formulas are for the first three.
+For zb-h1, with t_b = t_B + t_W, the bubble is (p - 1)(t_f + t_B - t_W) against 1F1B's
+(p - 1)(t_f + t_B + t_W) when m >= p and t_W <= t_B (the tests check it); at t_f = t_B = t_W it is
+a third of 1F1B's, the authors' "(p-1)/3m" (sail-sg/zero-bubble-pipeline-parallelism, README.md).
 
 Legend: p stages (devices), m microbatches, v chunks per device, s stage, c chunk, j virtual stage
 (j = c p + s), B batch, T time, C n_embd.
@@ -29,14 +38,15 @@ import numpy as np
 
 from pylib import layers, loss as xent, model
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+SPLIT_BACKWARD = ("zb-h1",)  # schedules whose backward is B (input gradient) then W (weight gradient)
 
 # ---------------------------------------------------------------------------
 # Each device's order of operations: (kind, microbatch, chunk)
 
 
 def device_order(schedule, stage, stages, microbatches, chunks=1):
-    """The operations device `stage` runs, in order: a list of ("F" or "B", microbatch, chunk)."""
+    """The operations device `stage` runs, in order: a list of ("F", "B" or "W", microbatch, chunk)."""
     p, m, v, s = stages, microbatches, chunks, stage
     if schedule == "gpipe":
         fwd = [("F", mb, c) for c in range(v) for mb in range(m)]
@@ -61,6 +71,19 @@ def device_order(schedule, stage, stages, microbatches, chunks=1):
         for i in range(total - warm):
             order += [("F", *unit(warm + i, True)), ("B", *unit(i, False))]
         return order + [("B", *unit(k, False)) for k in range(total - warm, total)]
+    if schedule == "zb-h1":
+        if v != 1:
+            raise ValueError("zb-h1 runs one chunk per device")
+        warm = min(p - s - 1, m)
+        order, waiting = [("F", mb, 0) for mb in range(warm)], []
+        for i in range(m):  # the i-th B; 1F1B's F before it while forwards remain
+            if warm + i < m:
+                order.append(("F", warm + i, 0))
+            order.append(("B", i, 0))
+            waiting.append(("W", i, 0))
+            if i >= s:  # device s keeps s W passes back for the drain
+                order.append(waiting.pop(0))
+        return order + waiting
     raise ValueError(f"unknown schedule {schedule!r}; one of {SCHEDULES}")
 
 
@@ -82,20 +105,41 @@ def check_pipeline_args(schedule, stages, microbatches, chunks):
 # The simulator
 
 
-def simulate_pipeline(schedule, stages, microbatches, chunks=1, t_forward=1.0, t_backward=2.0):
+def backward_split(t_backward, t_b_input=None, t_b_weight=None):
+    """(t_B, t_W): the backward cut into its input-gradient and weight-gradient parts; half each
+    unless given. Given both, they must add up to t_backward."""
+    if t_b_input is None and t_b_weight is None:
+        t_b_input = t_b_weight = t_backward / 2
+    elif t_b_weight is None:
+        t_b_weight = t_backward - t_b_input
+    elif t_b_input is None:
+        t_b_input = t_backward - t_b_weight
+    elif abs(t_b_input + t_b_weight - t_backward) > 2 ** -50 * t_backward:  # a few roundings of float64
+        raise ValueError(f"t_b_input + t_b_weight ({t_b_input:g} + {t_b_weight:g}) must equal t_backward ({t_backward:g})")
+    if not (t_b_input > 0 and t_b_weight > 0):
+        raise ValueError("t_b_input and t_b_weight must both be positive and add up to t_backward")
+    return t_b_input, t_b_weight
+
+
+def simulate_pipeline(schedule, stages, microbatches, chunks=1, t_forward=1.0, t_backward=2.0,
+                      t_b_input=None, t_b_weight=None):
     """Run each device's order against the dependencies -> dict (events, makespan, bubble, memory).
 
-    t_forward, t_backward: one microbatch through one whole stage (a chunk takes 1/v of it).
+    t_forward, t_backward: one microbatch through one whole stage (a chunk takes 1/v of it);
+    zb-h1 runs the backward as B (t_b_input) and W (t_b_weight), half each unless given.
     events: (stage, kind, microbatch, chunk, start, end), sorted by start then stage.
     peak_in_flight[s]: most (microbatch, chunk) activations device s holds at once (forward done,
-    backward not yet); peak_activations[s] is that in units of one microbatch's whole-stage
-    activations (a chunk holds 1/v of the stage's layers).
+    backward not yet; for zb-h1, W not yet, since W reads the stage's saved inputs);
+    peak_activations[s] is that in units of one microbatch's whole-stage activations (a chunk
+    holds 1/v of the stage's layers).
     """
     check_pipeline_args(schedule, stages, microbatches, chunks)
     if not (t_forward > 0 and t_backward > 0 and np.isfinite(t_forward) and np.isfinite(t_backward)):
         raise ValueError("t_forward and t_backward must be finite and positive")
     p, m, v = stages, microbatches, chunks
-    tf, tb = t_forward / v, t_backward / v  # one chunk
+    split = schedule in SPLIT_BACKWARD
+    t_in, t_w = backward_split(t_backward, t_b_input, t_b_weight) if split else (t_backward, 0.0)
+    seconds = {"F": t_forward / v, "B": t_in / v, "W": t_w / v}  # one chunk
     last = p * v - 1  # the last virtual stage
     orders = [device_order(schedule, s, p, m, v) for s in range(p)]
     done = {}  # (kind, virtual stage, microbatch) -> end time
@@ -111,12 +155,14 @@ def simulate_pipeline(schedule, stages, microbatches, chunks=1, t_forward=1.0, t
                 j = c * p + s
                 if kind == "F":
                     dep = ("F", j - 1, mb) if j > 0 else None
-                else:
+                elif kind == "B":  # a full backward, or zb-h1's B: waits for the next stage's B only
                     dep = ("B", j + 1, mb) if j < last else ("F", j, mb)
+                else:  # W: its own B (which computed the output's gradient it needs)
+                    dep = ("B", j, mb)
                 if dep is not None and dep not in done:
                     break  # waits for another device
                 start = max(free[s], done[dep] if dep else 0.0)
-                end = start + (tf if kind == "F" else tb)
+                end = start + seconds[kind]
                 done[(kind, j, mb)] = end
                 free[s] = end
                 events.append((s, kind, mb, c, start, end))
@@ -128,16 +174,18 @@ def simulate_pipeline(schedule, stages, microbatches, chunks=1, t_forward=1.0, t
     events.sort(key=lambda e: (e[4], e[0]))
     makespan = max(e[5] for e in events)
     busy = m * (t_forward + t_backward)  # per device: the ideal compute time
+    frees = "W" if split else "B"  # the last pass that reads a microbatch's saved activations
     peak = []
     for s in range(p):
         held, most = 0, 0
         for e in sorted((e for e in events if e[0] == s), key=lambda e: e[4]):
-            held += 1 if e[1] == "F" else -1
+            held += 1 if e[1] == "F" else -1 if e[1] == frees else 0
             most = max(most, held)
         peak.append(most)
     return {
         "schedule": schedule, "stages": p, "microbatches": m, "chunks": v,
         "t_forward": t_forward, "t_backward": t_backward,
+        "t_b_input": t_in if split else None, "t_b_weight": t_w if split else None,
         "events": events,
         "makespan": makespan,
         "ideal": busy,
@@ -222,6 +270,8 @@ def pipeline_loss_and_grads(params, cfg, x, y, stages, microbatches, schedule="1
     the whole batch. order: the (stage, kind, microbatch, chunk) sequence that was executed.
     """
     B = x.shape[0]
+    if schedule in SPLIT_BACKWARD:  # stage_backward computes both gradients at once
+        raise ValueError(f"{schedule} needs the backward split into B and W; the course model's stages run it whole")
     if microbatches < 1 or B % microbatches:
         raise ValueError(f"the batch ({B}) must split evenly into {microbatches} microbatches")
     v = chunks
