@@ -122,7 +122,7 @@ def _run_chunk(slot):
         reply = {"done": done(), "records": out, "step": state["step"], "steps": cfg.steps,
                  "diverged": bool(state["diverged"])}
         if run.get("target") is not None:  # the course's comparison: steps and time to a loss fixed in advance
-            reply["target_step"] = to_target.steps_to_target(run["log"], run["target"])
+            reply["target_step"] = to_target.steps_to_target(run["log"], run["target"], steps=cfg.steps)
             reply["target_seconds"] = to_target.cost_to_target(run["log"], run["target"], "seconds")
         return reply
     return chunk
