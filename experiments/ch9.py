@@ -189,7 +189,105 @@ def part_checks(corpus):
             "timings": {"ch9.checks.seconds": time.perf_counter() - t0}}
 
 
-PARTS = ["part_bf16", "part_sr", "part_fp16", "part_checks"]
+# part_torch: PyTorch's own engine beside the emulation (companions/ch9_autocast.py).
+TORCH_PAIRS = {"autocast_vs_fp32": ("torch_autocast", "pylib_fp32"),  # the engine's bf16 step against float32
+               "autocast_vs_bf16": ("torch_autocast", "pylib_bf16"),  # ... against pylib's bf16_master emulation
+               "bf16_vs_fp32": ("pylib_bf16", "pylib_fp32"),  # the emulation against float32 (part_checks' numbers)
+               "torch_fp32_vs_fp32": ("torch_fp32", "pylib_fp32")}  # the engine without autocast: the baseline
+TORCH_FIELDS = ("logits_rel", "loss_abs", "grads_rel_all", "update_rel", "update_sign_differs", "flips_resolved")
+# The scaler comparison: SCALER's init_scale, growth and backoff, a growth interval short enough that 60 steps
+# see the scale grow until float16 overflows; one NaN gradient at two steps and one too-large gradient at another.
+SCALER_RUN = {"steps": 60, "elements": 64, "seed": 0, "nan_steps": (7, 33), "spike_steps": (20,), "growth_interval": 5}
+
+
+def part_torch(corpus):
+    """PyTorch's autocast and GradScaler on this CPU, against pylib's bf16_master recipe and DynamicLossScaler."""
+    from pylib.systems import mixed_precision as mp
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except ImportError:
+        return {"values": {"ch9.torch.status": "not measured: torch is not installed"},
+                "timings": {"ch9.torch.seconds": time.perf_counter() - t0}}
+    from companions import ch9_autocast as c9
+    torch.set_num_threads(1)
+    values = {"ch9.torch.status": f"measured with torch {torch.__version__.split('+')[0]} on this CPU"}
+    cmp = {}
+    for seed in SEEDS:
+        cfg, tcfg = configs(corpus, seed, final_eval=False)
+        x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
+        runs = c9.one_step_runs(cfg, tcfg, x, y)
+        for pair, (a, b) in TORCH_PAIRS.items():
+            cmp[(pair, seed)] = c9.compare_runs(runs[a], runs[b], cfg)
+    for pair in TORCH_PAIRS:
+        for field in TORCH_FIELDS:
+            values.update(arm(f"ch9.torch.one_step.{pair}.{field}", {s: cmp[(pair, s)][field] for s in SEEDS}))
+        values[f"ch9.torch.one_step.{pair}.within_tolerance_runs"] = sum(1 for s in SEEDS if cmp[(pair, s)]["all_ok"])
+    for field in ("logits_rel", "grads_rel_all"):  # autocast nearer the emulation than float32, seed by seed
+        values[f"ch9.torch.one_step.closer_to_bf16_runs.{field}"] = sum(
+            1 for s in SEEDS if cmp[("autocast_vs_bf16", s)][field] < cmp[("autocast_vs_fp32", s)][field])
+    values["ch9.torch.one_step.tolerance_logits"] = cmp[("autocast_vs_fp32", SEEDS[0])]["tolerance_logits"]
+    values["ch9.torch.one_step.tolerance_grads"] = cmp[("autocast_vs_fp32", SEEDS[0])]["tolerance_grads"]
+    values["ch9.torch.one_step.seeds"] = len(SEEDS)
+
+    # What autocast runs in which dtype, and what autograd keeps for backward (seed 0's weights, the fixed batch).
+    from companions import model as torch_gpt
+    from pylib import train
+    cfg, tcfg = configs(corpus, SEEDS[0], final_eval=False)
+    x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
+    net = torch_gpt.from_pylib(train.init_train_state(cfg, tcfg)["params"], cfg)
+    census = {"autocast": c9.autocast_census(net, x, y), "fp32": c9.autocast_census(net, x, y, None)}
+    ops = c9.compute_ops_by_dtype(census["autocast"]["ops"])
+    values["ch9.torch.ops.fp32"] = ", ".join(ops.get("float32", []))
+    values["ch9.torch.ops.bf16"] = ", ".join(ops.get("bfloat16", []))
+    rows = census["autocast"]["saved"]
+    act = c9.saved_bytes(rows)
+    floats = act.get("float32", 0) + act.get("bfloat16", 0)
+    values.update({"ch9.torch.saved.bf16_bytes": act.get("bfloat16", 0), "ch9.torch.saved.fp32_bytes": act.get("float32", 0),
+                   "ch9.torch.saved.other_bytes": sum(v for k, v in act.items() if k not in ("float32", "bfloat16")),
+                   "ch9.torch.saved.total_bytes": sum(act.values()),
+                   "ch9.torch.saved.fp32_share": act.get("float32", 0) / floats,
+                   "ch9.torch.saved.weight_cast_bytes": sum(c9.saved_bytes(rows, "weight cast").values()),
+                   "ch9.torch.saved.fp32_run_total_bytes": sum(c9.saved_bytes(census["fp32"]["saved"]).values())})
+    values["ch9.torch.saved.over_fp32_run"] = values["ch9.torch.saved.total_bytes"] / values["ch9.torch.saved.fp32_run_total_bytes"]
+    fp32_by = {}
+    for r in rows:
+        if r["kind"] == "activation" and r["dtype"] == "float32":
+            what = {"add": "residual", "embedding": "residual", "native_layer_norm": "norm_stats",
+                    "_log_softmax": "log_probs"}.get(r["producer"], "other")
+            fp32_by[what] = fp32_by.get(what, 0) + r["bytes"]
+    for what in ("residual", "norm_stats", "log_probs", "other"):
+        values[f"ch9.torch.saved.fp32.{what}_bytes"] = fp32_by.get(what, 0)
+    for name, op in c9.PROBES.items():  # one op alone on a bfloat16 input: which dtype autocast gives back
+        values[f"ch9.torch.probe.{name}.bf16_input"] = c9.op_dtype_under_autocast(op, torch.bfloat16)
+        values[f"ch9.torch.probe.{name}.fp32_input"] = c9.op_dtype_under_autocast(op, torch.float32)
+
+    # GradScaler against DynamicLossScaler on one sequence of gradients.
+    run = SCALER_RUN
+    grads = c9.gradient_sequence(run["steps"], run["elements"], run["seed"], run["nan_steps"], run["spike_steps"])
+    kw = {**{k: mp.SCALER[k] for k in ("init_scale", "growth_factor", "backoff_factor")},
+          "growth_interval": run["growth_interval"]}
+    a, b = c9.scaler_trajectory_torch(grads, **kw), c9.scaler_trajectory_pylib(grads, **kw)
+    diff = c9.trajectory_differences(a, b)
+    planted = c9.trajectory_differences(c9.scaler_trajectory_torch(grads, **{**kw, "backoff_factor": 0.25}), b)
+    values.update({"ch9.torch.scaler.steps": run["steps"], "ch9.torch.scaler.growth_interval": run["growth_interval"],
+                   "ch9.torch.scaler.skipped": sum(a["skipped"]),
+                   "ch9.torch.scaler.overflow_skips": sum(1 for t, s in enumerate(a["skipped"]) if s and t not in run["nan_steps"]),
+                   "ch9.torch.scaler.growths": sum(1 for t in range(1, run["steps"]) if a["scale"][t] > a["scale"][t - 1]),
+                   "ch9.torch.scaler.max_scale_log2": float(np.log2(max(a["scale"]))),
+                   "ch9.torch.scaler.scale_differences": len(diff["scale"]),
+                   "ch9.torch.scaler.skip_differences": len(diff["skipped"]),
+                   "ch9.torch.scaler.gradient_differences": len(diff["gradient"]),
+                   "ch9.torch.scaler.planted_backoff_scale_differences": len(planted["scale"])})
+    return {"values": values, "curves": {"ch9.torch.scaler": {"scale_log2": [float(np.log2(s)) for s in a["scale"]],
+                                                              "skipped": [t for t, s in enumerate(a["skipped"]) if s]}},
+            "settings": {"ch9.torch": {"scaler": {**kw, **{k: list(v) if isinstance(v, tuple) else v for k, v in run.items()}},
+                                       "autocast": "torch.autocast('cpu', dtype=torch.bfloat16), forward only; "
+                                                   "AdamW on float32 master weights; one BLAS thread"}},
+            "timings": {"ch9.torch.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_bf16", "part_sr", "part_fp16", "part_checks", "part_torch"]
 
 
 def run(corpus):

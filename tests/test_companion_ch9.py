@@ -1,0 +1,131 @@
+"""Chapter 9's companion: PyTorch's autocast and GradScaler against pylib's bf16 recipe and loss scaler.
+
+Small sizes (a batch of 4 windows of the course model); the chapter-scale comparison runs in
+`build.py --measure --only ch9` (experiments/ch9.py, part_torch).
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from companions import ch9_autocast as c9  # noqa: E402
+from companions import model as torch_gpt  # noqa: E402
+from experiments.ch9 import SCALER_RUN  # noqa: E402
+from pylib import model, train  # noqa: E402
+from pylib.schedules import lr_at  # noqa: E402
+from pylib.systems import mixed_precision as mp  # noqa: E402
+
+CFG = model.GPTConfig()
+TCFG = train.TrainConfig(batch_size=4)
+B, T, C, V, L = TCFG.batch_size, CFG.block_size, CFG.n_embd, CFG.vocab_size, CFG.n_layer
+
+
+@pytest.fixture(scope="module")
+def batch():
+    rng = np.random.default_rng(9)
+    return rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
+
+
+@pytest.fixture(scope="module")
+def runs(batch):
+    return c9.one_step_runs(CFG, TCFG, *batch)
+
+
+# ---------------------------------------------------------------------------
+# One step
+
+
+def test_companions_pylib_step_is_the_chapters_one_step_comparison(runs, batch):
+    ours = c9.compare_runs(runs["pylib_bf16"], runs["pylib_fp32"], CFG)
+    chapter = mp.one_step_comparison(CFG, TCFG, *batch, "bf16_master")
+    for field in ("logits_rel", "loss_abs", "grads_rel_all", "update_rel", "update_sign_differs", "flips_resolved"):
+        assert ours[field] == chapter[field], field
+
+
+def test_autocast_step_is_within_the_chapters_bf16_tolerances_of_float32(runs):
+    out = c9.compare_runs(runs["torch_autocast"], runs["pylib_fp32"], CFG)
+    assert out["all_ok"], out
+    # ... and it really is a bfloat16 step: further from float32 than float32 rounding (u = 2^-24) could put it
+    assert out["logits_rel"] > 2 ** -9 / 4 and out["grads_rel_all"] > 2 ** -9 / 4
+
+
+def test_one_step_checks_fail_on_a_planted_fp8_forward(runs, batch):
+    params = train.init_train_state(CFG, TCFG)["params"]
+    lr = lr_at(TCFG.schedule, 0, TCFG.lr, TCFG.warmup_steps, TCFG.steps, TCFG.min_lr, TCFG.decay_frac)
+    fp8 = c9.pylib_run(params, CFG, TCFG, *batch, lr, "fp8")
+    out = c9.compare_runs(fp8, runs["pylib_fp32"], CFG)  # judged at bf16's tolerances
+    assert not out["logits_ok"] and not out["all_ok"]
+
+
+def test_torch_float32_step_matches_pylib_to_float32_rounding(runs):
+    """Without autocast the engine's step is pylib's to float32 rounding (test_torch_reference's 32 u): the same
+    weights, batch, learning rate and AdamW groups, the gradients named as pylib names them."""
+    out = c9.compare_runs(runs["torch_fp32"], runs["pylib_fp32"], CFG)
+    assert out["logits_rel"] < 32 * 2.0 ** -24 and out["grads_rel_all"] < 32 * 2.0 ** -24, out
+    assert out["flips_resolved"] == 0
+
+
+# ---------------------------------------------------------------------------
+# What autocast runs in which dtype, and what it stores
+
+
+def test_cpu_autocast_lowers_products_and_raises_only_the_loss():
+    """CPU autocast's lists (ATen autocast_mode.cpp, AutocastCPU): linear lowered, cross_entropy_loss in float32;
+    softmax, layer_norm and GELU are on neither, so they follow their input (CUDA's list has softmax and layer_norm)."""
+    got = {name: (c9.op_dtype_under_autocast(op, torch.bfloat16), c9.op_dtype_under_autocast(op, torch.float32))
+           for name, op in c9.PROBES.items()}
+    assert got == {"linear": ("bfloat16", "bfloat16"), "cross_entropy": ("float32", "float32"),
+                   "softmax": ("bfloat16", "float32"), "layer_norm": ("bfloat16", "float32"),
+                   "gelu": ("bfloat16", "float32")}
+
+
+def test_autocast_census_of_the_course_model(batch):
+    net = torch_gpt.from_pylib(train.init_train_state(CFG, TCFG)["params"], CFG)
+    census = c9.autocast_census(net, *batch)
+    ops = c9.compute_ops_by_dtype(census["ops"])
+    assert ops["float32"] == ["_log_softmax", "add", "embedding", "native_layer_norm", "nll_loss_forward"]
+    assert ops["bfloat16"] == ["_softmax", "addmm", "bmm", "gelu", "masked_fill", "mm", "mul"]
+    saved = c9.saved_bytes(census["saved"])
+    norms = 2 * L + 1
+    # float32 kept for backward: each norm's input (the residual stream) and its mean and rstd; the log-probabilities; the loss
+    assert saved["float32"] == norms * (B * T * C + 2 * B * T) * 4 + B * T * V * 4 + 4
+    probs = [r for r in census["saved"] if r["producer"] == "_softmax"]
+    assert [r["dtype"] for r in probs] == ["bfloat16"] * L and probs[0]["bytes"] == B * CFG.n_head * T * T * 2
+    # the bfloat16 copies of the weights autocast casts, kept too: each matrix once (c_attn, c_proj, c_fc, c_proj; lm_head)
+    casts = c9.saved_bytes(census["saved"], "weight cast")
+    assert casts == {"bfloat16": 2 * (L * 12 * C * C + V * C)}
+    assert c9.saved_bytes(c9.autocast_census(net, *batch, None)["saved"]).get("bfloat16") is None
+
+
+# ---------------------------------------------------------------------------
+# Loss scaling
+
+SCALER_KW = {**{k: mp.SCALER[k] for k in ("init_scale", "growth_factor", "backoff_factor")},
+             "growth_interval": SCALER_RUN["growth_interval"]}
+
+
+@pytest.fixture(scope="module")
+def scaler_grads():
+    r = SCALER_RUN
+    return c9.gradient_sequence(r["steps"], r["elements"], r["seed"], r["nan_steps"], r["spike_steps"])
+
+
+@pytest.fixture(scope="module")
+def pylib_trajectory(scaler_grads):
+    return c9.scaler_trajectory_pylib(scaler_grads, **SCALER_KW)
+
+
+def test_grad_scaler_trajectory_equals_dynamic_loss_scaler(scaler_grads, pylib_trajectory):
+    ours = c9.scaler_trajectory_torch(scaler_grads, **SCALER_KW)
+    assert c9.trajectory_differences(ours, pylib_trajectory) == {"scale": [], "skipped": [], "gradient": []}
+    skipped = [t for t, s in enumerate(ours["skipped"]) if s]
+    assert set(SCALER_RUN["nan_steps"]) | set(SCALER_RUN["spike_steps"]) < set(skipped)  # and overflows of its own
+    assert sum(b > a for a, b in zip(ours["scale"], ours["scale"][1:])) >= 2  # the scale grew, more than once
+
+
+@pytest.mark.parametrize("planted", [{"backoff_factor": 0.25}, {"growth_interval": SCALER_RUN["growth_interval"] + 1},
+                                     {"init_scale": 2.0 ** 15}], ids=["backoff", "interval", "init_scale"])
+def test_scaler_comparison_detects_a_planted_setting(scaler_grads, pylib_trajectory, planted):
+    ours = c9.scaler_trajectory_torch(scaler_grads, **{**SCALER_KW, **planted})
+    assert c9.trajectory_differences(ours, pylib_trajectory)["scale"]
