@@ -141,7 +141,9 @@ def test_zb_h1_bubble_is_p_minus_1_times_tf_plus_tB_minus_tW_against_1f1bs_tf_pl
     # every time here is a multiple of 2^-2 and small: each sum is exact in float64, so == holds
     assert one["makespan"] - ideal == (p - 1) * (tf + t_in + t_w)
     assert zb["makespan"] - ideal == (p - 1) * (tf + t_in - t_w)
-    assert zb["bubble_over_ideal"] == pytest.approx((p - 1) * (tf + t_in - t_w) / ideal, rel=1e-15)
+    f = pipeline.zb_h1_bubble(p, m, tf, t_in, t_w)
+    assert zb["bubble_over_ideal"] == pytest.approx(f["over_ideal"], rel=1e-15)
+    assert zb["bubble_fraction"] == pytest.approx(f["of_total"], rel=1e-15)
 
 
 @pytest.mark.parametrize("p,m", ZB_SHAPES)
@@ -158,6 +160,8 @@ def test_zb_h1_with_a_long_weight_pass_keeps_a_bubble_of_p_minus_1_forwards():
     for p, m in ZB_SHAPES:
         r = pipeline.simulate_pipeline("zb-h1", p, m, 1, 1.0, 1.5, 0.5, 1.0)
         assert r["makespan"] - r["ideal"] == (p - 1) * 1.0 > (p - 1) * (1.0 + 0.5 - 1.0)
+        assert pipeline.zb_h1_bubble(p, m, 1.0, 0.5, 1.0) is None  # so the closed form is not offered
+    assert pipeline.zb_h1_bubble(4, 3) is None  # nor with fewer microbatches than stages
 
 
 @pytest.mark.parametrize("p,m", ZB_SHAPES + [(4, 3), (4, 2), (4, 1)])

@@ -203,6 +203,16 @@ def bubble_formula(stages, microbatches, chunks=1):
     return {"over_ideal": (p - 1) / (v * m), "of_total": (p - 1) / (v * m + p - 1)}
 
 
+def zb_h1_bubble(stages, microbatches, t_forward=1.0, t_b_input=1.0, t_b_weight=1.0):
+    """ZB-H1's bubble, (p-1)(t_f + t_B - t_W) of time, over the ideal m (t_f + t_B + t_W) and as a
+    share of the total time; None where this order does not reach it (m < p, or t_W > t_B)."""
+    p, m = stages, microbatches
+    if m < p or t_b_weight > t_b_input:
+        return None
+    bubble, ideal = (p - 1) * (t_forward + t_b_input - t_b_weight), m * (t_forward + t_b_input + t_b_weight)
+    return {"over_ideal": bubble / ideal, "of_total": bubble / (ideal + bubble)}
+
+
 # ---------------------------------------------------------------------------
 # The course model, cut into stages
 

@@ -2,7 +2,7 @@
 into pylib.systems.pipeline, .tensor_parallel and .planner. No numerics of their own.
 
 Ops (see pylib.web.all_ops):
-  pipeline_schedule   simulate GPipe / 1F1B / interleaved for the Gantt chart;
+  pipeline_schedule   simulate GPipe / 1F1B / interleaved / ZB-H1 for the Gantt chart;
   tp_example          seed 000's two-device FFN, every intermediate per device;
   tp_check            the course model with its blocks split over 2 devices against the unsplit model;
   planner_runs        the published runs (names and layouts) and the predicted-against-reported table;
@@ -27,7 +27,7 @@ LIMITS = {
     "ratio_max": 8.0,
     "layout_max": 1_000_000,  # any one of dp, tp, pp, cp, GPUs, batch
 }
-SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
+SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb-h1": "ZB-H1 (zero bubble)"}
 
 
 def _int(key, label, lo, hi):
@@ -74,7 +74,14 @@ def pipeline_schedule(args):
     t0 = time.perf_counter()
     r = pipeline.simulate_pipeline(v["schedule"], v["stages"], v["microbatches"], v["chunks"], 1.0, v["ratio"])
     seconds = time.perf_counter() - t0
-    f = pipeline.bubble_formula(v["stages"], v["microbatches"], v["chunks"])
+    if v["schedule"] == "zb-h1":  # the backward split half and half: B = W = ratio / 2
+        f = pipeline.zb_h1_bubble(v["stages"], v["microbatches"], 1.0, r["t_b_input"], r["t_b_weight"])
+        labels = ("formula (p−1)(t_f + t_B − t_W) over the step", "formula (p−1)(t_f + t_B − t_W) / (m (t_f + t_b))")
+        note = None if f else "holds for m ≥ p"
+        f = f or {"over_ideal": None, "of_total": None}
+    else:
+        f = pipeline.bubble_formula(v["stages"], v["microbatches"], v["chunks"])
+        labels, note = ("formula (p−1)/(vm+p−1)", "formula (p−1)/(vm)"), None
     ev = r["events"]
     return {
         **v, "name": SCHEDULE_NAMES[v["schedule"]],
@@ -83,6 +90,8 @@ def pipeline_schedule(args):
         "makespan": r["makespan"], "ideal": r["ideal"],
         "bubble_fraction": r["bubble_fraction"], "bubble_over_ideal": r["bubble_over_ideal"],
         "formula_over_ideal": f["over_ideal"], "formula_of_total": f["of_total"],
+        "formula_label_of_total": labels[0], "formula_label_over_ideal": labels[1], "formula_note": note,
+        "t_b_input": r["t_b_input"], "t_b_weight": r["t_b_weight"],
         "peak_in_flight": r["peak_in_flight"], "peak_activations": r["peak_activations"],
         "python_seconds": seconds,
     }

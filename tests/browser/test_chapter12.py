@@ -95,6 +95,36 @@ def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
     expect(w.locator('[data-role="message"]')).to_contain_text("Microbatches m")
 
 
+def test_gantt_zero_bubble_draws_b_and_w_and_matches_cpython(chapter12):
+    from pylib.systems import pipeline
+    w = widget(chapter12, "pipeline-gantt")
+    w.locator('select[name="schedule"]').select_option("zb-h1")
+    for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "1"), ("ratio", "2")]:
+        w.locator(f'input[name="{name}"]').fill(value)
+    assert press_run(w) == "done"
+    r = result(w)
+    assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"], r["ratio"]) == ("zb-h1", 4, 8, 1, 2)
+    sim = pipeline.simulate_pipeline("zb-h1", 4, 8, 1, 1.0, 2.0)
+    assert r["makespan"] == pytest.approx(sim["makespan"]) and r["peak_in_flight"] == sim["peak_in_flight"]
+    one = pipeline.simulate_pipeline("1f1b", 4, 8, 1, 1.0, 2.0)
+    assert r["bubble_over_ideal"] == pytest.approx(r["formula_over_ideal"]) == pytest.approx(one["bubble_over_ideal"] / 3)
+    assert r["events"] == 3 * 4 * 8
+    for kind in "FBW":  # every pass drawn, W in its own colour
+        expect(w.locator(f'svg rect[data-kind="{kind}"]')).to_have_count(4 * 8)
+    expect(w.locator('svg rect[data-kind="W"].s3')).to_have_count(4 * 8)
+    expect(w.locator('[data-readout="formula_over_ideal"]').locator("xpath=preceding-sibling::dt")).to_contain_text("t_W")
+    table = chart_table(w)
+    assert table["header"][3] == "W boxes" and table["rows"][0][3] == "8"  # stage 1 runs all 8 of its W passes
+    w.locator('input[name="microbatches"]').fill("3")  # fewer microbatches than stages: no closed form
+    assert press_run(w) == "done"
+    expect(w.locator('[data-readout="formula_over_ideal"]')).to_contain_text("holds for m ≥ p")
+    w.locator('input[name="chunks"]').fill("2")
+    assert press_run(w) == "error"
+    assert_error_in_slot(w, "chunks", "one chunk per stage")
+    w.locator('input[name="chunks"]').fill("1")
+    assert press_run(w) == "done"
+
+
 # ---------------------------------------------------------------------------
 # Tensor parallelism
 

@@ -7,6 +7,7 @@ import { describe, fillTable, frameOf, onResize, svgCanvas, svgEl as el, svgText
 import { bindFields, calculator, readoutMap } from "../widget-kit.js";
 
 const pct = (x) => `${(100 * x).toFixed(1)}%`;
+const SERIES = { F: "s1", B: "s2", W: "s3" }; // forward; backward (ZB-H1: its input-gradient half); weight gradient
 const units = (x) => String(+x.toFixed(x < 10 ? 2 : 1));
 
 /** The schedule, drawn at the width it is shown at (12 px text on any screen). */
@@ -26,7 +27,7 @@ function draw(svg, r) {
     const shade = v > 1 ? 0.6 - (0.35 * r.chunk[i]) / (v - 1) : 0.6;
     el("rect", {
       x, y, width: Math.max(w - 0.6, 0.4), height: rowH - 2, "fill-opacity": shade.toFixed(2),
-      class: `kit-area mp-box ${r.kind[i] === "F" ? "s1" : "s2"}`, "data-kind": r.kind[i],
+      class: `kit-area mp-box ${SERIES[r.kind[i]]}`, "data-kind": r.kind[i],
     }, svg);
     const label = String(r.mb[i] + 1);
     if (w >= 8 * label.length + 4) text(svg, x + w / 2, y + rowH / 2 + 3, label, { anchor: "middle", cls: "kit-label mp-box-label" });
@@ -43,18 +44,27 @@ function explain(svg, r) {
   const frame = frameOf(svg);
   const rows = [];
   for (let s = 0; s < r.stages; s++) {
-    let busy = 0, f = 0, b = 0;
+    let busy = 0;
+    const count = { F: 0, B: 0, W: 0 };
     r.start.forEach((t, i) => {
       if (r.stage[i] !== s) return;
       busy += r.end[i] - t;
-      if (r.kind[i] === "F") f += 1; else b += 1;
+      count[r.kind[i]] += 1;
     });
-    rows.push([`stage ${s + 1}`, f, b, +busy.toFixed(4), +(r.makespan - busy).toFixed(4), +r.peak_activations[s].toFixed(3)]);
+    rows.push([`stage ${s + 1}`, count.F, count.B, count.W, +busy.toFixed(4), +(r.makespan - busy).toFixed(4),
+      +r.peak_activations[s].toFixed(3)]);
   }
-  fillTable(frame, ["stage", "forward boxes", "backward boxes", "busy time", "idle time", "peak activations (microbatches)"], rows);
+  fillTable(frame, ["stage", "forward boxes", "backward (or B) boxes", "W boxes", "busy time", "idle time",
+    "peak activations (microbatches)"], rows);
   describe(frame, `${r.name}, ${r.stages} stages × ${r.microbatches} microbatches` + (r.chunks > 1 ? ` × ${r.chunks} chunks` : "") +
     `: the schedule takes ${units(r.makespan)} time units and the devices idle ${pct(r.bubble_fraction)} of it ` +
-    `(formula ${pct(r.formula_of_total)}). Stage 1 holds at most ${+r.peak_activations[0].toFixed(3)} microbatches' activations.`);
+    (r.formula_of_total === null ? `(the formula ${r.formula_note})` : `(formula ${pct(r.formula_of_total)})`) + `. Stage 1 holds at most ${+r.peak_activations[0].toFixed(3)} microbatches' activations.`);
+}
+
+/** A formula readout: its label (the dt before it) and its value, or the reason it has none. */
+function formula(dd, label, value, note) {
+  dd.previousElementSibling.textContent = label;
+  dd.textContent = value === null ? `– (${note})` : pct(value);
 }
 
 export async function mount(root, client) {
@@ -73,9 +83,10 @@ export async function mount(root, client) {
       draw(svg, r);
       explain(svg, r);
       readouts.of_total.textContent = pct(r.bubble_fraction);
-      readouts.formula_of_total.textContent = pct(r.formula_of_total);
+      // the formula beside the simulation is the schedule's own, named by Python (none where it does not hold)
+      formula(readouts.formula_of_total, r.formula_label_of_total, r.formula_of_total, r.formula_note);
+      formula(readouts.formula_over_ideal, r.formula_label_over_ideal, r.formula_over_ideal, r.formula_note);
       readouts.over_ideal.textContent = pct(r.bubble_over_ideal);
-      readouts.formula_over_ideal.textContent = pct(r.formula_over_ideal);
       readouts.peak.textContent = String(+r.peak_activations[0].toFixed(3));
       readouts.ms.textContent = `${ms.toFixed(0)} ms`;
       return {
