@@ -120,20 +120,84 @@ def group_of(nodeid):
 
 
 @pytest.fixture(scope="session")
+def longest_groups_first_test():
+    """longest_groups_first, for tests/test_scheduling.py."""
+    return longest_groups_first
+
+
+@pytest.fixture(scope="session")
 def group_of_test():
     """group_of, for tests/test_scheduling.py (a test module cannot import this conftest by name: the
     browser tests' conftest is the one called "conftest" in a whole run)."""
     return group_of
 
 
+# The longest groups first, by their seconds in the last recorded run (tests/group_seconds.json),
+# so that no process is left with a long browser module at the end while the other idles: xdist's
+# own order (most tests first) put test_exercises.py's 677 quick tests first and the few-test, minute-long
+# browser modules last. A group not in the file counts DEFAULT_TEST_SECONDS per test. The file is
+# rewritten by a whole run with TEST_RECORD_GROUP_SECONDS=1 (scripts/test.sh passes the variable on).
+GROUP_SECONDS = os.path.join(os.path.dirname(__file__), "group_seconds.json")
+DEFAULT_TEST_SECONDS = 1.0
+
+
+def recorded_group_seconds():
+    import json
+    try:
+        with open(GROUP_SECONDS, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def longest_groups_first(nodeids, seconds):
+    """nodeids reordered so that the groups come longest first (a stable sort: a group's tests keep
+    their order, and a group stays together)."""
+    counts = {}
+    for nodeid in nodeids:
+        counts[group_of(nodeid)] = counts.get(group_of(nodeid), 0) + 1
+    weight = {g: seconds.get(g, DEFAULT_TEST_SECONDS * n) for g, n in counts.items()}
+    first_seen = {}
+    for i, nodeid in enumerate(nodeids):
+        first_seen.setdefault(group_of(nodeid), i)
+    return sorted(nodeids, key=lambda nodeid: (-weight[group_of(nodeid)], first_seen[group_of(nodeid)]))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None) \
+            and not hasattr(config, "workerinput"):
+        return  # one process: the order does not matter for the time, keep pytest's
+    order = {nodeid: i for i, nodeid in enumerate(longest_groups_first([it.nodeid for it in items],
+                                                                       recorded_group_seconds()))}
+    items.sort(key=lambda it: order[it.nodeid])
+
+
+_group_totals = {}
+
+
+def pytest_runtest_logreport(report):
+    """On the controller (reports from every process come here), each group's seconds, all phases."""
+    _group_totals[group_of(report.nodeid)] = _group_totals.get(group_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput") or not os.environ.get("TEST_RECORD_GROUP_SECONDS"):
+        return
+    import json
+    with open(GROUP_SECONDS, "w", encoding="utf-8") as f:
+        json.dump({g: round(s, 1) for g, s in sorted(_group_totals.items(), key=lambda kv: -kv[1])}, f, indent=1)
+        f.write("\n")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduling with group_of() as the scope: a group goes whole to one process,
-    the groups with the most tests first."""
+    in the order of the collection, which pytest_collection_modifyitems made longest first."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             return group_of(nodeid)
 
+    config.option.loadscopereorder = False  # keep the collection's order (longest first), not most tests first
     return GroupScheduling(config, log)

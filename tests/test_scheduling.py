@@ -38,3 +38,14 @@ def test_two_processes_run_each_module_whole():
         workers.setdefault(nodeid.split("::")[0], set()).add(worker)
     assert set(workers) == set(modules), out.stdout[-3000:]
     assert all(len(w) == 1 for w in workers.values()), workers
+
+
+def test_the_longest_groups_come_first_and_each_stays_together(longest_groups_first_test):
+    ids = ["tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_b.py::t1",
+           "tests/browser/test_a11y.py::test_x[index.html-chromium]", "tests/test_c.py::t1", "tests/test_a.py::t3"]
+    seconds = {"tests/test_b.py": 50.0, "tests/browser/test_a11y.py:index.html": 20.0, "tests/test_a.py": 5.0}
+    order = longest_groups_first_test(ids, seconds)
+    assert order == ["tests/test_b.py::t1", "tests/browser/test_a11y.py::test_x[index.html-chromium]",
+                     "tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_a.py::t3", "tests/test_c.py::t1"]
+    # with nothing recorded, a group counts one second per test: the largest group first, ties in collection order
+    assert longest_groups_first_test(ids, {})[:3] == ["tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_a.py::t3"]
