@@ -1,0 +1,129 @@
+"""companions/ch10_checkpoint.py: torch.utils.checkpoint per block against pylib's full recomputation.
+
+Gradients: checkpointed equals plain element for element, and both equal pylib's to rounding. Bytes:
+what the saved-tensor hooks count equals the companion's prediction to the byte, checkpointing lowers
+it by exactly the blocks' caches less their inputs, the differences from pylib's count and from the
+memory profiler's are the named terms, and counting a view's storage twice is caught.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from companions import ch10_checkpoint as ckpt  # noqa: E402
+from companions import model as torch_gpt  # noqa: E402
+from pylib import model  # noqa: E402
+from pylib.systems import checkpointing, memory  # noqa: E402
+
+CFG = model.GPTConfig(n_layer=2, block_size=16)  # two blocks: one checkpoint's input is the other's output
+B, T = 2, 8
+U32 = 2.0 ** -24  # float32's unit roundoff
+F32_TOL = 32 * U32  # as tests/test_torch_reference.py: per tensor, relative to its largest entry
+F64_TOL = 1e-12  # float64's u is 1.1e-16: 1e-12 leaves room for ~10^4 roundings, and catches any real error
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def trained_like_params(cfg, seed):
+    params = model.init_params(cfg, seed, dtype=np.float64)
+    rng = np.random.default_rng(seed + 100)
+    for v in params.values():
+        v += 0.2 * rng.standard_normal(v.shape)  # away from the init's zeros and ones
+    return params
+
+
+def batch(cfg, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, cfg.vocab_size, (B, T)), rng.integers(0, cfg.vocab_size, (B, T))
+
+
+@pytest.fixture(scope="module")
+def float32_run():
+    return ckpt.compare(trained_like_params(CFG, 0), CFG, *batch(CFG), torch.float32)
+
+
+# ---------------------------------------------------------------------------
+# Gradients
+
+
+def test_checkpointed_gradients_equal_plain_and_pylib_in_float64():
+    r = ckpt.compare(trained_like_params(CFG, 0), CFG, *batch(CFG), torch.float64, count=False)
+    assert r["unequal_to_plain"] == 0  # recomputation runs the same kernels on the same inputs
+    for mode in ("none", "full"):
+        worst = max(r["grads"][mode].items(), key=lambda kv: kv[1])
+        assert worst[1] <= F64_TOL, (mode, worst)
+
+
+def test_checkpointed_gradients_equal_plain_and_pylib_in_float32(float32_run):
+    assert float32_run["unequal_to_plain"] == 0
+    for mode in ("none", "full"):
+        worst = max(float32_run["grads"][mode].items(), key=lambda kv: kv[1])
+        assert worst[1] <= F32_TOL, f"{mode}: {worst[0]} differs by {worst[1] / U32:.1f} u"
+
+
+def test_gradient_comparison_catches_a_block_that_is_not_recomputed_faithfully():
+    params = trained_like_params(CFG, 0)
+    x, y = batch(CFG)
+    net = torch_gpt.from_pylib(params, CFG, torch.float64)
+    block = net.transformer.h[0]
+    forward = block.forward
+    calls = []
+
+    def drifting(h):  # a planted error: the recomputation sees its input nudged by one part in a million
+        calls.append(1)
+        return forward(h if len(calls) == 1 else h * (1 + 1e-6))
+
+    block.forward = drifting
+    ckpt.loss(net, torch.from_numpy(x), torch.from_numpy(y), checkpointed=True).backward()
+    assert len(calls) == 2  # the forward, then its recomputation in the backward
+    _, ref, _ = checkpointing.step(params, CFG, x, y, "full")
+    worst = max(ckpt.relative_differences(ref, torch_gpt.named_grads(net)).values())
+    assert worst > 1e4 * F64_TOL  # about 1e-6
+
+
+# ---------------------------------------------------------------------------
+# Bytes
+
+
+def test_saved_bytes_equal_the_prediction_with_and_without_checkpointing(float32_run):
+    for mode, ck in (("none", False), ("full", True)):
+        assert float32_run["saved"][mode] == ckpt.torch_saved_bytes(CFG, B, T, ck)["total"] == float32_run["predicted"][mode]
+
+
+def test_checkpointing_saves_every_block_cache_but_its_input(float32_run):
+    plain = ckpt.torch_saved_bytes(CFG, B, T, False)
+    lower = float32_run["saved"]["none"] - float32_run["saved"]["full"]
+    assert lower == CFG.n_layer * (plain["per_layer"] - B * T * CFG.n_embd * 4) > 0
+
+
+def test_differences_from_pylibs_count_are_the_named_terms(float32_run):
+    for mode, ck in (("none", False), ("full", True)):
+        pylib_count = memory.recompute_bytes(CFG, B, T, mode)["stored"]
+        assert float32_run["pylib_stored"][mode] == pylib_count  # pylib's step, counted, equals its formula
+        assert pylib_count - float32_run["saved"][mode] == sum(ckpt.pylib_minus_torch(CFG, B, T, ck).values())
+
+
+def test_profiler_counts_the_hooks_bytes_and_the_named_extras(float32_run):
+    for mode, ck in (("none", False), ("full", True)):
+        extra = ckpt.profiler_minus_hooks(CFG, B, T, ck)
+        assert float32_run["profiled"][mode] - float32_run["saved"][mode] == sum(extra.values())
+    assert ckpt.rng_state_bytes() > 0
+
+
+def test_counting_views_twice_is_caught():
+    params = trained_like_params(CFG, 0)
+    x, y = (torch.from_numpy(a) for a in batch(CFG))
+    net = torch_gpt.from_pylib(params, CFG, torch.float32)
+    _, rows = ckpt.saved_tensors(net, lambda: ckpt.loss(net, x, y))
+    predicted = ckpt.torch_saved_bytes(CFG, B, T)["total"]
+    assert ckpt.distinct_bytes(rows) == predicted
+    # A planted error: every saved tensor's storage counted, views of one storage as many times as saved
+    # (the probabilities are saved by softmax and again, as a view, by the bmm that reads them).
+    assert sum(nbytes for _, nbytes in rows) > predicted
