@@ -107,6 +107,55 @@ def test_warmup_is_short_for_short_runs():
 
 
 # ---------------------------------------------------------------------------
+# The seed bootstrap of the parametric prediction, on a synthetic sweep with three seeds per point
+
+BOOT_GRID = {"alphas": [0.3, 0.35, 0.4, 0.45, 0.5], "betas": [0.25, 0.3, 0.35, 0.4, 0.45], "refine": 0}  # TRUE's on it
+
+
+def seeded_sweep(sigma, seeds=3, budgets=(1e10, 4e10, 1.6e11)):
+    """TRUE's IsoFLOP points per budget (n, d) and their per-seed losses, TRUE's loss plus N(0, sigma²)
+    noise: ([n], [d], [(points, seeds)]); and the held-out point at 4x the last budget's optimum, with its loss."""
+    rng = np.random.default_rng(1)
+    points = synthetic_sweep(TRUE, budgets)
+    n, d, per_seed = [], [], []
+    for c in budgets:
+        ps = [p for p in points if p["budget"] == c]
+        n.append(np.array([p["n"] for p in ps]))
+        d.append(np.array([p["d"] for p in ps]))
+        per_seed.append(np.array([p["loss"] for p in ps])[:, None] + sigma * rng.standard_normal((len(ps), seeds)))
+    n_held, d_held = scaling.chinchilla_optimum(TRUE, 4 * budgets[-1])
+    return n, d, per_seed, (n_held, d_held), scaling.chinchilla_loss(TRUE, n_held, d_held)
+
+
+def test_parametric_bootstrap_is_deterministic_for_a_seed():
+    n, d, per_seed, at, _ = seeded_sweep(0.01)
+    first = scaling.bootstrap_parametric_prediction(n, d, per_seed, at, 20, seed=0, **BOOT_GRID)
+    assert scaling.bootstrap_parametric_prediction(n, d, per_seed, at, 20, seed=0, **BOOT_GRID) == first
+    other = scaling.bootstrap_parametric_prediction(n, d, per_seed, at, 20, seed=1, **BOOT_GRID)
+    assert other["draws"] != first["draws"]
+
+
+def test_parametric_bootstrap_of_noise_free_seeds_is_the_truth():
+    n, d, per_seed, at, truth = seeded_sweep(0.0)
+    boot = scaling.bootstrap_parametric_prediction(n, d, per_seed, at, 20, **BOOT_GRID)
+    assert boot["low"] == boot["high"]  # every resample draws the same three values
+    # (α, β) are on the grid, so only (E, A, B)'s least squares round: about cond(X) float64 roundoffs
+    n_all, d_all = np.concatenate(n), np.concatenate(d)
+    X = np.stack([np.ones_like(n_all), n_all ** -TRUE["alpha"], d_all ** -TRUE["beta"]], axis=1)  # (points, 3)
+    tol = 8 * np.linalg.cond(X) * 2.0 ** -53 * truth
+    assert boot["low"] - tol <= truth <= boot["high"] + tol
+
+
+def test_parametric_bootstrap_widens_with_noise():
+    widths = []
+    for sigma in (0.005, 0.02):
+        n, d, per_seed, at, truth = seeded_sweep(sigma)
+        boot = scaling.bootstrap_parametric_prediction(n, d, per_seed, at, 50, **BOOT_GRID)
+        widths.append(boot["high"] - boot["low"])
+    assert 0 < widths[0] < widths[1]
+
+
+# ---------------------------------------------------------------------------
 # The experiment's order (experiments.ch14), on a synthetic surface instead of training
 
 
@@ -130,13 +179,18 @@ def test_held_out_prediction_is_written_before_the_held_out_run(monkeypatch):
 
     monkeypatch.setattr(ch14, "one_run", fake_run)
     monkeypatch.setattr(ch14, "predict", spying_predict)
+    monkeypatch.setattr(ch14, "PARAMETRIC_RESAMPLES", 3)  # the chapter's 200 fits are for --measure
     out = ch14.part_sweep(SimpleNamespace(vocab=SimpleNamespace(size=65)))
     first_held_out = events.index(("run", scaling.HELD_OUT_BUDGET))
     assert events.index(("predict", None)) < first_held_out
     assert all(budget != scaling.HELD_OUT_BUDGET for _, budget in events[:first_held_out])
     keys = list(out["values"])
     assert max(i for i, k in enumerate(keys) if k.startswith("ch14.predict.")) < keys.index("ch14.heldout.final_val.per_seed")
+    assert keys.index("ch14.heldout.final_val.mean") < keys.index("ch14.boot_parametric.low")  # added afterwards
     v = out["values"]
+    low, high, lies = (v[f"ch14.boot_parametric.{k}"] for k in ("low", "high", "heldout_lies"))
+    assert low <= high and lies == ("below" if v["ch14.heldout.final_val.mean"] < low else
+                                    "above" if v["ch14.heldout.final_val.mean"] > high else "inside")
     predicted = v["ch14.predict.loss_parametric"]
     assert v["ch14.heldout.error_parametric.mean"] == pytest.approx(v["ch14.heldout.final_val.mean"] - predicted)
 

@@ -183,6 +183,43 @@ def chinchilla_optimum(fit, c):
 
 
 # ---------------------------------------------------------------------------
+# A percentile bootstrap over seeds
+
+
+def seed_resamples(loss_per_seed, resamples, seed=0):
+    """Yields, resamples times, every point's loss as the mean of its seeds drawn with replacement.
+
+    loss_per_seed: one (points, seeds) array per budget, drawn in that order from one generator
+    (seed), so a seed gives the same resamples to every statistic computed from them."""
+    rng = np.random.default_rng(seed)
+    for _ in range(resamples):
+        yield [np.take_along_axis(s, rng.integers(0, s.shape[1], s.shape), axis=1).mean(axis=1)
+               for s in loss_per_seed]
+
+
+def interval95(draws):
+    """The percentile bootstrap's 95% interval: (2.5th, 97.5th percentile) of the draws."""
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def position(x, low, high):
+    """Where x lies against an interval: "below", "inside" or "above"."""
+    return "below" if x < low else "above" if x > high else "inside"
+
+
+def bootstrap_parametric_prediction(n_params, n_tokens, loss_per_seed, at, resamples, seed=0, **fit_kw):
+    """The parametric form refitted (fit_chinchilla) on each of seed_resamples' resamples, and its
+    loss at `at` = (N, D) -> {"low", "high" (interval95), "draws"}. n_params, n_tokens: one
+    (points,) array per budget, matching loss_per_seed's (points, seeds)."""
+    n, d = np.concatenate(n_params), np.concatenate(n_tokens)
+    draws = [chinchilla_loss(fit_chinchilla(n, d, np.concatenate(means), **fit_kw), *at)
+             for means in seed_resamples(loss_per_seed, resamples, seed)]
+    low, high = interval95(draws)
+    return {"low": low, "high": high, "draws": draws}
+
+
+# ---------------------------------------------------------------------------
 # The whole analysis of a sweep
 
 
