@@ -9,7 +9,10 @@ Ops (see pylib.web.all_ops):
                            held-out response loss and speaker accuracy (PAGE["eval_pairs"] pairs);
   run:posttrain_dpo        DPO from the pretrained model on rule-made pairs (more of a target letter
                            preferred); before/after samples, the target frequency and the KL from
-                           the reference on PAGE["eval_prompts"] held-out prompts;
+                           the reference on PAGE["eval_prompts"] held-out prompts, and the mean
+                           margin h on the training pairs;
+  run:posttrain_ipo        the same with IPO's loss (pylib.studies.preferences.ipo_loss), whose
+                           margin is regressed to its target 1/(2 tau);
   posttrain_ask            the pretrained and the fine-tuned model's answer to a line the reader types.
 The pretrained and the fine-tuned models live in this module (one page, one worker).
 """
@@ -35,6 +38,8 @@ PAGE = {
     "eval_prompts": 64,  # held-out prompts for the frequency and KL in the page
     "shown": 3,  # answers or samples shown before and after
     "beta_max": 100.0,
+    "ipo_steps": pf.IPO["steps"],
+    "tau_max": 10.0,  # IPO's target margin 1/(2 tau) is then 0.05 nats, next to the reference's 0
     "line_max": 64 - len(sft.SFT_SET["question"]) - 16,  # characters of a reader's line that fit with an answer
 }
 
@@ -199,14 +204,19 @@ def ask(session, args):
 
 
 # ---------------------------------------------------------------------------
-# DPO in the page
+# DPO and IPO in the page
+
+PAIR_METHODS = {"dpo": ("beta", "β", "beta_max", "dpo_steps"), "ipo": ("tau", "τ", "tau_max", "ipo_steps")}
+# method: (its coefficient's field, label, PAGE's bound on it, PAGE's default steps)
 
 
-def validate_dpo_settings(args, vocab):
-    def beta():
-        value = parse_field(parse_number, "beta", "β", args.get("beta"))
-        if not 0 < value <= PAGE["beta_max"]:
-            raise InputError({"beta": f"β must be greater than 0 and at most {PAGE['beta_max']:g}; got {value:g}."})
+def validate_dpo_settings(args, vocab, method="dpo"):
+    key, label, bound, _ = PAIR_METHODS[method]
+
+    def coefficient():
+        value = parse_field(parse_number, key, label, args.get(key))
+        if not 0 < value <= PAGE[bound]:
+            raise InputError({key: f"{label} must be greater than 0 and at most {PAGE[bound]:g}; got {value:g}."})
         return value
 
     def target():
@@ -216,13 +226,18 @@ def validate_dpo_settings(args, vocab):
                                         "punctuation mark (no digits, no emoji)."})
         return raw
 
-    return collect_fields([("beta", beta), ("target", target), _seed(args), _steps(args, PAGE["steps_max"])])
+    return collect_fields([(key, coefficient), ("target", target), _seed(args), _steps(args, PAGE["steps_max"])])
 
 
-def dpo_start(session, args):
+def ipo_target(tau):
+    """IPO's target margin 1/(2 tau) (Azar et al. 2023, equation 17), nats."""
+    return 1.0 / (2.0 * tau)
+
+
+def dpo_start(session, args, method="dpo"):
     session._need_corpus()
     args = args or {}
-    s = validate_dpo_settings(args, session.vocab)
+    s = validate_dpo_settings(args, session.vocab, method)
     pre = _need_pretrained()
     mcfg, params = pre["mcfg"], pre["params"]
     target = pf.target_id(session.vocab, s["target"])
@@ -236,12 +251,18 @@ def dpo_start(session, args):
     ref_c = pf.response_logps(params, mcfg, pairs["prompts"], pairs["chosen"])
     ref_r = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
     _STATE["tuned"] = None
-    _STATE["run"] = {"kind": "dpo", "settings": s, "state": sft.init_finetune(params, s["seed"]),
+    settings = dict(pf.DPO, beta=s["beta"]) if method == "dpo" else dict(pf.IPO, tau=s["tau"])
+    _STATE["run"] = {"kind": method, "settings": s, "state": sft.init_finetune(params, s["seed"]),
                      "pairs": pairs, "ref": (ref_c, ref_r), "target": target, "held_out": held_out,
-                     "dpo": dict(pf.DPO, beta=s["beta"]), "steps": s["steps"]}
+                     "dpo": settings, "steps": s["steps"]}
     shown = [{"chosen": session.vocab.decode(pairs["chosen"][i].tolist()),
               "rejected": session.vocab.decode(pairs["rejected"][i].tolist())} for i in range(min(2, len(pairs["prompts"])))]
-    return {"settings": s, "steps": s["steps"], "pairs": len(pairs["prompts"]), "example_pairs": shown}
+    return {"settings": s, "steps": s["steps"], "pairs": len(pairs["prompts"]), "example_pairs": shown,
+            "method": method, "target_margin": ipo_target(s["tau"]) if method == "ipo" else None}
+
+
+def ipo_start(session, args):
+    return dpo_start(session, args, "ipo")
 
 
 def dpo_chunk(session, args):
@@ -250,7 +271,7 @@ def dpo_chunk(session, args):
     records = []
     done = lambda: state["step"] >= run["steps"]
     for _ in chunk_steps(done):
-        records += pf.dpo_steps(state, pre["mcfg"], run["pairs"], *run["ref"], 1, run["dpo"])
+        records += pf.dpo_steps(state, pre["mcfg"], run["pairs"], *run["ref"], 1, run["dpo"], run["kind"])
     return {"done": done(), "step": state["step"], "steps": run["steps"],
             "records": [{"step": r["step"], "loss": _clean(r["loss"]), "margin": _clean(r["margin"])} for r in records]}
 
@@ -263,12 +284,22 @@ def _policy_view(session, params, pre, run):
                         for p, r in zip(prompts, m["responses"][:PAGE["shown"]])]}
 
 
+def _pairs_margin(params, mcfg, run):
+    """The mean margin h over all the run's training pairs (the chapter's measure), nats."""
+    pairs = run["pairs"]
+    pc = pf.response_logps(params, mcfg, pairs["prompts"], pairs["chosen"])
+    pr = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
+    return _clean(pf.log_ratio_margin(pc, pr, *run["ref"]).mean())
+
+
 def dpo_finish(session, args):
     run, pre = _STATE.pop("run"), _STATE["pretrained"]
     _STATE["run"] = None
     params = run["state"]["params"]
-    _STATE["tuned"] = {"params": params, "kind": "dpo", "steps": run["state"]["step"]}
+    _STATE["tuned"] = {"params": params, "kind": run["kind"], "steps": run["state"]["step"]}
+    target = ipo_target(run["settings"]["tau"]) if run["kind"] == "ipo" else None
     return {"steps": run["state"]["step"], "settings": run["settings"], "eval_prompts": PAGE["eval_prompts"],
+            "method": run["kind"], "pairs_margin": _pairs_margin(params, pre["mcfg"], run), "target_margin": target,
             "before": _policy_view(session, pre["params"], pre, run), "after": _policy_view(session, params, pre, run)}
 
 
@@ -295,6 +326,9 @@ OPS = {
     "posttrain_dpo_start": dpo_start,
     "posttrain_dpo_chunk": dpo_chunk,
     "posttrain_dpo_finish": dpo_finish,
+    "posttrain_ipo_start": ipo_start,
+    "posttrain_ipo_chunk": dpo_chunk,  # the run knows its loss
+    "posttrain_ipo_finish": dpo_finish,
     "posttrain_ask": ask,
     "posttrain_dpo_loss": dpo_loss_op,
 }

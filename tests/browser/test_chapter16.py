@@ -1,5 +1,6 @@
 """Chapter 16 in a real browser: the sft-dpo widget pretrains the course model in the page (with
-Stop), fine-tunes a copy by SFT or DPO and shows samples before and after, answers a reader's line,
+Stop), fine-tunes a copy by SFT, DPO or IPO and shows samples before and after (and, for DPO and IPO,
+the margin h against IPO's target), answers a reader's line,
 and refuses bad input visibly without injecting markup. The page's numbers are compared with the
 same pylib.web.posttrain_ops calls in CPython over the same built data. One shared page
 (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
@@ -18,42 +19,56 @@ chapter16 = chapter_fixture("16-")
 
 TIMEOUT = 240_000  # ms: a 400-step pretraining run in the page, on a busy machine
 PRE_STEPS, SFT_STEPS, DPO_STEPS = 60, 30, 20  # short runs: the check is the page against CPython
+IPO_STEPS, IPO_TAU = 10, "0.25"  # a target of 2 nats, which 10 steps from this pretrained model reach
 NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
 
 
+def run_op(session, name, args):
+    """A streamed op (start, chunks until done, finish) in CPython; its result as the page gets it (JSON)."""
+    from pylib.web import posttrain_ops as ops
+    ops.OPS[f"{name}_start"](session, args)
+    while not ops.OPS[f"{name}_chunk"](session, {})["done"]:
+        pass
+    return json.loads(json.dumps(ops.OPS[f"{name}_finish"](session, {})))
+
+
 def cpython_runs():
-    """The same ops in CPython over the built site's data: pretraining, SFT and DPO results."""
+    """The same ops in CPython over the built site's data: pretraining, SFT and DPO results, and the
+    session (its pretrained model stays in posttrain_ops for cpython_ipo_run)."""
     from pylib import web
     from pylib.web import posttrain_ops as ops
     session = web.Session()
     session.load_corpus(SITE / "data")
     for key in ops._STATE:
         ops._STATE[key] = None
-
-    def run(name, args):
-        ops.OPS[f"{name}_start"](session, args)
-        while not ops.OPS[f"{name}_chunk"](session, {})["done"]:
-            pass
-        return json.loads(json.dumps(ops.OPS[f"{name}_finish"](session, {})))
-
-    pre = run("posttrain_pretrain", {"steps": str(PRE_STEPS), "seed": "0"})
-    sft = run("posttrain_sft", {"arm": "response", "steps": str(SFT_STEPS), "seed": "0"})
-    dpo = run("posttrain_dpo", {"beta": "0.1", "target": "e", "steps": str(DPO_STEPS), "seed": "0"})
-    return {"pretrain": pre, "sft": sft, "dpo": dpo}
+    pre = run_op(session, "posttrain_pretrain", {"steps": str(PRE_STEPS), "seed": "0"})
+    sft = run_op(session, "posttrain_sft", {"arm": "response", "steps": str(SFT_STEPS), "seed": "0"})
+    dpo = run_op(session, "posttrain_dpo", {"beta": "0.1", "target": "e", "steps": str(DPO_STEPS), "seed": "0"})
+    return {"pretrain": pre, "sft": sft, "dpo": dpo, "session": session}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _cpython_runs():
     """cpython_runs() on a thread from the module's start, while the page loads and the first tests
-    run (waiting for the page holds no lock)."""
+    run (waiting for the page holds no lock); then, on the same thread, IPO from the same pretrained
+    model, which only the IPO test waits for."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        yield pool.submit(cpython_runs)
+        first = pool.submit(cpython_runs)
+        ipo = pool.submit(lambda: run_op(first.result()["session"], "posttrain_ipo",
+                                         {"tau": IPO_TAU, "target": "e", "steps": str(IPO_STEPS), "seed": "0"}))
+        yield first, ipo
 
 
 @pytest.fixture(scope="module")
 def cpython(_cpython_runs):
     """cpython_runs()' results."""
-    return _cpython_runs.result()
+    return _cpython_runs[0].result()
+
+
+@pytest.fixture(scope="module")
+def cpython_ipo(_cpython_runs):
+    """The CPython IPO run's result."""
+    return _cpython_runs[1].result()
 
 
 def message(w):
@@ -200,6 +215,42 @@ def test_dpo_in_the_page_matches_cpython(chapter16, cpython):
         assert r[when]["kl"] == pytest.approx(want[when]["kl"], rel=1e-3, abs=1e-4)
     assert r["after"]["frequency"] > r["before"]["frequency"]
     assert w.locator('[data-role="after"] li').count() == len(want["after"]["samples"])
+    assert r["target_margin"] is None and r["pairs_margin"] == pytest.approx(want["pairs_margin"], rel=1e-3, abs=1e-4)
+
+
+@pytest.mark.parametrize("raw", NASTY + ["0", "11"])
+def test_bad_ipo_tau_is_refused_visibly_and_keeps_the_text(chapter16, raw):
+    w = widget(chapter16, "sft-dpo")
+    assert fine_tune(w, "ipo", 10, tau=raw, target="e", seed="0") == "error"
+    assert w.locator('input[name="tau"]').get_attribute("aria-invalid") == "true"
+    assert_error_in_slot(w, "tau", "τ")
+    assert w.locator('input[name="tau"]').input_value() == raw  # nothing the reader typed is lost
+    no_injected_markup(chapter16)
+
+
+def test_ipo_in_the_page_settles_its_margin_at_the_target(chapter16, cpython_ipo):
+    """IPO through the worker: the page's run equals CPython's, its loss is IPO's (at the first step,
+    where h is 0, (0 - 1/(2 tau))^2 = 4, not DPO's ln 2), the target 1/(2 tau) comes from the worker
+    and is drawn as the margin chart's reference line (named in its summary), and the margin on the
+    training pairs, 0 at the start (the copy is the reference), ends nearer the target than half the way."""
+    w = widget(chapter16, "sft-dpo")
+    assert fine_tune(w, "ipo", IPO_STEPS, tau=IPO_TAU, target="e", seed="0") == "done"
+    r = result(w)
+    want = cpython_ipo
+    assert r["method"] == "ipo" and r["steps"] == IPO_STEPS and r["settings"]["tau"] == float(IPO_TAU)
+    assert r["target_margin"] == want["target_margin"] == 1 / (2 * float(IPO_TAU))
+    assert r["pairs_margin"] == pytest.approx(want["pairs_margin"], rel=1e-3, abs=1e-4)  # as the KL: sums of log-ratios
+    for when in ("before", "after"):
+        assert r[when]["frequency"] == pytest.approx(want[when]["frequency"], abs=1e-9)
+    assert abs(r["pairs_margin"] - r["target_margin"]) < r["target_margin"] / 2
+    assert "target 2.00" in w.locator('[data-readout="margin"]').inner_text()
+    assert "IPO's target of 2.00" in message(w)
+    first_loss = float(chart_table(w, "chart-data")["rows"][0][1])
+    assert first_loss == pytest.approx(4, abs=1e-3)  # the table shows 4 significant figures
+    table = chart_table(w, "margin-data")
+    assert table["header"] == ["step", "margin h (batch mean)"] and len(table["rows"]) == IPO_STEPS
+    expect(w.locator('[data-role="margin-summary"]')).to_contain_text("IPO: the batch's mean margin h went from")
+    expect(w.locator('[data-role="margin-summary"]')).to_contain_text("IPO's target is 2")
 
 
 def test_stop_during_sft_keeps_the_model_as_it_is(chapter16):
@@ -230,11 +281,16 @@ def test_beta_slider_works_by_keyboard_and_follows_the_field(chapter16):
     drive_slider(w, "beta", "100", "0.1", typed_pos=50)  # 0.01 to 100 in 200 positions
 
 
+def test_tau_slider_ends_at_the_pages_bound(chapter16):
+    w = widget(chapter16, "sft-dpo")
+    drive_slider(w, "tau", "10", "0.1")  # 0.01 to 10: the worker refuses more (test_bad_ipo_tau_...)
+
+
 def test_the_loss_chart_has_a_text_alternative(chapter16):
     w = widget(chapter16, "sft-dpo")
     assert pretrain(w, 20) == "done"
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("at step 19")
-    assert len(chart_table(w)["rows"]) >= 2
+    assert len(chart_table(w, "chart-data")["rows"]) >= 2
 
 
 def test_an_exercise_round_trip(chapter16):

@@ -1,5 +1,6 @@
-// SFT or DPO on the model in this page: a thin view over pylib.web.posttrain_ops (run:posttrain_pretrain,
-// run:posttrain_sft, run:posttrain_dpo, posttrain_ask). Every number and sample comes from the worker.
+// SFT, DPO or IPO on the model in this page: a thin view over pylib.web.posttrain_ops (run:posttrain_pretrain,
+// run:posttrain_sft, run:posttrain_dpo, run:posttrain_ipo, posttrain_ask). Every number and sample comes from
+// the worker, IPO's target margin 1/(2τ) too.
 // Three parts, each its own form: pretraining and fine-tuning are streamed runs (widget-kit.js
 // runStreamed) that share the widget's status, message and Stop; asking is one call.
 
@@ -8,6 +9,7 @@ import { bindFields, markSettled, readConfig, readoutMap, runStreamed } from "..
 import { lineChart } from "./job-kit.js";
 
 const num = (v, d = 3) => (v == null ? "–" : v.toFixed(d));
+const METHOD_NAMES = { sft: "SFT", dpo: "DPO", ipo: "IPO" };
 
 /**
  * The widget as runStreamed sees it, for one part: that part's form, its run button and the shared Stop;
@@ -44,6 +46,30 @@ export async function mount(root, client) {
   let series = [[], []];
   let label = "loss";
   const chartEl = $('[data-role="chart"]');
+  // DPO's and IPO's second chart: each step's batch mean margin h, and IPO's target as a reference line
+  const marginEl = $('[data-role="margin"]');
+  let marginPlot = null;
+  let margins = [[], []];
+  function resetMarginChart(target) {
+    margins = [[], []];
+    if (marginPlot) marginPlot.destroy();
+    marginPlot = lineChart(marginEl, [{ label: "margin h (batch mean)", color: 2 }],
+      { ylabel: "margin h (nats)", height: 200, refs: target == null ? [] : [{ value: target, label: "IPO's target" }] });
+    marginPlot.target = target;
+    marginPlot.method = METHOD_NAMES[method];
+  }
+  function addMargins(points) {
+    for (const p of points) {
+      if (p.margin == null) continue;
+      margins[0].push(p.step);
+      margins[1].push(p.margin);
+    }
+    if (!margins[0].length) return;
+    marginPlot.setData(margins);
+    const n = margins[0].length - 1;
+    const goal = marginPlot.target == null ? "" : `; IPO's target is ${fmtCell(marginPlot.target)}`;
+    marginPlot.describe(`${marginPlot.method}: the batch's mean margin h went from ${fmtCell(margins[1][0])} at step ${margins[0][0]} to ${fmtCell(margins[1][n])} at step ${margins[0][n]}${goal}.`);
+  }
 
   function resetChart(name) {
     label = name;
@@ -153,22 +179,28 @@ export async function mount(root, client) {
       const v = fields.values();
       method = v.method;
       const args = { steps: v.steps, seed: v.seed };
-      return method === "sft" ? { ...args, arm: v.arm } : { ...args, beta: v.beta, target: v.target };
+      if (method === "sft") return { ...args, arm: v.arm };
+      return method === "dpo" ? { ...args, beta: v.beta, target: v.target } : { ...args, tau: v.tau, target: v.target };
     },
     startText: "Starting…",
     announceStart: "Fine-tuning started.",
     onStart() {
       busy(true);
-      resetChart(method === "sft" ? "SFT loss (batch)" : "DPO loss (batch)");
+      resetChart(`${METHOD_NAMES[method]} loss (batch)`);
       $('[data-role="after"]').replaceChildren();
       for (const el of Object.values(readouts)) el.textContent = "–";
     },
     onEvent(ev) {
-      if (ev.kind === "start") return method === "dpo" ? `DPO on ${ev.info.pairs} pairs…` : null;
+      if (ev.kind === "start") {
+        if (method === "sft") return null;
+        resetMarginChart(ev.info.target_margin);
+        return `${METHOD_NAMES[method]} on ${ev.info.pairs} pairs…`;
+      }
       if (ev.kind !== "chunk") return null;
       addPoints(ev.chunk.records);
+      if (method !== "sft") addMargins(ev.chunk.records);
       readouts.steps.textContent = String(ev.chunk.step);
-      return `${method === "sft" ? "SFT" : "DPO"}… step ${ev.chunk.step} of ${ev.chunk.steps}.`;
+      return `${METHOD_NAMES[method]}… step ${ev.chunk.step} of ${ev.chunk.steps}.`;
     },
     onResult(value) {
       const r = value.result;
@@ -185,11 +217,14 @@ export async function mount(root, client) {
           "KL from the pretrained model (nats per response)", `${num(b.kl, 2)} → ${num(a.kl, 2)}`);
         showList($('[data-role="before"]'), sampleRows(b.samples));
         showList($('[data-role="after"]'), sampleRows(a.samples));
+        readouts.margin.textContent = num(r.pairs_margin, 2) + (r.target_margin == null ? "" : ` (target ${num(r.target_margin, 2)})`);
       }
       busy(false);
-      const what = method === "sft" ? `SFT (${r.arm === "response" ? "response only" : "whole sequence"})` : "DPO";
+      const what = method === "sft" ? `SFT (${r.arm === "response" ? "response only" : "whole sequence"})` : METHOD_NAMES[method];
+      const margin = method === "sft" ? "" : ` The margin h on the training pairs is ${num(r.pairs_margin, 2)} nats`
+        + (r.target_margin == null ? " (it starts at 0)." : `, against IPO's target of ${num(r.target_margin, 2)} (it starts at 0).`);
       return { status: value.stopped ? "stopped" : "done", result: { method, ...r },
-        text: `${value.stopped ? "Stopped" : "Done"}: ${what}, ${r.steps} steps. The samples are the model as it is now.` };
+        text: `${value.stopped ? "Stopped" : "Done"}: ${what}, ${r.steps} steps. The samples are the model as it is now.${margin}` };
     },
     onError() { busy(false); },
   });
@@ -197,9 +232,8 @@ export async function mount(root, client) {
   for (const radio of tunePart.querySelectorAll('input[name="method"]')) {
     radio.addEventListener("change", () => {
       const steps = fields.input("steps").value;
-      if (steps === String(config.sft_steps) || steps === String(config.dpo_steps)) {
-        fields.set("steps", fields.values().method === "sft" ? config.sft_steps : config.dpo_steps);
-      }
+      const defaults = { sft: config.sft_steps, dpo: config.dpo_steps, ipo: config.ipo_steps };
+      if (Object.values(defaults).some((d) => steps === String(d))) fields.set("steps", defaults[fields.values().method]);
     });
   }
 
