@@ -4,14 +4,18 @@
    full and selective (pylib.systems.checkpointing), on a fixed batch of validation windows. For each:
    the bytes held when the forward ends and at the step's peak, counted from pylib's own caches
    (pylib.systems.memory's owner accounting), the tensor that sets the peak, and whether every
-   gradient equals pylib.model.backward's bit for bit (the count of unequal elements). Beside them
-   pylib's formula (memory.recompute_bytes) and Korthikanti et al.'s count for the same shapes
-   (memory.korthikanti_layer_bytes, 16-bit, with and without dropout masks).
+   gradient equals pylib.model.backward's bit for bit (the count of unequal elements). The formulas
+   beside them (memory.recompute_bytes, Korthikanti et al.'s count) are derived at build time.
 2. Extra compute time (part_time): the step in each mode, TIME_REPEATS times, the modes interleaved
    so that a slow moment of the machine hits all three; the fastest repeat of each is kept (the
    least disturbed) and the ratio to no recomputation reported. These times, and the percentages
    derived from them, go in the "timings" section: they are the one thing a second run does not
    reproduce (the chapter quotes them as timings).
+3. PyTorch's engine (part_torch, companions/ch10_checkpoint.py): the same models, weights and batches
+   through torch.utils.checkpoint per block, float32 and float64. The gradients against pylib's
+   (checkpointing.step, "none" and "full") and checkpointed against plain; the bytes autograd keeps
+   for the backward, by saved-tensor hooks and by torch.profiler on the CPU, against pylib's count and
+   against the companion's prediction (the difference must be 0). One torch thread: deterministic.
 
 Everything is deterministic apart from the timings (fixed windows, init seed 0; no training, so
 no seeds to average: the counts are exact and the gradients are compared element by element).
@@ -53,7 +57,7 @@ def shape_batch(corpus, name):
 
 def part_memory(corpus):
     from pylib import model
-    from pylib.systems import checkpointing, memory
+    from pylib.systems import checkpointing
     t0 = time.perf_counter()
     v = {}
     for name, (_, B, T) in SHAPES.items():
@@ -61,28 +65,16 @@ def part_memory(corpus):
         params = model.init_params(cfg, 0)
         _, ref = model.loss_and_grads(params, cfg, x, y)
         k = f"ch10.ckpt.{name}"
-        v.update({f"{k}.B": B, f"{k}.T": T, f"{k}.L": cfg.n_layer, f"{k}.C": cfg.n_embd, f"{k}.H": cfg.n_head,
-                  f"{k}.params": model.count_params(cfg)})
-        shape = memory.shape_from_config(cfg)
+        v.update({f"{k}.B": B, f"{k}.T": T, f"{k}.L": cfg.n_layer, f"{k}.C": cfg.n_embd, f"{k}.H": cfg.n_head})
         for mode in MODES:
             tl = checkpointing.timeline(params, cfg, x, y, mode)
             _, grads, _ = checkpointing.step(params, cfg, x, y, mode, record=False)
-            f = memory.recompute_bytes(cfg, B, T, mode)
-            f16 = memory.recompute_bytes(cfg, B, T, mode, itemsize=2)  # the same buffers at 16 bits
-            km = f"{k}.{mode}"
+            km = f"{k}.{mode}"  # the formulas beside these counts are derived at build time (derived())
             v.update({f"{km}.stored": tl["stored"], f"{km}.peak": tl["peak"],
-                      f"{km}.formula_stored": f["stored"], f"{km}.formula_peak": f["peak"],
-                      f"{km}.stored_layers": f["stored_layers"], f"{km}.ours_layer_16bit": f16["stored_layers"] // cfg.n_layer,
                       f"{km}.peak_phase": tl["events"][tl["peak_index"]]["phase"],
                       f"{km}.peak_tensor": tl["set_by"][0], f"{km}.peak_tensor_bytes": tl["set_by"][1],
-                      f"{km}.unequal_elements": int(sum(np.count_nonzero(grads[n] != ref[n]) for n in ref)),
-                      f"{km}.events": len(tl["events"]),
-                      # Korthikanti et al.'s count per layer for the same shape, 16-bit (2 bytes), both ways
-                      f"{km}.korthikanti_layer": memory.korthikanti_layer_bytes(
-                          dataclasses.replace(shape, dropout=True), T, B, 2, mode),
-                      f"{km}.korthikanti_layer_nodropout": memory.korthikanti_layer_bytes(shape, T, B, 2, mode)})
+                      f"{km}.unequal_elements": int(sum(np.count_nonzero(grads[n] != ref[n]) for n in ref))})
         v[f"{k}.grad_elements"] = int(sum(g.size for g in ref.values()))
-        v[f"{k}.ours_per_layer_16bit"] = memory.activation_bytes(cfg, B, T, itemsize=2)["per_layer"]
     return {"values": v, "timings": {"ch10.memory.seconds": time.perf_counter() - t0}}
 
 
@@ -104,14 +96,59 @@ def part_time(corpus):
                 times[mode].append(time.perf_counter() - s)
         for mode in MODES:
             best = min(times[mode])
-            timed[f"ch10.time.{name}.{mode}.seconds"] = best
             timed[f"ch10.time.{name}.{mode}.ms"] = 1e3 * best
-            timed[f"ch10.time.{name}.{mode}.extra_pct"] = 100 * (best / min(times["none"]) - 1)
+            if mode != "none":
+                timed[f"ch10.time.{name}.{mode}.extra_pct"] = 100 * (best / min(times["none"]) - 1)
     v["ch10.time.repeats"] = TIME_REPEATS
     return {"values": v, "timings": {**timed, "ch10.time.seconds": time.perf_counter() - t0}}
 
 
-PARTS = ["part_memory", "part_time"]
+def part_torch(corpus):
+    from pylib import model
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except ImportError:
+        return {"values": {"ch10.torch.status": "not measured: torch is not installed"},
+                "timings": {"ch10.torch.seconds": time.perf_counter() - t0}}
+    from companions import ch10_checkpoint as ckpt
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: the same sums in the same order on every run
+    try:
+        v = {"ch10.torch.status": f"measured with torch {torch.__version__} on the CPU",
+             "ch10.torch.rng_state_bytes": ckpt.rng_state_bytes()}
+        for name, (_, B, T) in SHAPES.items():
+            cfg, x, y = shape_batch(corpus, name)
+            params = model.init_params(cfg, 0)
+            k = f"ch10.torch.{name}"
+            for dtype, tag in ((torch.float32, "f32"), (torch.float64, "f64")):
+                r = ckpt.compare(params, cfg, x, y, dtype, count=tag == "f32")  # bytes: float32 only
+                v[f"{k}.{tag}.unequal_to_plain"] = r["unequal_to_plain"]
+                for mode in ("none", "full"):
+                    worst = max(r["grads"][mode].values())  # the worst tensor's max |pylib - torch| / max |pylib|
+                    if tag == "f64":
+                        v[f"{k}.{mode}.f64.worst_rel"] = worst
+                        continue
+                    v[f"{k}.{mode}.f32.worst_u"] = worst / 2.0 ** -24  # in units of float32's roundoff
+                    saved, prof, pylib_stored = r["saved"][mode], r["profiled"][mode], r["pylib_stored"][mode]
+                    ck, km = mode == "full", f"{k}.{mode}"
+                    terms = sum(ckpt.pylib_minus_torch(cfg, B, T, ck).values())  # pylib's count less PyTorch's
+                    extras = sum(ckpt.profiler_minus_hooks(cfg, B, T, ck).values())  # the profiler's less the hooks'
+                    v.update({f"{km}.saved": saved, f"{km}.profiled": prof, f"{km}.pylib_stored": pylib_stored,
+                              f"{km}.ratio": saved / pylib_stored,
+                              f"{km}.unexplained": pylib_stored - saved - terms,
+                              f"{km}.profiler_unexplained": prof - saved - extras,
+                              f"{km}.predicted_unexplained": saved - r["predicted"][mode]})
+        v["ch10.torch.unexplained_max"] = max(abs(val) for kk, val in v.items() if kk.endswith("unexplained"))
+        cfg, _, _ = shape_batch(corpus, "course")
+        _, B, T = SHAPES["course"]
+        v.update({f"ch10.torch.course.pylib_minus_torch.{t}": b for t, b in ckpt.pylib_minus_torch(cfg, B, T).items()})
+    finally:
+        torch.set_num_threads(threads)
+    return {"values": v, "timings": {"ch10.torch.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_memory", "part_time", "part_torch"]
 
 
 def run(corpus):
@@ -206,8 +243,8 @@ def markdown(results):
              "Bytes of activations held in one forward and backward (float32, pylib's own cache accounting), "
              "and the fastest of "
              f"{v.get('ch10.time.repeats', TIME_REPEATS)} interleaved steps (step times: timings, not reproducible).", "",
-             "| model | B × T | mode | held after forward | peak | peak set by | formula peak | unequal grad elements | step (ms) | extra time |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| model | B × T | mode | held after forward | peak | peak set by | unequal grad elements | step (ms) | extra time |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in SHAPES:
         k = f"ch10.ckpt.{name}"
         if f"{k}.none.stored" not in v:
@@ -218,5 +255,30 @@ def markdown(results):
             extra = f"{t[kt + '.extra_pct']:+.0f}%" if kt + ".extra_pct" in t else "–"
             lines.append(f"| {name} (L={v[k + '.L']}, C={v[k + '.C']}, H={v[k + '.H']}) | {v[k + '.B']} × {v[k + '.T']} | "
                          f"{mode} | {v[km + '.stored']:,} | {v[km + '.peak']:,} | `{v[km + '.peak_tensor']}` "
-                         f"({v[km + '.peak_phase']}) | {v[km + '.formula_peak']:,} | {v[km + '.unequal_elements']} | {ms} | {extra} |")
+                         f"({v[km + '.peak_tensor_bytes']:,} B, {v[km + '.peak_phase']}) | "
+                         f"{v[km + '.unequal_elements']} of {v[k + '.grad_elements']:,} | {ms} | {extra} |")
+    if "ch10.torch.course.none.saved" in v:
+        lines += ["", f"PyTorch's torch.utils.checkpoint per block ({v['ch10.torch.status']}): bytes autograd keeps "
+                  "for the backward (saved-tensor hooks, distinct storages, parameters excluded; the CPU memory "
+                  "profiler), pylib's count, and the worst gradient difference from pylib (per tensor, relative "
+                  "to its largest entry).", "",
+                  "| model | mode | hooks | profiler | pylib | hooks / pylib "
+                  "| unexplained (pylib, profiler, prediction) | float32 worst (u) | float64 worst "
+                  "| checkpointed ≠ plain (f32, f64) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name in SHAPES:
+            for mode in ("none", "full"):
+                k, kn = f"ch10.torch.{name}.{mode}", f"ch10.torch.{name}"
+                lines.append(f"| {name} | {mode} | {v[k + '.saved']:,} | {v[k + '.profiled']:,} | "
+                             f"{v[k + '.pylib_stored']:,} | {v[k + '.ratio']:.3f} | {v[k + '.unexplained']}, "
+                             f"{v[k + '.profiler_unexplained']}, {v[k + '.predicted_unexplained']} | "
+                             f"{v[k + '.f32.worst_u']:.1f} | {v[k + '.f64.worst_rel']:.1e} | "
+                             f"{v[kn + '.f32.unequal_to_plain']}, {v[kn + '.f64.unequal_to_plain']} |")
+        terms = ", ".join(f"{kk.rsplit('.', 1)[1]} {val:+,}" for kk, val in v.items()
+                          if kk.startswith("ch10.torch.course.pylib_minus_torch."))
+        lines += ["", f"pylib less PyTorch, course model, no recomputation (bytes): {terms}. Largest unexplained "
+                  f"remainder: {v['ch10.torch.unexplained_max']}. Checkpoint's CPU RNG state: "
+                  f"{v['ch10.torch.rng_state_bytes']:,} bytes per call."]
+    elif "ch10.torch.status" in v:
+        lines += ["", f"PyTorch's torch.utils.checkpoint: {v['ch10.torch.status']}."]
     return lines + [""]
