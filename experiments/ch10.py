@@ -28,6 +28,10 @@ each operation) a step costs a few times more.
   time:   3 shapes x 3 modes x (TIME_REPEATS + 1) steps ~ 26 x (8 + 60 + 40) ms ~ 3 s idle
 Measured under contention from seven other runs on two cores: 0.7 s and 9.9 s of task time (10.6 s),
 so an idle run is well inside the chapter's 30 s.
+  torch:  3 shapes x 2 dtypes x (2 pylib steps + 2 PyTorch steps, and in float32 one more forward under
+          the profiler); importing torch, checkpoint's first call (torch._dynamo) and the profiler's first
+          start (torch._inductor) are fixed costs. Measured at a load of 11-19 on two cores: 52-78 s of task
+          time; not yet timed on a quiet machine.
 """
 
 import dataclasses
