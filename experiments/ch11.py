@@ -13,11 +13,18 @@
    difference must lie within the float32 rounding bound of summing p terms in any order,
    2 (p-1) u sum|g_i| elementwise (u = 2^-24). Every number is "measured on this CPU over
    localhost". Without torch the part says so and measures nothing.
-2. Data-parallel training (part_dp): the default model and TrainConfig with DP_STEPS steps, seed 0,
+2. PyTorch's own engines (part_torch): companions/ch11_ddp.py on TORCH_WORLD gloo processes:
+   DDP's gradient against pylib's data_parallel_loss_and_grads (and gloo's sum against the ring,
+   through a comm hook), the weights after TORCH_STEPS AdamW steps under DDP (default buckets and
+   4 KiB ones), ZeroRedundancyOptimizer and FSDP2 against each other and against pylib's zero_step,
+   the bytes each rank holds (parameters, gradients, optimiser state) beside pylib's ZeRO table,
+   the bytes DDP hands to all-reduce and the bytes each rank writes per step (/proc/self/io), and
+   the step-time split (compute under no_sync, the all-reduce alone, the step) as timings.
+3. Data-parallel training (part_dp): the default model and TrainConfig with DP_STEPS steps, seed 0,
    its gradient from W = 1, 2, 4, 8 simulated workers (pylib.systems.data_parallel); the curves,
    the largest difference between any W's losses and W = 1's, the bytes one worker sends per
    step, and the final loss on the whole validation split for each W.
-3. MFU (part_mfu): this CPU's float32 matmul peak with one BLAS thread (best of MATMUL_REPEATS
+4. MFU (part_mfu): this CPU's float32 matmul peak with one BLAS thread (best of MATMUL_REPEATS
    multiplications of MATMUL_SIZES square matrices) and the default training step's time (median
    of MFU_STEPS steps: forward, backward, AdamW), giving the course model's MFU in CPython.
 
@@ -32,6 +39,8 @@ Budget (OPENBLAS_NUM_THREADS=1, idle machine): gloo: starting 4 processes that i
   away) ~6 s, plus 4 whole-split evaluations ~4 s: ~10 s; MFU ~3 s. About 25 s in all (< 60 s).
   Measured today under heavy contention (load average ~11 on the 2 cores): gloo 69 s, dp 63 s,
   mfu 0.3 s, 132 s of task time, consistent with ~25 s idle at the 4-5x slowdown seen there.
+  torch: 4 processes importing torch and FSDP ~6 s, 4 engines x 10 steps and 3 x 20 timed calls
+  ~3 s: ~10 s idle; measured under load (load average ~10-12): ~80-95 s, ~12 s of CPU time.
 """
 
 import os
@@ -50,6 +59,9 @@ FIT_SMALL, FIT_LARGE = 2, 2  # alpha and beta come from the 2 smallest and the 2
 DP_WORKERS = (1, 2, 4, 8)
 DP_STEPS = 200
 GRAD_BATCH = 16  # the gradient check's batch, split over the processes
+TORCH_WORLD = 4  # PyTorch's engines: processes (on 2 cores: oversubscribed)
+TORCH_STEPS = 10  # AdamW steps under each engine, from the same start on the same batches
+TORCH_REPEATS = 20  # timed repeats of the step-time split (compute, all-reduce, step)
 MATMUL_SIZES = (256, 512)
 MATMUL_REPEATS = 5
 MFU_STEPS = 30
@@ -200,6 +212,83 @@ def part_gloo(corpus):
 
 
 # ---------------------------------------------------------------------------
+# PyTorch's own engines: DDP, ZeroRedundancyOptimizer and FSDP2 beside pylib's workers
+
+
+def torch_batches(corpus, cfg):
+    """TORCH_STEPS batches of GRAD_BATCH windows from the training split (seeded), split over the ranks."""
+    from pylib import data
+    rng = np.random.default_rng([11, 1])
+    return [data.get_batch(corpus.train, GRAD_BATCH, cfg.block_size, rng) for _ in range(TORCH_STEPS)]
+
+
+def _yes(flag):
+    return "yes" if flag else "no"
+
+
+def part_torch(corpus):
+    """companions/ch11_ddp.py on TORCH_WORLD processes against pylib's data_parallel and zero_step."""
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except ImportError:
+        return {"values": {"ch11.torch.status": "not measured: torch is not installed"},
+                "timings": {"ch11.torch.seconds": time.perf_counter() - t0}}
+    from companions import ch11_ddp
+    from pylib import model, train
+    cfg, tc = model.GPTConfig(), train.TrainConfig()
+    params = model.init_params(cfg, 0)
+    batches = torch_batches(corpus, cfg)
+    hyper = dict(lr=tc.lr, beta1=tc.beta1, beta2=tc.beta2, eps=tc.eps, weight_decay=tc.weight_decay)  # lr constant
+    ranks = ch11_ddp.run(params, cfg, batches, hyper, TORCH_WORLD, repeats=TORCH_REPEATS)
+    ref = ch11_ddp.pylib_reference(params, cfg, batches, hyper, TORCH_WORLD)
+    cmp = ch11_ddp.compare(ranks, ref, TORCH_WORLD)
+    k = "ch11.torch"
+    v = {f"{k}.status": LABEL, f"{k}.torch_version": torch.__version__,
+         f"{k}.oversubscribed": f"{TORCH_WORLD} processes on {os.cpu_count()} cores",
+         f"{k}.grad.sum_within_bound": _yes(cmp["grad.sum_max_ratio"] <= 1.0),
+         f"{k}.grad.sum_max_ratio": cmp["grad.sum_max_ratio"],
+         f"{k}.grad.sum_bit_identical": _yes(cmp["grad.sum_bit_identical"]),
+         f"{k}.grad.max_rel_u": cmp["grad.max_rel_u"],
+         f"{k}.pylib_stages_bit_identical": _yes(cmp["pylib.stages_bit_identical"]),
+         f"{k}.warnings": len(ranks[0]["warnings"])}
+    for e in ch11_ddp.ENGINES:
+        v[f"{k}.{e}.ranks_bit_identical"] = _yes(cmp[f"{e}.ranks_bit_identical"])
+        v[f"{k}.{e}.vs_ddp_bit_identical"] = _yes(cmp[f"{e}.vs_ddp_bit_identical"])
+        v[f"{k}.{e}.vs_ddp_max_abs"] = cmp[f"{e}.vs_ddp_max_abs"]
+        v[f"{k}.{e}.vs_pylib_max_abs"] = cmp[f"{e}.vs_pylib_max_abs"]
+        wire = [w[-1] for w in cmp[f"{e}.wire_bytes"]]  # the last step: DDP's first steps also (re)build buckets
+        v[f"{k}.{e}.wire_bytes_max"], v[f"{k}.{e}.wire_bytes_min"] = max(wire), min(wire)
+    v[f"{k}.vs_pylib_max_abs"] = max(cmp[f"{e}.vs_pylib_max_abs"] for e in ch11_ddp.ENGINES)
+    v[f"{k}.vs_pylib_in_lr"] = v[f"{k}.vs_pylib_max_abs"] / tc.lr
+    for e in ("ddp", "zero1", "fsdp2"):
+        for part in ("params", "grads", "optimizer", "moments", "updated_elements"):
+            per_rank = cmp[f"{e}.held.{part}"]
+            v[f"{k}.{e}.held.{part}.max"], v[f"{k}.{e}.held.{part}.min"] = max(per_rank), min(per_rank)
+    v[f"{k}.fsdp2.held.params_padded"] = max(cmp["fsdp2.held.params_padded"])
+    v[f"{k}.zero1.partition_max_over_even"] = v[f"{k}.zero1.held.updated_elements.max"] / (model.count_params(cfg) / TORCH_WORLD)
+    for e in ("ddp", "ddp_small_buckets"):
+        v[f"{k}.{e}.buckets"] = len(cmp[f"{e}.bucket_bytes"])
+        v[f"{k}.{e}.bucket_bytes"] = sum(cmp[f"{e}.bucket_bytes"])
+    v[f"{k}.small_bucket_cap_bytes"] = int(round(ch11_ddp.SMALL_BUCKET_MB * 2 ** 20))
+    v[f"{k}.ddp_small_buckets.largest_bucket_bytes"] = max(cmp["ddp_small_buckets.bucket_bytes"])
+    for name in ("all_reduce", "reduce_scatter", "all_gather"):
+        v[f"{k}.collective.{name}.wire_bytes"] = max(cmp[f"collective.{name}.wire_bytes"])
+    v[f"{k}.ddp.header_bytes"] = v[f"{k}.ddp.wire_bytes_max"] - int(round(4 * ref["stages"][0]["sent_per_step"]))
+    timed = {f"{k}.seconds": time.perf_counter() - t0}
+    if TORCH_REPEATS:  # rank 0's medians; the other ranks wait in the same barriers
+        s = ranks[0]["seconds"]
+        timed.update({f"{k}.compute_ms": 1e3 * s["compute"], f"{k}.allreduce_ms": 1e3 * s["allreduce"],
+                      f"{k}.step_ms": 1e3 * s["step"], f"{k}.exposed_ms": 1e3 * (s["step"] - s["compute"]),
+                      f"{k}.allreduce_share": s["allreduce"] / (s["compute"] + s["allreduce"])})
+    return {"values": v, "curves": {f"{k}.ddp.wire_bytes_rank0": cmp["ddp.wire_bytes"][0]},
+            "settings": {k: {"world": TORCH_WORLD, "steps": TORCH_STEPS, "batch": GRAD_BATCH, "seed": 0,
+                             "repeats": TORCH_REPEATS, "small_bucket_mb": ch11_ddp.SMALL_BUCKET_MB,
+                             "warnings": ranks[0]["warnings"], "label": LABEL}},
+            "timings": timed}
+
+
+# ---------------------------------------------------------------------------
 # Data-parallel training
 
 
@@ -251,7 +340,7 @@ def part_mfu(corpus):
                 "ch11.mfu.seconds": time.perf_counter() - t0}}
 
 
-PARTS = ["part_gloo", "part_dp", "part_mfu"]
+PARTS = ["part_gloo", "part_torch", "part_dp", "part_mfu"]
 
 
 def run(corpus):
@@ -291,6 +380,17 @@ def derived(corpus):
         big = memory.training_memory(memory.LLAMA_7B, precision="mixed", zero_stage=stage, dp=ZERO_DP)
         out[f"ch11.zero{stage}_state_gb_7b"] = (big["weights"] + big["gradients"] + big["optimizer"]) / 1e9  # optimizer: master + moments
     out["ch11.zero_dp"] = ZERO_DP
+    # pylib's ZeRO table for the PyTorch comparison: bytes one of TORCH_WORLD workers keeps, by kind
+    params32 = model.init_params(cfg, 0)
+    for stage in (0, 1, 2, 3):
+        held = dp.held_elements(dp.zero_init(params32, TORCH_WORLD, stage), 0)
+        for part in ("params", "grads", "optimizer"):
+            out[f"ch11.zero{stage}_{part}_bytes_p{TORCH_WORLD}"] = 4 * held[part]
+    out["ch11.torch_world"], out["ch11.torch_steps"] = TORCH_WORLD, TORCH_STEPS
+    out["ch11.torch_repeats"], out["ch11.lr"] = TORCH_REPEATS, tc.lr
+    out["ch11.wte_rows"] = cfg.vocab_size  # FSDP2 pads dim 0 to a multiple of the world size
+    out["ch11.wte_shard_rows_p4"] = -(-cfg.vocab_size // 4)
+    out["ch11.even_share_elements_p4"] = N // 4 if N % 4 == 0 else N / 4
     out["ch11.llama7b_params_b"] = memory.param_count(memory.LLAMA_7B) / 1e9
     flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
     out["ch11.model_flops_per_step"] = flops
@@ -378,6 +478,30 @@ def markdown(results):
                   "| bytes | measured s | predicted s |", "| ---: | ---: | ---: |"]
         for b, m, pr in zip(c[f"{key}.bytes"], c[f"{key}.measured_seconds"], c[f"{key}.predicted_seconds"]):
             lines.append(f"| {int(b):,} | {m:.3g} | {pr:.3g} |")
+    if "ch11.torch.ddp.vs_pylib_max_abs" in v:
+        k = "ch11.torch"
+        lines += ["", f"### PyTorch's engines ({v[f'{k}.oversubscribed']}), "
+                  f"{TORCH_STEPS} AdamW steps, {LABEL}", "",
+                  f"DDP's gradient against pylib's data_parallel_loss_and_grads: {v[f'{k}.grad.max_rel_u']:.1f} u "
+                  f"(per tensor, of its largest entry); gloo's sum within the float32 bound: {v[f'{k}.grad.sum_within_bound']} "
+                  f"({v[f'{k}.grad.sum_max_ratio']:.2f} of it; bit-identical to the ring: {v[f'{k}.grad.sum_bit_identical']})", "",
+                  "| engine | weights: max abs diff from DDP | bit-identical to DDP | from pylib | bytes written per rank per step |",
+                  "| --- | ---: | --- | ---: | ---: |"]
+        for e in ("ddp", "ddp_small_buckets", "zero1", "fsdp2"):
+            lo, hi = v[f"{k}.{e}.wire_bytes_min"], v[f"{k}.{e}.wire_bytes_max"]
+            lines.append(f"| {e} | {v[f'{k}.{e}.vs_ddp_max_abs']:.3g} | {v[f'{k}.{e}.vs_ddp_bit_identical']} | "
+                         f"{v[f'{k}.{e}.vs_pylib_max_abs']:.3g} | {lo:,}" + (f" to {hi:,}" if hi != lo else "") + " |")
+        lines += ["", "| engine | parameters (bytes per rank) | gradients | optimiser state | AdamW moments |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for e in ("ddp", "zero1", "fsdp2"):
+            cells = []
+            for part in ("params", "grads", "optimizer", "moments"):
+                lo, hi = v[f"{k}.{e}.held.{part}.min"], v[f"{k}.{e}.held.{part}.max"]
+                cells.append(f"{lo:,}" + (f" to {hi:,}" if hi != lo else ""))
+            lines.append(f"| {e} | " + " | ".join(cells) + " |")
+        if f"{k}.compute_ms" in t:
+            lines += ["", f"Step-time split (rank 0, medians; timings: not reproducible): compute {t[f'{k}.compute_ms']:.1f} ms, "
+                      f"all-reduce {t[f'{k}.allreduce_ms']:.1f} ms, DDP forward and backward {t[f'{k}.step_ms']:.1f} ms"]
     if "ch11.dp.w1.final_val" in v:
         lines += ["", f"### Data-parallel training, {DP_STEPS} steps, seed 0", "",
                   "| workers | final loss (whole validation split) | all-reduce bytes per worker per step | largest training-loss difference from W = 1 |",
