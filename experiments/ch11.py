@@ -266,7 +266,8 @@ def part_torch(corpus):
             per_rank = cmp[f"{e}.held.{part}"]
             v[f"{k}.{e}.held.{part}.max"], v[f"{k}.{e}.held.{part}.min"] = max(per_rank), min(per_rank)
     v[f"{k}.fsdp2.held.params_padded"] = max(cmp["fsdp2.held.params_padded"])
-    v[f"{k}.zero1.partition_max_over_even"] = v[f"{k}.zero1.held.updated_elements.max"] / (model.count_params(cfg) / TORCH_WORLD)
+    even_share = model.count_params(cfg) / TORCH_WORLD
+    v[f"{k}.zero1.partition_max_over_even"] = v[f"{k}.zero1.held.updated_elements.max"] / even_share
     for e in ("ddp", "ddp_small_buckets"):
         v[f"{k}.{e}.buckets"] = len(cmp[f"{e}.bucket_bytes"])
         v[f"{k}.{e}.bucket_bytes"] = sum(cmp[f"{e}.bucket_bytes"])
