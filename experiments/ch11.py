@@ -40,7 +40,7 @@ Budget (OPENBLAS_NUM_THREADS=1, idle machine): gloo: starting 4 processes that i
   Measured today under heavy contention (load average ~11 on the 2 cores): gloo 69 s, dp 63 s,
   mfu 0.3 s, 132 s of task time, consistent with ~25 s idle at the 4-5x slowdown seen there.
   torch: 4 processes importing torch and FSDP ~6 s, 4 engines x 10 steps and 3 x 20 timed calls
-  ~3 s: ~10 s idle; measured under load (load average ~10-12): ~80-95 s, ~12 s of CPU time.
+  ~3 s: ~10 s idle (an estimate); measured under load (load average 10-18): 80-170 s, ~12 s of CPU time.
 """
 
 import os
