@@ -27,6 +27,19 @@
 4. Health: overfitting one batch (HEALTH["overfit_steps"] steps on one batch), and the entropy
    floor: the default model trained on a Markov chain with a known entropy rate (HEALTH).
 
+5. PyTorch's own engine (part_torch): torch.distributed.checkpoint (DCP), through
+   companions/ch15_dcp.py. The default model (pylib's initial weights, seed 0) and its AdamW,
+   sharded with FSDP2 over TORCH["save_world"] gloo processes, train TORCH["k"] steps (pylib's
+   schedule, no clipping, one global batch per step from its own seeded stream), save with DCP,
+   and go on TORCH["n"] steps; a new launch of TORCH["load_world"] processes loads the checkpoint
+   (resharding) and goes on the same n steps. Compared: the whole state at the resume point, bit
+   for bit; the same resume on the saving world size and from pylib's checkpoint of the same state,
+   bit for bit; and, after each step of the continuation, the largest weight difference from the
+   run that never stopped, beside two runs that never stopped on the two world sizes and beside
+   pylib's own reshard (pylib.systems.reshard, ZeRO-3) of the same run on the same batches. And
+   what it costs: the files, their bytes and the metadata, against pylib's checkpoint of the same
+   state; save and load times as timings. Without torch the part says so and measures nothing.
+
 Three seeds (experiments.common.SEEDS) for every arm, eight (REPLAY_SEEDS) for the replay; everything is deterministic.
 
 Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split evaluation ~0.9 s.
@@ -35,10 +48,15 @@ Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split eval
   replay:  8 seeds x (200 + 2 x 60 steps) ~ 7.7 s; lr spike: 8 x ~60 steps ~ 1.3 s
   goodput: 2 settings x 9 intervals, vectorised ~ 1 s
   health:  overfit 3 x 200 steps ~ 1.8 s; Markov: sampling ~ 0.9 s, 3 x 400 steps ~ 3.6 s + evals ~ 0.3 s
-  total ~ 24 s (the chapter's budget is 45 s); measured under contention on the shared machine: see results.json timings.
+  torch:   two launches (4 then 2 processes, each importing torch: ~10 s), 5 runs of ~40 tiny sharded steps,
+           gathering the state after each continued step ~5 s; pylib's reshard ~0.3 s
+  total ~ 40 s (the chapter's budget is 45 s); measured under contention on the shared machine: see results.json timings.
 """
 
 import dataclasses
+import os
+import tempfile
+import time
 
 import numpy as np
 
@@ -54,6 +72,7 @@ GOODPUT = {  # minutes; "small": delta << M; "daly": Daly 2006's Fig. 5 setting 
 GRID = tuple(2 ** (k / 2) for k in range(-4, 5))  # factors of Young's interval
 HEALTH = {"overfit_steps": 200, "markov_concentration": 0.05, "markov_tokens": 200_000, "markov_val": 20_000,
           "markov_seed": 0}
+TORCH = {"save_world": 4, "load_world": 2, "k": 20, "n": 20, "seed": 0}  # part_torch: ranks, steps before and after the save
 MARGIN = 0.02  # nats: below this two final losses count as the same (chosen before measuring)
 
 
@@ -282,7 +301,118 @@ def part_health(corpus):
     return {"values": values, "curves": curves, "settings": {"health": HEALTH}}
 
 
-PARTS = ["part_resume", "part_replay", "part_goodput", "part_health"]
+# ---------------------------------------------------------------------------
+# 5. PyTorch's own engine: torch.distributed.checkpoint
+
+
+def pylib_reshard_run(mcfg, tcfg, tokens, k, n, save_world, load_world):
+    """pylib's ZeRO-3 run of the same model on the same batches: saved after k steps on save_world workers,
+    resharded onto load_world, n more steps. [max |w - w_straight|] after the first and the last
+    continued step, and whether the resharded state is the saved one bit for bit."""
+    from companions.ch15_dcp import batch_arrays  # numpy only: the same batches as the torch runs
+    from pylib import model
+    from pylib.systems import data_parallel as dp, reshard
+    params = model.init_params(mcfg, tcfg.seed)
+    hyper = dict(weight_decay=tcfg.weight_decay, beta1=tcfg.beta1, beta2=tcfg.beta2, eps=tcfg.eps)
+    state = dp.zero_init(params, save_world, 3)
+    for step in range(k):
+        dp.zero_step(state, mcfg, *batch_arrays(tokens, mcfg, tcfg, step), tcfg.lr_at(step), **hyper)
+    other = reshard.reshard([reshard.shard_bytes(state, r) for r in range(save_world)], params, load_world)
+    flat = lambda st: dp.flatten(dp.zero_params(st))  # noqa: E731
+    same = flat(other).tobytes() == flat(state).tobytes() and all(
+        np.concatenate([w["opt"][m] for w in other["workers"]]).tobytes()
+        == np.concatenate([w["opt"][m] for w in state["workers"]]).tobytes() for m in "mv")
+    diffs = []
+    for step in range(k, k + n):
+        for st in (state, other):
+            dp.zero_step(st, mcfg, *batch_arrays(tokens, mcfg, tcfg, step), tcfg.lr_at(step), **hyper)
+        diffs.append(float(np.abs(flat(other).astype(np.float64) - flat(state)).max()))
+    return [diffs[0], diffs[-1]], same
+
+
+def _rows(offsets, sizes):
+    """'17–33': the rows of a piece, from its offsets and sizes in the checkpoint's metadata."""
+    return f"{offsets[0]}–{offsets[0] + sizes[0] - 1}"
+
+
+def _chunk_rows(rows, world):
+    """The rows of each rank's piece as torch.chunk cuts them: '0–32 and 33–64'."""
+    size = -(-rows // world)
+    pieces = [_rows((a,), (min(size, rows - a),)) for a in range(0, rows, size)]
+    return ", ".join(pieces[:-1]) + " and " + pieces[-1] if len(pieces) > 1 else pieces[0]
+
+
+def part_torch(corpus):
+    from pylib import model, train
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except ImportError:
+        return {"values": {"ch15.torch.status": "not measured: torch is not installed"},
+                "timings": {"ch15.torch.seconds": time.perf_counter() - t0}}
+    from companions import ch15_dcp as dcp_run
+    mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    tcfg = train.TrainConfig(seed=TORCH["seed"])
+    k, n, W, W2 = TORCH["k"], TORCH["n"], TORCH["save_world"], TORCH["load_world"]
+    with tempfile.TemporaryDirectory(prefix="ch15-dcp-") as tmp:
+        path = os.path.join(tmp, "checkpoint")  # the metadata records this path: one length on every run
+        out = dcp_run.dcp_vs_pylib(mcfg, tcfg, corpus.train, path, k, n, W, W2)
+        files = dcp_run.files_on_disk(path)
+        pieces = dcp_run.pieces(path)
+    first, second, pylib_bytes = out["first"], out["second"], out["pylib_bytes"]
+    t1 = time.perf_counter()
+    pylib_state = dcp_run.from_pylib_checkpoint(pylib_bytes)  # pylib.checkpoint.load_checkpoint, bounded and checked
+    pylib_load_seconds = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    dcp_run.to_pylib_checkpoint(first["at_save"], mcfg, tcfg, k)
+    pylib_save_seconds = time.perf_counter() - t1
+    yes = lambda b: "yes" if b else "no"  # noqa: E731
+    diff = dcp_run.max_abs_diff
+    resumed = [diff(a, b) for a, b in zip(second["resumed"], first["straight"])]
+    worlds = [diff(a, b) for a, b in zip(second["straight"], first["straight"])]
+    pylib_diffs, pylib_same = pylib_reshard_run(mcfg, tcfg, corpus.train, k, n, W, W2)
+    N = sum(w.size for w in first["at_save"]["weights"].values())
+    data_bytes = sum(b for name, b in files.items() if name.endswith(".distcp"))
+    n_pieces = sum(len(chunks) for _, chunks in pieces["tensors"].values())
+    size, chunks = pieces["tensors"]["model.transformer.wte.weight"]
+    values = {
+        "ch15.torch.status": f"measured on this CPU: gloo, {W} and {W2} processes on {os.cpu_count()} cores",
+        "ch15.torch.torch_version": torch.__version__,
+        "ch15.torch.resume_point_identical": yes(dcp_run.identical(second["loaded"], first["at_save"])),
+        "ch15.torch.step_at_resume": second["loaded"]["step"][0],
+        "ch15.torch.same_world_identical": yes(all(dcp_run.identical(a, b) for a, b in zip(first["same_world"], first["straight"]))),
+        "ch15.torch.pylib_file_identical": yes(dcp_run.identical(pylib_state, first["at_save"])),
+        "ch15.torch.via_pylib_identical": yes(all(dcp_run.identical(a, b) for a, b in zip(second["via_pylib"], second["resumed"]))),
+        "ch15.torch.resumed_identical": yes(all(dcp_run.identical(a, b) for a, b in zip(second["resumed"], first["straight"]))),
+        "ch15.torch.resumed.first_diff": resumed[0], "ch15.torch.resumed.last_diff": resumed[-1],
+        "ch15.torch.worlds.first_diff": worlds[0], "ch15.torch.worlds.last_diff": worlds[-1],
+        "ch15.torch.pylib_reshard.identical_at_resume": yes(pylib_same),
+        "ch15.torch.pylib_reshard.first_diff": pylib_diffs[0], "ch15.torch.pylib_reshard.last_diff": pylib_diffs[-1],
+        "ch15.torch.moved": diff(first["straight"][-1], first["at_save"]),
+        "ch15.torch.largest_weight": max(float(np.abs(w).max()) for w in first["straight"][-1]["weights"].values()),
+        "ch15.torch.params": N,
+        "ch15.torch.state_bytes": 3 * 4 * N,  # float32 weights, m and v
+        "ch15.torch.dcp_files": len(files), "ch15.torch.dcp_bytes": sum(files.values()),
+        "ch15.torch.dcp_data_bytes": data_bytes, "ch15.torch.dcp_metadata_bytes": files[".metadata"],
+        "ch15.torch.dcp_pieces": n_pieces, "ch15.torch.dcp_tensors": len(pieces["tensors"]),
+        "ch15.torch.dcp_objects": len(pieces["objects"]),
+        "ch15.torch.dcp_head_saved_twice": yes({"model.lm_head.weight", "model.transformer.wte.weight"} <= set(pieces["tensors"])),
+        "ch15.torch.dcp_payload_bytes": pieces["payload"],
+        "ch15.torch.dcp_bytes_per_piece": (pieces["stored"] - pieces["payload"]) / n_pieces,
+        "ch15.torch.pylib_bytes": len(pylib_bytes),
+        "ch15.torch.dcp_over_pylib": sum(files.values()) / len(pylib_bytes),
+        "ch15.torch.wte_shape": " × ".join(map(str, size)),
+        "ch15.torch.wte_pieces": ", ".join(_rows(o, s) for o, s in chunks),
+    }
+    curves = {}
+    timings = {"ch15.torch.save_seconds": first["save_seconds"], "ch15.torch.load_seconds": second["load_seconds"],
+               "ch15.torch.pylib_save_seconds": pylib_save_seconds, "ch15.torch.pylib_load_seconds": pylib_load_seconds,
+               "ch15.torch.seconds": time.perf_counter() - t0}
+    return {"values": values, "curves": curves, "settings": {"ch15.torch": {**TORCH, "files": sorted(files)}},
+            "timings": timings}
+
+
+PARTS = ["part_resume", "part_replay", "part_goodput", "part_health", "part_torch"]
 
 
 def run(corpus):
@@ -312,6 +442,10 @@ def derived(corpus):
         "ch15.goodput.daly.delta": GOODPUT["daly"]["delta"], "ch15.goodput.daly.M": GOODPUT["daly"]["M"],
         "ch15.goodput.daly.R": GOODPUT["daly"]["R"],
         "ch15.widget_steps_max": job_ops.LIMITS["steps_max"],
+        "ch15.torch_save_world": TORCH["save_world"], "ch15.torch_load_world": TORCH["load_world"],
+        "ch15.torch_k": TORCH["k"], "ch15.torch_n": TORCH["n"], "ch15.torch_batch": train.TrainConfig().batch_size,
+        # FSDP2 cuts dim 0 as torch.chunk does (pieces of ceil(rows / W) rows): the embedding's on the loading world
+        "ch15.torch_wte_rows_after": _chunk_rows(corpus.vocab.size, TORCH["load_world"]),
         "ch15.goodput_failures": job_ops.LIMITS["goodput_failures"],
         **{f"ch15.metric.{k}": when for k, (_, when) in monitoring.METRICS.items()},  # each chart's moment
         # Daly 2006's captions (R = 10 min, delta = 5 min, M = 24 h, 6 h, 15 min): the exact optimum and his estimate
@@ -378,6 +512,25 @@ def markdown(results):
                      f"{g(b + '.expected_at_young')} / {g(b + '.expected_at_daly')} / {g(b + '.expected_at_optimum')}"
                      + (f"; simulated at Young {g(b + '.sim_young')}, at Daly {g(b + '.sim_daly')}" if name == "daly" else "") + ".")
         lines.append("")
+    if "ch15.torch.status" in v:
+        t = lambda k, f=".3g": format(v[k], f) if isinstance(v.get(k), (int, float)) else str(v.get(k, "–"))  # noqa: E731
+        lines += [f"PyTorch's checkpoint (torch.distributed.checkpoint, FSDP2; {t('ch15.torch.status')}): saved after "
+                  f"{TORCH['k']} steps on {TORCH['save_world']} processes, loaded on {TORCH['load_world']}, {TORCH['n']} more steps.", "",
+                  f"- the whole state at the resume point, bit for bit: {t('ch15.torch.resume_point_identical')}; resumed on "
+                  f"{TORCH['save_world']}, the run that never stopped: {t('ch15.torch.same_world_identical')}; pylib's checkpoint of "
+                  f"the same state holds the same numbers: {t('ch15.torch.pylib_file_identical')}, and resumes the same: "
+                  f"{t('ch15.torch.via_pylib_identical')}",
+                  f"- largest weight difference from the run that never stopped, after the first / last continued step: resumed "
+                  f"on {TORCH['load_world']} {t('ch15.torch.resumed.first_diff')} / {t('ch15.torch.resumed.last_diff')}; two runs "
+                  f"that never stopped, {TORCH['load_world']} and {TORCH['save_world']} processes, "
+                  f"{t('ch15.torch.worlds.first_diff')} / {t('ch15.torch.worlds.last_diff')}; pylib's ZeRO-3 reshard "
+                  f"{t('ch15.torch.pylib_reshard.first_diff')} / {t('ch15.torch.pylib_reshard.last_diff')}; the weights moved "
+                  f"up to {t('ch15.torch.moved')} in those steps",
+                  f"- on disk: {t('ch15.torch.dcp_files')} files, {t('ch15.torch.dcp_bytes', 'd')} bytes (metadata "
+                  f"{t('ch15.torch.dcp_metadata_bytes', 'd')}; {t('ch15.torch.dcp_tensors')} tensors in "
+                  f"{t('ch15.torch.dcp_pieces')} pieces, {t('ch15.torch.dcp_payload_bytes', 'd')} bytes of numbers, "
+                  f"{t('ch15.torch.dcp_bytes_per_piece', '.0f')} bytes of framing a piece), against pylib's "
+                  f"{t('ch15.torch.pylib_bytes', 'd')} bytes in one file", ""]
     lines += [f"Health: one batch, {HEALTH['overfit_steps']} steps: {pm('ch15.health.overfit_first')} → "
               f"{pm('ch15.health.overfit_last')}. Markov chain entropy rate {g('ch15.health.markov_entropy')}; final "
               f"held-out loss {pm('ch15.health.markov_final_val')} (gap {pm('ch15.health.markov_gap')}).", ""]
