@@ -34,8 +34,8 @@
    and go on TORCH["n"] steps; a new launch of TORCH["load_world"] processes loads the checkpoint
    (resharding) and goes on the same n steps. Compared: the whole state at the resume point, bit
    for bit; the same resume on the saving world size and from pylib's checkpoint of the same state,
-   bit for bit; and, after each step of the continuation, the largest weight difference from the
-   run that never stopped, beside two runs that never stopped on the two world sizes and beside
+   bit for bit; and, after the first and the last step of the continuation, the largest weight
+   difference from the run that never stopped, beside two runs that never stopped on the two world sizes and beside
    pylib's own reshard (pylib.systems.reshard, ZeRO-3) of the same run on the same batches. And
    what it costs: the files, their bytes and the metadata, against pylib's checkpoint of the same
    state; save and load times as timings. Without torch the part says so and measures nothing.
@@ -48,9 +48,11 @@ Budget (idle machine, one BLAS thread): a default step ~3 ms, a whole-split eval
   replay:  8 seeds x (200 + 2 x 60 steps) ~ 7.7 s; lr spike: 8 x ~60 steps ~ 1.3 s
   goodput: 2 settings x 9 intervals, vectorised ~ 1 s
   health:  overfit 3 x 200 steps ~ 1.8 s; Markov: sampling ~ 0.9 s, 3 x 400 steps ~ 3.6 s + evals ~ 0.3 s
-  torch:   two launches (4 then 2 processes, each importing torch: ~10 s), 5 runs of ~40 tiny sharded steps,
-           gathering the state after each continued step ~5 s; pylib's reshard ~0.3 s
-  total ~ 40 s (the chapter's budget is 45 s); measured under contention on the shared machine: see results.json timings.
+  torch:   two launches (4 then 2 processes, each importing torch and starting FSDP2), 5 sharded runs of
+           20-40 steps; pylib's reshard ~0.3 s. 54 s of CPU time measured at load 11-19 on the 2 cores
+           (139 s of wall time): ~25 s on an idle machine, an estimate
+  total ~ 50 s, past the chapter's 45 s by the torch part; measured under contention on the shared machine: see
+  results.json timings.
 """
 
 import dataclasses
