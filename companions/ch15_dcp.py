@@ -35,8 +35,6 @@ from torch.distributed.fsdp import fully_shard
 
 from companions import launch, model as torch_gpt
 
-MOMENTS = ("exp_avg", "exp_avg_sq")  # torch.optim.AdamW's names for pylib's m and v
-
 # ---------------------------------------------------------------------------
 # A sharded run on this process's group
 
@@ -112,7 +110,7 @@ def full_state(net, opt):
         return None
     out = {"weights": {torch_gpt.pylib_name(k): v.numpy().copy() for k, v in model_sd.items()},
            "m": {}, "v": {}, "step": sorted({float(s["step"]) for s in optim_sd["state"].values()})}
-    for key, s in optim_sd["state"].items():
+    for key, s in optim_sd["state"].items():  # AdamW's exp_avg and exp_avg_sq are pylib's m and v
         out["m"][torch_gpt.pylib_name(key)] = s["exp_avg"].numpy().copy()
         out["v"][torch_gpt.pylib_name(key)] = s["exp_avg_sq"].numpy().copy()
     return out
