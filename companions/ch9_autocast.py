@@ -31,11 +31,12 @@ from companions import model as torch_gpt
 
 
 def autocast_step(net, x, y, lr, tcfg, dtype=torch.bfloat16):
-    """One AdamW step as PyTorch's AMP recipe takes it: forward under autocast (dtype None: float32), backward outside."""
+    """One AdamW step as PyTorch's AMP recipe takes it: forward under autocast (dtype None: none), backward outside."""
     decay = [p for p in net.parameters() if p.dim() >= 2]
     no_decay = [p for p in net.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": tcfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(tcfg.beta1, tcfg.beta2), eps=tcfg.eps)
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=(tcfg.beta1, tcfg.beta2), eps=tcfg.eps)
     with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
         logits, loss = net(x, y)  # the weights stay float32; autocast casts them per op (and caches the casts)
     loss.backward()  # outside autocast: each op's backward runs in the dtype its forward ran in
@@ -49,7 +50,8 @@ def torch_run(params, cfg, tcfg, x, y, lr, dtype):
     net = torch_gpt.from_pylib(params, cfg, torch.float32)
     grads = {}
     for name, p in net.named_parameters():  # the gradients as backward left them, before clip_grad_norm_ scales them
-        p.register_post_accumulate_grad_hook(lambda p, n=torch_gpt.pylib_name(name): grads.__setitem__(n, p.grad.clone()))
+        n = torch_gpt.pylib_name(name)
+        p.register_post_accumulate_grad_hook(lambda p, n=n: grads.__setitem__(n, p.grad.clone()))
     before = torch_gpt.named_weights(net)
     logits, loss = autocast_step(net, _ids(x), _ids(y), lr, tcfg, dtype)
     after = torch_gpt.named_weights(net)
@@ -92,7 +94,7 @@ def one_step_runs(cfg, tcfg, x, y):
 
 
 def compare_runs(a, b, cfg, rec_name="bf16_master"):
-    """Run a against run b (the reference) in one_step_comparison's measures, and its three checks at rec_name's tolerances."""
+    """Run a against run b (the reference), as one_step_comparison measures, with its checks at rec_name's tolerances."""
     from pylib.systems import mixed_precision as mp
     names = list(b["grads"])
     flat = lambda run, part: np.concatenate([run[part][k].ravel() for k in names]).astype(np.float64)  # noqa: E731
@@ -111,8 +113,8 @@ def compare_runs(a, b, cfg, rec_name="bf16_master"):
 # ---------------------------------------------------------------------------
 # What runs in which dtype, and what autograd keeps
 
-LAYOUT_OPS = {"view", "_unsafe_view", "t", "transpose", "expand", "split", "permute", "slice", "select", "unsqueeze",
-              "squeeze", "alias", "detach", "lift_fresh", "as_strided", "clone", "_to_copy", "copy_"}  # views and copies
+LAYOUT_OPS = {"view", "_unsafe_view", "t", "transpose", "expand", "split", "permute", "slice", "select",  # views
+              "unsqueeze", "squeeze", "alias", "detach", "lift_fresh", "as_strided", "clone", "_to_copy", "copy_"}
 
 
 class _OpRecorder(TorchDispatchMode):

@@ -197,6 +197,7 @@ TORCH_PAIRS = {"autocast_vs_fp32": ("torch_autocast", "pylib_fp32"),  # the engi
 TORCH_FIELDS = ("logits_rel", "loss_abs", "grads_rel_all", "update_rel", "update_sign_differs", "flips_resolved")
 # The scaler comparison: SCALER's init_scale, growth and backoff, a growth interval short enough that 60 steps
 # see the scale grow until float16 overflows; one NaN gradient at two steps and one too-large gradient at another.
+PLANTED_BACKOFF = 0.25  # a planted difference: PyTorch's scaler with this backoff must disagree with pylib's
 SCALER_RUN = {"steps": 60, "elements": 64, "seed": 0, "nan_steps": (7, 33), "spike_steps": (20,), "growth_interval": 5}
 
 
@@ -226,6 +227,8 @@ def part_torch(corpus):
     for field in ("logits_rel", "grads_rel_all"):  # autocast nearer the emulation than float32, seed by seed
         values[f"ch9.torch.one_step.closer_to_bf16_runs.{field}"] = sum(
             1 for s in SEEDS if cmp[("autocast_vs_bf16", s)][field] < cmp[("autocast_vs_fp32", s)][field])
+    values["ch9.torch.one_step.logits_further_than_emulation_runs"] = sum(  # autocast's bf16 logits against bf16_master's
+        1 for s in SEEDS if cmp[("autocast_vs_fp32", s)]["logits_rel"] > cmp[("bf16_vs_fp32", s)]["logits_rel"])
     values["ch9.torch.one_step.tolerance_logits"] = cmp[("autocast_vs_fp32", SEEDS[0])]["tolerance_logits"]
     values["ch9.torch.one_step.tolerance_grads"] = cmp[("autocast_vs_fp32", SEEDS[0])]["tolerance_grads"]
     values["ch9.torch.one_step.seeds"] = len(SEEDS)
@@ -269,16 +272,20 @@ def part_torch(corpus):
           "growth_interval": run["growth_interval"]}
     a, b = c9.scaler_trajectory_torch(grads, **kw), c9.scaler_trajectory_pylib(grads, **kw)
     diff = c9.trajectory_differences(a, b)
-    planted = c9.trajectory_differences(c9.scaler_trajectory_torch(grads, **{**kw, "backoff_factor": 0.25}), b)
+    planted = c9.trajectory_differences(c9.scaler_trajectory_torch(grads, **{**kw, "backoff_factor": PLANTED_BACKOFF}), b)
     values.update({"ch9.torch.scaler.steps": run["steps"], "ch9.torch.scaler.growth_interval": run["growth_interval"],
                    "ch9.torch.scaler.skipped": sum(a["skipped"]),
-                   "ch9.torch.scaler.overflow_skips": sum(1 for t, s in enumerate(a["skipped"]) if s and t not in run["nan_steps"]),
+                   "ch9.torch.scaler.growth_overflows": sum(1 for t, s in enumerate(a["skipped"])  # the grown scale overflowed
+                                                            if s and t not in run["nan_steps"] + run["spike_steps"]),
                    "ch9.torch.scaler.growths": sum(1 for t in range(1, run["steps"]) if a["scale"][t] > a["scale"][t - 1]),
                    "ch9.torch.scaler.max_scale_log2": float(np.log2(max(a["scale"]))),
                    "ch9.torch.scaler.scale_differences": len(diff["scale"]),
                    "ch9.torch.scaler.skip_differences": len(diff["skipped"]),
                    "ch9.torch.scaler.gradient_differences": len(diff["gradient"]),
-                   "ch9.torch.scaler.planted_backoff_scale_differences": len(planted["scale"])})
+                   "ch9.torch.scaler.planted_backoff_scale_differences": len(planted["scale"]),
+                   "ch9.torch.scaler.planted_backoff": PLANTED_BACKOFF, "ch9.torch.scaler.nan_steps": len(run["nan_steps"]),
+                   "ch9.torch.scaler.spike_steps": len(run["spike_steps"]),
+                   "ch9.torch.scaler.planted_skips": len(run["nan_steps"]) + len(run["spike_steps"])})
     return {"values": values, "curves": {"ch9.torch.scaler": {"scale_log2": [float(np.log2(s)) for s in a["scale"]],
                                                               "skipped": [t for t, s in enumerate(a["skipped"]) if s]}},
             "settings": {"ch9.torch": {"scaler": {**kw, **{k: list(v) if isinstance(v, tuple) else v for k, v in run.items()}},
@@ -340,6 +347,10 @@ def derived(corpus):
                 "ch9.e4m3_max_exponent": precision.max_exponent("fp8_e4m3"),
                 "ch9.fp16_min_sub_log2": math.log2(precision.smallest_subnormal("fp16")),
                 "ch9.fp16_half_sub_log2": math.log2(precision.underflow_threshold("fp16"))})
+    from pylib.systems import memory  # pylib's count of the stored activations, every float in 16 bits and in 32
+    cfg, B = model.GPTConfig(vocab_size=corpus.vocab.size), train.TrainConfig().batch_size
+    act16, act32 = (memory.activation_bytes(cfg, B, cfg.block_size, itemsize=k)["total"] for k in (2, 4))
+    out.update({"ch9.pylib_act_bytes_16": act16, "ch9.pylib_act_bytes_32": act32, "ch9.pylib_act_16_over_32": act16 / act32})
     return out
 
 
@@ -379,6 +390,26 @@ def markdown(results):
                      f"{pm(b + '.grads_rel_all', '.2e')} | {v.get(b + '.tolerance_grads', float('nan')):.3f} | "
                      f"{pm(b + '.update_rel', '.2e')} | {pm(b + '.update_sign_differs', '.2e')} | "
                      f"{pm(b + '.unresolved_fraction', '.2e')} |")
+    if "ch9.torch.one_step.autocast_vs_fp32.logits_rel.mean" in v:
+        lines += ["", f"PyTorch's engine ({v['ch9.torch.status']}): one step under torch.autocast('cpu', bfloat16) with "
+                  "float32 master weights and AdamW, against pylib (relative errors, mean ± sd over the seeds):", "",
+                  "| pair | logits | loss (abs) | gradients | update | within tolerance |", "| --- | --- | --- | --- | --- | --- |"]
+        for pair in TORCH_PAIRS:
+            b = f"ch9.torch.one_step.{pair}"
+            lines.append(f"| {pair} | {pm(b + '.logits_rel', '.2e')} | {pm(b + '.loss_abs', '.1e')} | "
+                         f"{pm(b + '.grads_rel_all', '.2e')} | {pm(b + '.update_rel', '.3f')} | "
+                         f"{v[b + '.within_tolerance_runs']} of {v['ch9.torch.one_step.seeds']} |")
+        lines += ["", f"Under autocast: ops in float32 {v['ch9.torch.ops.fp32']}; in bfloat16 {v['ch9.torch.ops.bf16']}. "
+                  f"Saved for backward: {v['ch9.torch.saved.bf16_bytes']:,} B bfloat16, {v['ch9.torch.saved.fp32_bytes']:,} B "
+                  f"float32 ({v['ch9.torch.saved.fp32_share']:.1%} of the floats), {v['ch9.torch.saved.total_bytes']:,} B in all, "
+                  f"{v['ch9.torch.saved.over_fp32_run']:.3f} of the float32 run's {v['ch9.torch.saved.fp32_run_total_bytes']:,} B; "
+                  f"plus {v['ch9.torch.saved.weight_cast_bytes']:,} B of bfloat16 weight copies.",
+                  "", f"torch.amp.GradScaler against DynamicLossScaler, {v['ch9.torch.scaler.steps']} steps "
+                  f"({v['ch9.torch.scaler.skipped']} skipped, {v['ch9.torch.scaler.growths']} growths): steps that differ in "
+                  f"scale {v['ch9.torch.scaler.scale_differences']}, in skipping {v['ch9.torch.scaler.skip_differences']}, "
+                  f"in an unscaled gradient bit {v['ch9.torch.scaler.gradient_differences']}; with a planted backoff of "
+                  f"{v['ch9.torch.scaler.planted_backoff']:g}, "
+                  f"{v['ch9.torch.scaler.planted_backoff_scale_differences']} steps differ in scale."]
     lines += ["", f"Quantised gradients of the trained fp32 model (fixed batch), per-tensor full scale:", "",
               "| bits | full scale | relative error | clipped |", "| --- | --- | --- | --- |"]
     for bits in (8, 4):

@@ -88,11 +88,11 @@ def test_autocast_census_of_the_course_model(batch):
     assert ops["bfloat16"] == ["_softmax", "addmm", "bmm", "gelu", "masked_fill", "mm", "mul"]
     saved = c9.saved_bytes(census["saved"])
     norms = 2 * L + 1
-    # float32 kept for backward: each norm's input (the residual stream) and its mean and rstd; the log-probabilities; the loss
+    # float32 kept for backward: each norm's input (the residual stream), mean and rstd; the log-probabilities; the loss
     assert saved["float32"] == norms * (B * T * C + 2 * B * T) * 4 + B * T * V * 4 + 4
     probs = [r for r in census["saved"] if r["producer"] == "_softmax"]
     assert [r["dtype"] for r in probs] == ["bfloat16"] * L and probs[0]["bytes"] == B * CFG.n_head * T * T * 2
-    # the bfloat16 copies of the weights autocast casts, kept too: each matrix once (c_attn, c_proj, c_fc, c_proj; lm_head)
+    # the bfloat16 copies autocast makes of the weights, kept too: each matrix once (c_attn, c_proj, c_fc, c_proj; lm_head)
     casts = c9.saved_bytes(census["saved"], "weight cast")
     assert casts == {"bfloat16": 2 * (L * 12 * C * C + V * C)}
     assert c9.saved_bytes(c9.autocast_census(net, *batch, None)["saved"]).get("bfloat16") is None
