@@ -15,7 +15,8 @@
    task's values first (the ch14.predict.* keys, from the fits alone: the width nearest the predicted
    N_opt, and its loss from the parametric form and from the optima's power law) and printed to the
    measurement's log (stderr) before the held-out run starts; only then is the run trained (three
-   seeds) and its error measured (ch14.heldout.*). results.json receives the task's values when the
+   seeds, one_run as in the sweep: its final loss on the whole validation split) and its error
+   measured (ch14.heldout.*). results.json receives the task's values when the
    task ends, so the log line is the record that the prediction existed first. The code below makes
    that order explicit: `predict` returns before `held_out_run` is called, and its keys go into the
    values first.
@@ -288,7 +289,8 @@ def derived_from_results():
         inside = [law for law, lies in (("the power law's", out["ch14.boot.power_law.heldout_lies"]),
                                         ("the parametric form's", values.get("ch14.boot_parametric.heldout_lies")))
                   if lies == "inside"]  # the misses the seeds' noise could explain
-        out["ch14.boot.noise_explains"] = {0: "neither miss", 1: f"{inside[0]} miss", 2: "both misses"}[len(inside)]
+        out["ch14.boot.noise_explains"] = ("neither miss", f"{inside[0]} miss" if inside else "",
+                                           "both misses")[len(inside)]
         out.update(toy_huber_refit(curve))
     return out
 
@@ -454,4 +456,9 @@ def markdown(results):
               f"{v['ch14.predict.loss_parametric']:.3f} (parametric) and {v['ch14.predict.loss_power_law']:.3f} "
               f"(optima's power law); measured {pm('ch14.heldout.final_val')}; error (measured − predicted) "
               f"{pm('ch14.heldout.error_parametric')} and {pm('ch14.heldout.error_power_law')}.", ""]
+    if "ch14.boot_parametric.low" in v:
+        lines += [f"Added after the held-out run: a percentile bootstrap over seeds of the parametric prediction "
+                  f"({v['ch14.boot_parametric.resamples']} refits): 95% {v['ch14.boot_parametric.low']:.3f} to "
+                  f"{v['ch14.boot_parametric.high']:.3f}; the measured loss lies "
+                  f"{v['ch14.boot_parametric.heldout_lies']} it.", ""]
     return lines
