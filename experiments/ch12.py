@@ -14,6 +14,14 @@ answer, on real text (8 evenly spaced windows of the validation split):
 3. context parallelism: layer 0's attention of the unsplit model on those windows, blockwise on a
    ring and all-gathered with Llama 3's balanced chunks, over 2, 4 and 8 devices, against full attention;
 4. timings: the simulator on 8 stages x 32 micro-batches (x 4 chunks) in CPython.
+5. PyTorch's own engines (part_torch, companions/ch12_pipeline.py and ch12_tensor_parallel.py): the
+   same 4-layer model, weights and windows in float32 under torch.distributed.pipelining's
+   ScheduleGPipe and Schedule1F1B on 2 and 4 gloo processes and ScheduleInterleaved1F1B on 2 (2
+   chunks each), 8 micro-batches: each rank's executed order of actions against pylib's
+   device_order, torch's own plan (pipeline_order) against what it executed, and the loss and every
+   gradient against pylib's unsplit float32 model; then DTensor's ColwiseParallel/RowwiseParallel on
+   2 processes, on seed 000's FFN and on every block's MLP of the same model. Two launches (2 and 4
+   processes, each importing torch): ~20 s idle. Without torch the part says so.
 
 Nothing here trains, so there are no seeds. Budget (OPENBLAS_NUM_THREADS=1, idle machine): a
 4-layer forward and backward on 8 windows ~10 ms; 2 precisions x (5 pipelines + 1 unsplit + 1 TP)
@@ -82,7 +90,63 @@ def part_split(corpus):
     return {"values": values, "timings": timings}
 
 
-PARTS = ["part_split"]
+TORCH_CASES = {2: [("gpipe", 8, 1), ("1f1b", 8, 1), ("interleaved", 8, 2)], 4: [("gpipe", 8, 1), ("1f1b", 8, 1)]}
+
+
+def part_torch(corpus):
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except ImportError:
+        return {"values": {"ch12.torch.status": "not measured: torch is not installed"},
+                "timings": {"ch12.torch.seconds": time.perf_counter() - t0}}
+    from companions import ch12_pipeline, launch
+    from pylib import model
+    from pylib.systems import pipeline, tensor_parallel
+    cfg = model.GPTConfig(n_layer=4)
+    x, y = _batch(corpus, cfg)
+    params = model.init_params(cfg, 0, np.float32)
+    loss, grads = model.loss_and_grads(params, cfg, x, y)
+    values = {"ch12.torch.status": "measured on this CPU, gloo over localhost",
+              "ch12.torch.version": torch.__version__.split("+")[0]}
+    worst, matching, total = 0.0, 0, 0
+    for world, cases in TORCH_CASES.items():
+        ranks = launch.run(ch12_pipeline.worker, world, params, cfg, x, y, cases, world == 2)
+        for i, (schedule, m, v) in enumerate(cases):
+            k = f"ch12.torch.pipeline.{schedule}_{world}"
+            runs = [r["pipeline"][i] for r in ranks]
+            tgrads = {name: g for r in runs for name, g in r["grads"].items()}
+            assert sorted(tgrads) == sorted(grads)
+            values[k + ".rel_diff"] = _rel(tgrads, grads)
+            values[k + ".loss_rel_diff"] = abs(runs[-1]["loss"] - loss) / loss
+            same = [[tuple(a) for a in r["order"]] == pipeline.device_order(schedule, s, world, m, v)
+                    for s, r in enumerate(runs)]
+            values[k + ".order_matches"] = "yes" if all(same) else "no"
+            values[k + ".actions"] = sum(len(r["order"]) for r in runs)
+            values[k + ".plan_differs"] = sum(a != b for r in runs for a, b in zip(r["plan"], r["order"]))
+            worst, matching, total = max(worst, values[k + ".rel_diff"]), matching + all(same), total + 1
+        if world == 2:
+            tp = ranks[0]["tp"]
+            ex = tensor_parallel.worked_example()
+            fmt = lambda xs: "[" + ", ".join(f"{x:g}" for x in xs) + "]"  # noqa: E731
+            values["ch12.torch.tp.ffn.y"], values["ch12.torch.tp.ffn.dx"] = fmt(tp["ffn"]["y"]), fmt(tp["ffn"]["dx"])
+            values["ch12.torch.tp.ffn.matches"] = "yes" if all(
+                r["tp"]["ffn"]["y"] == ex["y"] and r["tp"]["ffn"]["dx"] == ex["dx"]
+                and r["tp"]["ffn"]["h"] == [dv["h"]] and r["tp"]["ffn"]["partial_y"] == dv["partial_y"]
+                for r, dv in zip(ranks, ex["devices"])) else "no"
+            for d, r in enumerate(ranks):
+                values[f"ch12.torch.tp.ffn.d{d}.partial_y"] = fmt(r["tp"]["ffn"]["partial_y"])
+            _, pgrads, _ = tensor_parallel.tp_loss_and_grads(params, cfg, x, y, 2)
+            values["ch12.torch.tp.mlp.rel_diff"] = _rel(tp["mlp_grads"], grads)
+            values["ch12.torch.tp.mlp.rel_diff_pylib_tp"] = _rel(tp["mlp_grads"], pgrads)
+            values["ch12.torch.tp.mlp.loss_rel_diff"] = abs(tp["mlp_loss"] - loss) / loss
+    values["ch12.torch.pipeline.worst_rel_diff"] = worst
+    values["ch12.torch.pipeline.orders_matching"] = f"{matching} of {total}"
+    values["ch12.torch.u32"] = 2.0 ** -24
+    return {"values": values, "timings": {"ch12.torch.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_split", "part_torch"]
 
 
 def run(corpus):
