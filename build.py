@@ -246,7 +246,7 @@ def derived_values():
     """Numbers pylib computes from the config and the corpus; chapters cite them as 'derived'.
     An experiments/chN.py module may add its own with `derived(corpus) -> {"chN.name": value}`."""
     from builder import measure
-    values = {**core_derived_values(), **zero_bubble_values()}
+    values = core_derived_values()
     for module in measure.experiment_modules():
         extra = module.derived(corpus()) if hasattr(module, "derived") else {}
         clash = set(values) & set(extra)
@@ -281,23 +281,6 @@ def core_derived_values():
         # the exact sign test's smallest two-sided p with the course's seeds: 2 / 2^n
         "sign_test_min_p": compare.paired_comparison([1.0] * len(SEEDS), [0.0] * len(SEEDS)).sign_test_p(),
         "seed_count": len(SEEDS),
-    }
-
-
-def zero_bubble_values():
-    """Chapter 12's zero-bubble figures: ZB-H1 against 1F1B on the chapter's example pipeline (4 stages,
-    8 microbatches, t_f = 1, t_b = 2 split into t_B = t_W = 1), by pylib.systems.pipeline."""
-    from pylib.systems import pipeline
-    zb, one = pipeline.simulate_pipeline("zb-h1", 4, 8), pipeline.simulate_pipeline("1f1b", 4, 8)
-    return {
-        "ch12.sim.zb-h1.bubble_over_ideal": zb["bubble_over_ideal"],
-        "ch12.sim.zb-h1.bubble_of_total": zb["bubble_fraction"],
-        "ch12.sim.zb-h1.makespan": zb["makespan"],
-        "ch12.sim.zb-h1.bubble_time": zb["makespan"] - zb["ideal"],
-        "ch12.sim.1f1b.bubble_time": one["makespan"] - one["ideal"],
-        "ch12.sim.zb-h1.peak_stage0": zb["peak_in_flight"][0],
-        "ch12.sim.zb-h1.peak_last_stage": zb["peak_in_flight"][-1],
-        "ch12.sim.1f1b.peak_last_stage": one["peak_in_flight"][-1],
     }
 
 

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from experiments.common import run_parts
+from experiments.common import needs_torch, run_parts
 
 SHAPES = {  # name: (GPTConfig overrides, B, T)
     "course": ({}, 16, 64),  # the course's model at its training batch
@@ -107,14 +107,11 @@ def part_time(corpus):
     return {"values": v, "timings": {**timed, "ch10.time.seconds": time.perf_counter() - t0}}
 
 
+@needs_torch("ch10.torch")
 def part_torch(corpus):
     from pylib import model
     t0 = time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        return {"values": {"ch10.torch.status": "not measured: torch is not installed"},
-                "timings": {"ch10.torch.seconds": time.perf_counter() - t0}}
+    import torch
     from companions import ch10_checkpoint as ckpt
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: the same sums in the same order on every run

@@ -49,7 +49,7 @@ import time
 
 import numpy as np
 
-from experiments.common import final_val, run_parts
+from experiments.common import final_val, needs_torch, run_parts
 
 SIZES = [4 ** k for k in range(2, 12)]  # float32 elements: 16 ... 4,194,304 (64 B ... 16 MiB)
 REPEATS = 25
@@ -162,14 +162,11 @@ def run_gloo(corpus):
     return results, grads
 
 
+@needs_torch("ch11.gloo")
 def part_gloo(corpus):
+    import torch
     from pylib.systems import collectives as col
     t0 = time.perf_counter()
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return {"values": {"ch11.gloo.status": "not measured: torch is not installed"},
-                "timings": {"ch11.gloo.seconds": time.perf_counter() - t0}}
     results, grads = run_gloo(corpus)
     values, curves, timed = {"ch11.gloo.status": LABEL}, {}, {}
     for p in (2, 4):
@@ -226,14 +223,11 @@ def _yes(flag):
     return "yes" if flag else "no"
 
 
+@needs_torch("ch11.torch")
 def part_torch(corpus):
     """companions/ch11_ddp.py on TORCH_WORLD processes against pylib's data_parallel and zero_step."""
     t0 = time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        return {"values": {"ch11.torch.status": "not measured: torch is not installed"},
-                "timings": {"ch11.torch.seconds": time.perf_counter() - t0}}
+    import torch
     from companions import ch11_ddp
     from pylib import model, train
     cfg, tc = model.GPTConfig(), train.TrainConfig()

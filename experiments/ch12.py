@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+from experiments.common import needs_torch
+
 SCHEDULE_CASES = [("gpipe", 2, 8, 1), ("gpipe", 4, 8, 1), ("1f1b", 2, 8, 1), ("1f1b", 4, 8, 1),
                   ("interleaved", 2, 8, 2)]
 WINDOWS = 8
@@ -93,13 +95,10 @@ def part_split(corpus):
 TORCH_CASES = {2: [("gpipe", 8, 1), ("1f1b", 8, 1), ("interleaved", 8, 2)], 4: [("gpipe", 8, 1), ("1f1b", 8, 1)]}
 
 
+@needs_torch("ch12.torch")
 def part_torch(corpus):
     t0 = time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        return {"values": {"ch12.torch.status": "not measured: torch is not installed"},
-                "timings": {"ch12.torch.seconds": time.perf_counter() - t0}}
+    import torch
     from companions import ch12_pipeline, launch
     from pylib import model
     from pylib.systems import pipeline, tensor_parallel
@@ -164,8 +163,11 @@ def derived(corpus):
     from pylib.systems import memory, pipeline, planner, tensor_parallel
     out = {}
     # the example pipeline of the chapter's Gantt chart: 4 stages, 8 micro-batches, backward = 2 forward
-    for sched, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2)):
+    # (ZB-H1 splits the backward into t_B = t_W = 1)
+    for sched, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1)):
         r = pipeline.simulate_pipeline(sched, 4, 8, v)
+        out[f"ch12.sim.{sched}.bubble_time"] = r["makespan"] - r["ideal"]
+        out[f"ch12.sim.{sched}.peak_last_stage"] = r["peak_in_flight"][-1]
         out[f"ch12.sim.{sched}.bubble_over_ideal"] = r["bubble_over_ideal"]
         out[f"ch12.sim.{sched}.bubble_of_total"] = r["bubble_fraction"]
         out[f"ch12.sim.{sched}.peak_stage0"] = r["peak_in_flight"][0]

@@ -62,7 +62,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, needs_torch, paired_text, rounded, run_parts
 
 RESUME = {"at_step": 200, "early_step": 30, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
 REPLAY = {"lr_ckpt_step": 5, "lr_steps": 80}  # with pylib.studies.resume.REPLAY (the page re-runs it)
@@ -344,14 +344,11 @@ def _chunk_rows(rows, world):
     return ", ".join(pieces[:-1]) + " and " + pieces[-1] if len(pieces) > 1 else pieces[0]
 
 
+@needs_torch("ch15.torch")
 def part_torch(corpus):
     from pylib import model, train
     t0 = time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        return {"values": {"ch15.torch.status": "not measured: torch is not installed"},
-                "timings": {"ch15.torch.seconds": time.perf_counter() - t0}}
+    import torch
     from companions import ch15_dcp as dcp_run
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     tcfg = train.TrainConfig(seed=TORCH["seed"])

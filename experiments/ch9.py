@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, needs_torch, paired_text, rounded, run_parts
 
 MARGIN = 0.02  # nats: the loss difference below which two recipes count as the same (chosen before measuring)
 LAST_STEPS = 100  # the "late in the run" window of the flushed and lost shares
@@ -201,15 +201,12 @@ PLANTED_BACKOFF = 0.25  # a planted difference: PyTorch's scaler with this backo
 SCALER_RUN = {"steps": 60, "elements": 64, "seed": 0, "nan_steps": (7, 33), "spike_steps": (20,), "growth_interval": 5}
 
 
+@needs_torch("ch9.torch")
 def part_torch(corpus):
     """PyTorch's autocast and GradScaler on this CPU, against pylib's bf16_master recipe and DynamicLossScaler."""
     from pylib.systems import mixed_precision as mp
     t0 = time.perf_counter()
-    try:
-        import torch
-    except ImportError:
-        return {"values": {"ch9.torch.status": "not measured: torch is not installed"},
-                "timings": {"ch9.torch.seconds": time.perf_counter() - t0}}
+    import torch
     from companions import ch9_autocast as c9
     torch.set_num_threads(1)
     values = {"ch9.torch.status": f"measured with torch {torch.__version__.split('+')[0]} on this CPU"}

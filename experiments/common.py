@@ -70,3 +70,20 @@ def run_parts(namespace, parts, corpus):
         for section, entries in namespace[name](corpus).items():
             out[section].update(entries)
     return out
+
+
+def needs_torch(key):
+    """A part that runs one of PyTorch's engines (companions/): without torch installed it measures
+    nothing and says so under key + ".status" (the chapter's build then fails on the missing keys)."""
+    import functools
+
+    def wrap(part):
+        @functools.wraps(part)
+        def run(corpus):
+            try:
+                import torch  # noqa: F401
+            except ImportError:
+                return {"values": {f"{key}.status": "not measured: torch is not installed"}, "timings": {}}
+            return part(corpus)
+        return run
+    return wrap

@@ -15,6 +15,7 @@ from companions import ch10_checkpoint as ckpt  # noqa: E402
 from companions import model as torch_gpt  # noqa: E402
 from pylib import model  # noqa: E402
 from pylib.systems import checkpointing, memory  # noqa: E402
+from test_torch_reference import trained_like_params  # noqa: E402  (the same weights as the reference test)
 
 CFG = model.GPTConfig(n_layer=2, block_size=16)  # two blocks: one checkpoint's input is the other's output
 B, T = 2, 8
@@ -29,14 +30,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def trained_like_params(cfg, seed):
-    params = model.init_params(cfg, seed, dtype=np.float64)
-    rng = np.random.default_rng(seed + 100)
-    for v in params.values():
-        v += 0.2 * rng.standard_normal(v.shape)  # away from the init's zeros and ones
-    return params
 
 
 def batch(cfg, seed=1):
