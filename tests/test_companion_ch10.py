@@ -15,12 +15,10 @@ from companions import ch10_checkpoint as ckpt  # noqa: E402
 from companions import model as torch_gpt  # noqa: E402
 from pylib import model  # noqa: E402
 from pylib.systems import checkpointing, memory  # noqa: E402
-from test_torch_reference import trained_like_params  # noqa: E402  (the same weights as the reference test)
+from test_torch_reference import F32_TOL, U32, trained_like_params  # noqa: E402  (the reference test's weights and bound)
 
 CFG = model.GPTConfig(n_layer=2, block_size=16)  # two blocks: one checkpoint's input is the other's output
 B, T = 2, 8
-U32 = 2.0 ** -24  # float32's unit roundoff
-F32_TOL = 32 * U32  # as tests/test_torch_reference.py: per tensor, relative to its largest entry
 F64_TOL = 1e-12  # float64's u is 1.1e-16: 1e-12 leaves room for ~10^4 roundings, and catches any real error
 
 

@@ -12,15 +12,15 @@ torch = pytest.importorskip("torch")
 from companions import ch12_pipeline, launch  # noqa: E402
 from pylib import model  # noqa: E402
 from pylib.systems import pipeline, tensor_parallel  # noqa: E402
+from test_torch_reference import F32_TOL, U32  # noqa: E402  (the float32 model bound)
 
 CFG = model.GPTConfig(n_layer=2, block_size=16)
 MICROBATCHES = 4
-U32 = 2.0 ** -24  # float32's unit roundoff
 # tests/test_torch_reference.py holds the companion model to pylib within 32 u per tensor (relative to
 # its largest entry); the pipeline adds m micro-batch gradients in another order (m u more), the
 # tensor-parallel MLP one all-reduce of two partial sums each way (2 u more)
-PIPELINE_TOL = (32 + MICROBATCHES) * U32
-TP_TOL = (32 + 2) * U32
+PIPELINE_TOL = F32_TOL + MICROBATCHES * U32  # the model's bound, plus one u per microbatch summed
+TP_TOL = F32_TOL + 2 * U32  # the model's bound, plus the two devices' partial sums
 
 
 def _rel(a, b):

@@ -198,8 +198,16 @@ def test_an_exercise_that_does_not_ask_for_the_corpus_does_not_read_it(ex, monke
         exercises.use_corpus(shared_corpus)
 
 
-def test_the_page_entry_point_reports_the_verdict_the_output_and_a_stop():
+def in_fresh_loop(coroutine):
+    """asyncio.run(coroutine) on a thread of its own: on a pytest process that has already run a browser
+    test, Playwright's sync API keeps an event loop running on the main thread, and asyncio.run refuses."""
     import asyncio
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def test_the_page_entry_point_reports_the_verdict_the_output_and_a_stop():
     import json
 
     from pylib.web import cells
@@ -207,13 +215,13 @@ def test_the_page_entry_point_reports_the_verdict_the_output_and_a_stop():
     out = []
     emit = lambda text, stream: out.append((stream, text))  # noqa: E731
     code = ex.solution.replace("    idx =", "    print('hello from the answer')\n    idx =")
-    reply = json.loads(asyncio.run(cells.check_in_page(ex.id, code, emit, "unused/")))
+    reply = json.loads(in_fresh_loop(cells.check_in_page(ex.id, code, emit, "unused/")))
     assert reply["status"] == "done" and reply["verdict"]["passed"], reply
     assert "hello from the answer\n" in "".join(text for stream, text in out if stream == "out")
     stop = f"def windows(tokens, starts, T):\n    raise KeyboardInterrupt\n"
-    reply = json.loads(asyncio.run(cells.check_in_page(ex.id, stop, emit, "unused/")))
+    reply = json.loads(in_fresh_loop(cells.check_in_page(ex.id, stop, emit, "unused/")))
     assert reply["status"] == "stopped"
-    reply = json.loads(asyncio.run(cells.check_in_page("ch99.none", "", emit, "unused/")))
+    reply = json.loads(in_fresh_loop(cells.check_in_page("ch99.none", "", emit, "unused/")))
     assert reply["status"] == "error" and "no exercise" in reply["message"]
 
 
