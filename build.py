@@ -3,6 +3,7 @@
     python build.py              build _site/ (needs `npm ci` and the cached Pyodide bundle)
     python build.py --measure    run the CPU experiments, write results.json + results.md, build
     python build.py --measure --only ch5 ch6    re-run only those chapters' experiments
+    python build.py --measure --scheduler tcp://HOST:8786    run them on a Dask cluster
     python build.py --bench      time the training step, write the timings into results, build
     python build.py --serve      build, then serve _site/ at http://127.0.0.1:8000
 
@@ -919,6 +920,8 @@ def main(argv=None):
                         help="with --measure: re-run only these chapters' experiments, keep the rest")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="with --measure: worker processes (default: one per core)")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                        help="with --measure: run the tasks on this Dask scheduler's cluster instead (see README)")
     parser.add_argument("--bench", action="store_true", help="time the training step, write timings")
     parser.add_argument("--serve", action="store_true", help="serve _site/ after building")
     parser.add_argument("--no-build", action="store_true", help="with --serve: serve what is built")
@@ -927,11 +930,16 @@ def main(argv=None):
     parser.add_argument("--chapters", type=int, nargs="+", metavar="N",
                         help="render only these chapters' pages (e.g. --chapters 5 6)")
     args = parser.parse_args(argv)
+    if args.scheduler and not args.measure:
+        parser.error("--scheduler goes with --measure")
+    if args.scheduler and args.workers:
+        parser.error("--workers sizes the local pool; a Dask cluster has its own workers")
     sys.path.insert(0, str(ROOT))
     try:
         if args.measure or args.bench:
             from builder import measure
-            measure.main(measure=args.measure, bench=args.bench, only=args.only, workers=args.workers)
+            measure.main(measure=args.measure, bench=args.bench, only=args.only, workers=args.workers,
+                         scheduler=args.scheduler)
         if not args.no_build:
             chapters = build_site(args.out.resolve(), args.chapters)
             print(corpus_report())

@@ -6,10 +6,12 @@ a second run gives identical files apart from the date and the timings.
 """
 
 import concurrent.futures
+import contextlib
 import datetime
 import fcntl
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -74,9 +76,62 @@ def default_executor(workers=None):
     return concurrent.futures.ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1)
 
 
-def run_experiments(only=None, results=None, executor=None, workers=None):
+SCHEDULER_TIMEOUT = 10  # seconds to reach a Dask scheduler, and for it to have a worker
+
+
+@contextlib.contextmanager
+def cluster_executor(address, timeout=SCHEDULER_TIMEOUT):
+    """The executor of the Dask cluster whose scheduler is at address (e.g. "tcp://10.0.0.5:8786"),
+    its client closed afterwards. Tasks travel as a reference to run_task, so the scheduler and every
+    worker must import this repository (the same code): start them from its root with PYTHONPATH=. (README).
+    An unreachable scheduler, one with no workers, or workers that cannot run the tasks are a SystemExit
+    with a message, not a traceback."""
+    try:
+        import distributed
+    except ImportError:
+        raise SystemExit("--scheduler needs Dask's distributed package, a test requirement: "
+                         "`.venv/bin/pip install -r requirements-test.txt`") from None
+    try:
+        client = distributed.Client(address, timeout=timeout)
+    except ValueError as e:
+        raise SystemExit(f"--scheduler: {address} is not a scheduler's address ({e})") from None
+    except OSError as e:  # a timeout is one
+        raise SystemExit(f"--scheduler: no Dask scheduler answered at {address} within {timeout} s ({e})") from None
+    with contextlib.closing(client):
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError:
+            raise SystemExit(f"--scheduler: the scheduler at {address} has no workers after {timeout} s: "
+                             f"start one with `dask worker {address}`") from None
+        # the scheduler unpickles the tasks too: it and every worker must import this repository
+        specs = {"the scheduler": client.run_on_scheduler(importlib.util.find_spec, "builder"),
+                 **client.run(importlib.util.find_spec, "builder")}  # None where it cannot
+        cannot = [name for name, spec in specs.items() if spec is None]
+        if cannot:
+            raise SystemExit(f"--scheduler: {', '.join(cannot[:3])}{', ...' if len(cannot) > 3 else ''} cannot import "
+                             "this repository: start the scheduler and the workers from its root with PYTHONPATH=.")
+        if not all(client.run(may_start_processes).values()):
+            raise SystemExit("--scheduler: the workers are daemonic processes, which cannot start the PyTorch parts' "
+                             "processes: start them with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+        yield client.get_executor()
+
+
+def may_start_processes():
+    """On a worker: can it start processes of its own, as companions.launch does? Not if it is daemonic."""
+    import multiprocessing
+    return not multiprocessing.current_process().daemon
+
+
+def executor_slots(executor):
+    """How many tasks run at once: a local pool's processes, a Dask cluster's threads."""
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    return sum(client.nthreads().values()) if client else getattr(executor, "_max_workers", "?")
+
+
+def run_experiments(only=None, results=None, executor=None, workers=None, timeout=None):
     """Every chapter's experiments (or those named in only, e.g. ["ch5"]), merged into results;
-    a key measured twice is an error. Prints one line of progress as each task ends."""
+    a key measured twice is an error. Prints one line of progress as each task ends. timeout: seconds
+    for every task to end (TimeoutError past it; default: no limit)."""
     results = results or {"values": {}, "curves": {}, "settings": {}, "timings": {}}
     tasks = chapter_tasks(only)
     own = executor is None
@@ -88,8 +143,8 @@ def run_experiments(only=None, results=None, executor=None, workers=None):
     submit_order = sorted(tasks, key=lambda task: -last.get(task_name(*task), 0.0))
     try:
         futures = {executor.submit(run_task, chapter, part): (chapter, part) for chapter, part in submit_order}
-        print(f"measure: {len(tasks)} tasks on {getattr(executor, '_max_workers', '?')} workers", flush=True)
-        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+        print(f"measure: {len(tasks)} tasks on {executor_slots(executor)} workers", flush=True)
+        for done, future in enumerate(concurrent.futures.as_completed(futures, timeout=timeout), 1):
             chapter, part = futures[future]
             outputs[chapter, part] = future.result()
             print(f"measure: [{done}/{len(tasks)}] {task_name(chapter, part)} took "
@@ -249,9 +304,19 @@ def merge_chapters(fresh, only):
     return merged
 
 
-def main(measure=True, bench=False, only=None, workers=None):
+def measure_on(only=None, workers=None, scheduler=None):
+    """run_experiments on a local pool of workers processes, or on the Dask cluster whose scheduler
+    is at scheduler (its client closed afterwards): (results, how many tasks ran at once)."""
+    if not scheduler:
+        return run_experiments(only, workers=workers), workers or os.cpu_count() or 1
+    with cluster_executor(scheduler) as executor:
+        return run_experiments(only, executor=executor), executor_slots(executor)
+
+
+def main(measure=True, bench=False, only=None, workers=None, scheduler=None):
     """only: re-measure just these chapters (e.g. ["ch5"]) and keep the other chapters' results.
-    workers: processes for the local pool (default: one per core)."""
+    workers: processes for the local pool (default: one per core); scheduler: a Dask scheduler's
+    address, to run the tasks on its cluster instead."""
     previous = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.is_file() else None
     if measure and only:
         if not previous:
@@ -259,7 +324,7 @@ def main(measure=True, bench=False, only=None, workers=None):
         unknown = set(only) - {m.__name__.split(".")[-1] for m in experiment_modules()}
         if unknown:
             raise SystemExit(f"--only: no experiments/{sorted(unknown)[0]}.py")
-        fresh = run_experiments(only, workers=workers)
+        fresh, _ = measure_on(only, workers, scheduler)
         if bench:
             fresh["timings"]["bench"] = run_bench()
             fresh["timings"]["bench"]["date"] = datetime.date.today().isoformat()
@@ -268,12 +333,12 @@ def main(measure=True, bench=False, only=None, workers=None):
         return
     if measure:
         t0, load = time.perf_counter(), os.getloadavg()[0]
-        results = run_experiments(workers=workers)
+        results, slots = measure_on(None, workers, scheduler)
         wall = time.perf_counter() - t0
         # a full run's wall time beside its task time (the tasks' seconds summed, what one worker
         # would take) and its worker count: the budget is 15 minutes of wall time on 2 cores
         results["timings"]["measure.task_seconds"] = task_seconds(results["timings"])
-        results["timings"].update({"measure.full_run.wall_seconds": wall, "measure.full_run.workers": workers or os.cpu_count() or 1,
+        results["timings"].update({"measure.full_run.wall_seconds": wall, "measure.full_run.workers": slots,
                                    "measure.full_run.task_seconds": results["timings"]["measure.task_seconds"],
                                    "measure.full_run.load_average_at_start": load})
         print(f"measure: {wall:.0f} s wall, {results['timings']['measure.task_seconds']:.0f} s of tasks on "
