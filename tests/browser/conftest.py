@@ -138,7 +138,7 @@ def wait_settled(w, statuses=SETTLED, timeout=180_000, after=None):
     """Wait until widget w's data-status is one of statuses and nothing is pending (no live update
     waiting to fire, no call on its way); with after (a settles() count taken before an action), also
     until a run or call has ended since. Returns the status."""
-    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), list(statuses), after], timeout=timeout)
+    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), list(statuses), after], timeout=timeout, polling=100)
     return w.get_attribute("data-status")
 
 

@@ -1,7 +1,8 @@
 """An exercise's round trip in the page, for each chapter's browser tests: a typical wrong answer
 shows its message (pylib.exercises' own Mistake), the reference answer marks the exercise done, the
 mark survives a reload (a second page of the same browser context, so the same localStorage), and
-the chapter's reset clears it.
+the chapter's reset clears it. Every chapter checks one exercise in its page (checked_in_the_page);
+chapter 1 takes the whole round trip for a code exercise and for a prediction.
 
 A prediction is done once committed and checked, near or far (the point is to predict first), so
 for a predict exercise the wrong answer is also the one that marks it done, and the reload shows
@@ -43,8 +44,11 @@ def check(page, root, answer):
     return verdict.text_content()
 
 
-def round_trip(page, exercise_id):
-    """The whole round trip on the chapter's shared page (which starts with no progress)."""
+def checked_in_the_page(page, exercise_id):
+    """A typical wrong answer's message, then (for code) the reference answer: the exercise is marked
+    done in its block, in the contents (said, not only shown) and in the chapter's tally. This is the
+    chapter's own wiring; the reload and the reset that follow in round_trip are the same code on every
+    chapter, so chapter 1's tests take them, for both kinds. Returns (root, link, tally)."""
     ex = exercises.get(exercise_id)
     root = block(page, exercise_id)
     link = page.locator(f'nav a[href="#{heading_id(root)}"]').first
@@ -65,6 +69,14 @@ def round_trip(page, exercise_id):
     expect(link.locator(".exercise-tick")).to_have_count(1)
     expect(link).to_contain_text("(done)")  # said, not only shown
     expect(tally).to_contain_text(re.compile(r"Done: [1-9]"))
+    return root, link, tally
+
+
+def round_trip(page, exercise_id):
+    """The whole round trip on the chapter's shared page (which starts with no progress)."""
+    ex = exercises.get(exercise_id)
+    wrong = ex.mistakes[0]
+    root, link, tally = checked_in_the_page(page, exercise_id)
 
     # a reload: the same browser's storage, another page
     again = page.context.new_page()

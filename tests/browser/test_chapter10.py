@@ -223,7 +223,7 @@ def test_calculator_refuses_bad_input_and_recovers(chapter10, field, raw):
     assert result(w)["params"] == 6_738_415_616
 
 
-def test_an_exercise_round_trip(chapter10):
-    """A investigate exercise: a typical wrong answer's message, the right answer marks it done, the mark
-    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
-    exercise_checks.round_trip(chapter10, "ch10.recompute_mode")
+def test_an_exercise_is_checked_in_the_page(chapter10):
+    """An investigate exercise, checked in the page: its typical wrong answer's message, and the
+    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
+    exercise_checks.checked_in_the_page(chapter10, "ch10.recompute_mode")

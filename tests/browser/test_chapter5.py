@@ -318,7 +318,7 @@ def test_weight_decay_refuses_bad_input_and_recovers(chapter5, field, value):
     assert status == "done"
 
 
-def test_an_exercise_round_trip(chapter5):
-    """A implement exercise: a typical wrong answer's message, the right answer marks it done, the mark
-    survives a reload, the chapter's reset clears it (tests/browser/exercise_checks.py)."""
-    exercise_checks.round_trip(chapter5, "ch5.heavy_ball")
+def test_an_exercise_is_checked_in_the_page(chapter5):
+    """An implement exercise, checked in the page: its typical wrong answer's message, and the
+    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
+    exercise_checks.checked_in_the_page(chapter5, "ch5.heavy_ball")
