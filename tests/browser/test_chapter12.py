@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 import exercise_checks
-from conftest import chapter_fixture, no_injected_markup, result, settle_after, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
+from conftest import SETTLED_JS, chapter_fixture, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter12 = chapter_fixture("12-")
 
@@ -22,6 +22,46 @@ def press_run(w, statuses=("done", "error")):
     """Press Run and wait for the answer to it (a live update of typed fields that was still waiting
     is dropped, one on its way is overtaken); returns its status."""
     return settle_after(w, lambda: w.locator('[data-action="run"]').click(), statuses, timeout=TIMEOUT)
+
+
+# What a refused input shows, read in one call once the answer to Run has settled (the checks of
+# kit_checks.assert_error_in_slot and conftest.no_injected_markup, without a round trip for each): the
+# status, the field's aria-invalid, its error slot (its id among the field's aria-describedby, shown,
+# its text) and the status line's text, and how many injected elements the page holds.
+SHOWN = """(el, name) => {
+    const box = el.querySelector(`[name="${name}"]`);
+    const slot = el.querySelector(`[data-error-for="${name}"]`);
+    const rect = slot && slot.getBoundingClientRect();
+    return {
+        status: el.dataset.status, invalid: box.getAttribute("aria-invalid"),
+        described: (box.getAttribute("aria-describedby") || "").split(/\\s+/),
+        slot_id: slot && slot.id, slot_text: slot ? slot.innerText.trim() : "",
+        slot_shown: !!slot && rect.width > 0 && rect.height > 0 && getComputedStyle(slot).visibility !== "hidden",
+        message: el.querySelector('[data-role="message"]').textContent,
+        injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
+    };
+}"""
+
+
+def run_with(w, handle, box, value, field):
+    """Type value in box and press Enter there (the form's Run, from the keyboard: a click's checks
+    cost a tenth of a second of the page's CPU each), wait for the answer to it (settle_after's wait,
+    on the page's own signals), then read what the widget shows for field (SHOWN)."""
+    box.fill(value)
+    before = settles(w)
+    w.page.keyboard.press("Enter")
+    w.page.wait_for_function(SETTLED_JS, arg=[handle, ["done", "error"], before], timeout=TIMEOUT, polling=100)
+    return w.evaluate(SHOWN, field)
+
+
+def assert_refused_in_slot(shown, case):
+    """What assert_error_in_slot and no_injected_markup check, on a SHOWN read; case names the input."""
+    assert shown["status"] == "error", f"{case}: {shown}"
+    assert shown["invalid"] == "true", f"{case}: the field is not marked invalid"
+    assert shown["slot_id"] and shown["slot_id"] in shown["described"], f"{case}: the error slot is not in aria-describedby"
+    assert shown["slot_shown"] and shown["slot_text"], f"{case}: no message under the field"
+    assert shown["message"].strip() and "check" in shown["message"], f"{case}: the status line says {shown['message']!r}"
+    assert shown["injected"] == 0, f"{case}: markup was injected"
 
 
 def slide(w, name, position):
@@ -49,9 +89,7 @@ def test_gantt_draws_the_default_schedule_and_matches_cpython(chapter12):
 def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapter12):
     from pylib.systems import pipeline
     w = widget(chapter12, "pipeline-gantt")
-    w.locator('select[name="schedule"]').select_option("interleaved")
-    for name, value in [("stages", "8"), ("microbatches", "32"), ("chunks", "4")]:
-        w.locator(f'input[name="{name}"]').fill(value)
+    set_fields(w, schedule="interleaved", stages="8", microbatches="32", chunks="4")
     assert press_run(w) == "done"
     r = result(w)
     assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"]) == ("interleaved", 8, 32, 4)
@@ -65,31 +103,27 @@ def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapt
     print(f"\nin-page Gantt update at 8 stages x (16-32) microbatches x 4 chunks: {', '.join(f'{t:.0f}' for t in times)} ms")
 
 
-@pytest.mark.parametrize("field", ["stages", "microbatches", "chunks", "ratio"])
-def test_gantt_refuses_bad_input_and_recovers(chapter12, field):
+def test_gantt_refuses_bad_input_and_recovers(chapter12):
+    """Every bad value in every field (stages, microbatches, chunks, ratio; 2.5 is a valid ratio) is
+    refused: an error, the field marked invalid, a message under it and in the status line, nothing
+    injected. The field's good value back, the next field; the widget computes again at the end."""
     w = widget(chapter12, "pipeline-gantt")
-    w.locator('select[name="schedule"]').select_option("interleaved")
-    for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "2"), ("ratio", "2")]:
-        w.locator(f'input[name="{name}"]').fill(value)
-    box = w.locator(f'input[name="{field}"]')
-    for bad in BAD:
-        if field == "ratio" and bad in ("2.5",):
-            continue  # a valid ratio
-        box.fill(bad)
-        assert press_run(w) == "error", bad
-        expect(box).to_have_attribute("aria-invalid", "true")
-        expect(w.locator('[data-role="message"]')).not_to_be_empty()
-        assert_error_in_slot(w, field)
-        no_injected_markup(chapter12)
-    box.fill({"stages": "4", "microbatches": "8", "chunks": "2", "ratio": "2"}[field])
+    handle = w.element_handle()
+    good = {"stages": "4", "microbatches": "8", "chunks": "2", "ratio": "2"}
+    set_fields(w, schedule="interleaved", **good)
+    for field in good:
+        box = w.locator(f'input[name="{field}"]')
+        for bad in BAD:
+            if field == "ratio" and bad in ("2.5",):
+                continue  # a valid ratio
+            assert_refused_in_slot(run_with(w, handle, box, bad, field), f"{field}={bad!r}")
+        box.fill(good[field])
     assert press_run(w) == "done"
 
 
 def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
     w = widget(chapter12, "pipeline-gantt")
-    w.locator('select[name="schedule"]').select_option("interleaved")
-    for name, value in [("stages", "8"), ("microbatches", "4"), ("chunks", "2")]:
-        w.locator(f'input[name="{name}"]').fill(value)
+    set_fields(w, schedule="interleaved", stages="8", microbatches="4", chunks="2")
     assert press_run(w) == "error"
     assert_error_in_slot(w, "microbatches", "multiple of the stages")
     expect(w.locator('[data-role="message"]')).to_contain_text("Microbatches m")
@@ -98,9 +132,7 @@ def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
 def test_gantt_zero_bubble_draws_b_and_w_and_matches_cpython(chapter12):
     from pylib.systems import pipeline
     w = widget(chapter12, "pipeline-gantt")
-    w.locator('select[name="schedule"]').select_option("zb-h1")
-    for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "1"), ("ratio", "2")]:
-        w.locator(f'input[name="{name}"]').fill(value)
+    set_fields(w, schedule="zb-h1", stages="4", microbatches="8", chunks="1", ratio="2")
     assert press_run(w) == "done"
     r = result(w)
     assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"], r["ratio"]) == ("zb-h1", 4, 8, 1, 2)
@@ -175,18 +207,22 @@ def test_planner_matches_cpython_and_recomputes_on_every_drag(chapter12):
     assert rows.count() == 13
 
 
-@pytest.mark.parametrize("field", ["gpus", "dp", "tp", "pp", "global_batch"])
-def test_planner_refuses_bad_layouts_and_recovers(chapter12, field):
+def test_planner_refuses_bad_layouts_and_recovers(chapter12):
+    """Every bad value (and 7, which divides nothing) in each of gpus, dp, tp, pp and global_batch is
+    refused with a message and nothing injected; the field's value back, the next field; the planner
+    computes again at the end."""
     w = widget(chapter12, "planner")
+    handle = w.element_handle()
     assert wait_settled(w, ["done", "error"]) == "done"
-    box = w.locator(f'input[name="{field}"]')
-    good = box.input_value()
-    for bad in BAD + ["7"]:
-        box.fill(bad)
-        assert press_run(w) == "error", bad
-        expect(w.locator('[data-role="message"]')).not_to_be_empty()
-        no_injected_markup(chapter12)
-    box.fill(good)
+    for field in ("gpus", "dp", "tp", "pp", "global_batch"):
+        box = w.locator(f'input[name="{field}"]')
+        good = box.input_value()
+        for bad in BAD + ["7"]:
+            shown = run_with(w, handle, box, bad, field)
+            assert shown["status"] == "error", f"{field}={bad!r}: {shown}"
+            assert shown["message"].strip(), f"{field}={bad!r}: no message"
+            assert shown["injected"] == 0, f"{field}={bad!r}: markup was injected"
+        box.fill(good)
     assert press_run(w) == "done"
 
 
@@ -231,9 +267,7 @@ def test_every_field_is_labelled_and_described(chapter12, name):
 
 def test_gantt_stage_slider_works_by_keyboard_and_follows_the_field(chapter12):
     w = widget(chapter12, "pipeline-gantt")
-    w.locator('select[name="schedule"]').select_option("1f1b")
-    for name, value in [("microbatches", "16"), ("chunks", "1"), ("ratio", "2")]:
-        w.locator(f'input[name="{name}"]').fill(value)
+    set_fields(w, schedule="1f1b", microbatches="16", chunks="1", ratio="2")
     drive_slider(w, "stages", "16", "5", typed_pos=4)
     w.locator('[data-slider-for="stages"]').focus()
     # the keyboard recomputes, as a drag does
@@ -245,9 +279,7 @@ def test_gantt_stage_slider_works_by_keyboard_and_follows_the_field(chapter12):
 
 def test_gantt_chart_has_a_text_alternative(chapter12):
     w = widget(chapter12, "pipeline-gantt")
-    w.locator('select[name="schedule"]').select_option("gpipe")
-    for name, value in [("stages", "4"), ("microbatches", "8"), ("chunks", "1"), ("ratio", "2")]:
-        w.locator(f'input[name="{name}"]').fill(value)
+    set_fields(w, schedule="gpipe", stages="4", microbatches="8", chunks="1", ratio="2")
     assert press_run(w) == "done"
     r = result(w)
     assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"], r["ratio"]) == ("gpipe", 4, 8, 1, 2)
