@@ -81,10 +81,17 @@ def _run_chunks(session, name, until_done=True):
             return chunks
 
 
-def test_live_sweep_matches_the_ladder_runs_and_labels_divergence(session):
+def test_live_sweep_matches_the_ladder_runs_and_labels_divergence(session, monkeypatch):
+    """The page's sweep trains each rung as lr_sweep.rung_config does, to the bit, and labels the
+    rung that diverges. On rungs of 40 steps rather than LADDER_STEPS (200): the page's loop and the
+    ladder's config read the same constant, and 40 steps (the loop trains 4 at a time) cover the warmup,
+    the final evaluation, and lr 10's divergence."""
+    monkeypatch.setattr(lr_sweep, "LADDER_STEPS", 40)
     web_schedule.sweep_start(session, {"rates": "0.03, 10", "seed": "1"})
     chunks = _run_chunks(session, "sweep")
-    rungs = web_schedule.sweep_finish(session, {})["rungs"]
+    finish = web_schedule.sweep_finish(session, {})
+    rungs = finish["rungs"]
+    assert finish["steps"] == 40
     assert [r["lr"] for r in rungs] == [0.03, 10.0]
     assert sum(len(c["finished"]) for c in chunks) == 2
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
