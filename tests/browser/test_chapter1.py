@@ -230,14 +230,16 @@ def test_tokenizer_keeps_the_focus_on_its_button(chapter1):
 # Training
 
 
-SHORT_RUN = dict(steps=60)  # read by the next two tests: trained once, if nothing runs between them
+# Read by the next two tests: trained once, if nothing runs between them. 30 steps take the losses well
+# under ln V - 0.5 (CPython, these settings: train 3.14, val 3.20 against 3.67).
+SHORT_RUN = dict(steps=30)
 
 
 def test_short_run_makes_the_loss_fall(chapter1, runs_done):
     w, status, r = run_once(chapter1, runs_done, **SHORT_RUN)
     assert status == "done", w.locator('[data-role="message"]').text_content()
     ln_v = math.log(corpus()[0].size)
-    assert int(w.locator('[data-readout="step"]').text_content()) == 60  # steps done
+    assert int(w.locator('[data-readout="step"]').text_content()) == SHORT_RUN["steps"]  # steps done
     assert r["final_val_loss"] < ln_v - 0.5 and r["final_train_loss"] < ln_v - 0.5
     expect(w.locator('[data-role="sample"]')).not_to_be_empty()
     href = w.locator('[data-role="download"]').get_attribute("href")
@@ -265,8 +267,10 @@ def test_chart_has_a_text_alternative(chapter1, runs_done):
 # Measured after 30 steps (seed 3, Chromium 156 vs CPython 3.11 + OpenBLAS): |d train loss| = 2.4e-7,
 # |d val loss| = 7.2e-7, i.e. one or a few float32 ulps of a loss near 3 (ulp 2.4e-7). The tolerance
 # is about 15x the larger; a real difference (a different batch, step or update) moves the loss by
-# 1e-3 or more.
+# 1e-3 or more. The test runs 10 steps (PARITY_STEPS), where the rounding has had less time to grow;
+# the tolerance is the same.
 PAGE_VS_CPYTHON_TOL = 1e-5
+PARITY_STEPS = 10
 
 
 # Over the whole default run (400 steps, seed 0) the rounding differences grow but stay small:
@@ -277,13 +281,13 @@ PAGE_VS_CPYTHON_DEFAULT_RUN_TOL = 1e-4
 
 
 def test_in_page_loss_equals_cpython_loss(chapter1):
-    settings = dict(steps=30, seed=3, lr=0.01, batch_size=16)
+    settings = dict(steps=PARITY_STEPS, seed=3, lr=0.01, batch_size=16)
     w, status, r = run(chapter1, **settings)
     assert status == "done"
     ref = cpython_run(**settings)
     d_train = abs(r["final_train_loss"] - ref["loss"])
     d_val = abs(r["final_val_loss"] - ref["val"])
-    print(f"page vs CPython after 30 steps: |d train loss| = {d_train:.2e}, |d val loss| = {d_val:.2e}")
+    print(f"page vs CPython after {PARITY_STEPS} steps: |d train loss| = {d_train:.2e}, |d val loss| = {d_val:.2e}")
     assert d_train < PAGE_VS_CPYTHON_TOL and d_val < PAGE_VS_CPYTHON_TOL
 
 
@@ -301,22 +305,45 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("field, value, message", BAD_INPUTS, ids=[f"{f}={v!r}" for f, v, _ in BAD_INPUTS])
-def test_bad_input_gives_a_visible_message(chapter1, field, value, message):
+# What a refused input left on the training widget, read in one call once the announcer's next frame
+# has come (reportError announces on the next animation frame): the field's error slot (text, id, and
+# whether it is visible as Playwright's to_be_visible means it), its aria-invalid and aria-describedby,
+# whether it has the focus, the status line, the announcer and the page's number of images.
+BAD_INPUT_STATE = """async (el, name) => {
+  await new Promise((done) => requestAnimationFrame(() => done()));
+  const field = el.querySelector(`input[name="${name}"]`);
+  const slot = el.querySelector(`[data-error-for="${name}"]`);
+  const box = slot.getBoundingClientRect();
+  return {
+    slot_text: slot.textContent, slot_id: slot.id,
+    slot_visible: box.width > 0 && box.height > 0 && getComputedStyle(slot).visibility !== "hidden",
+    invalid: field.getAttribute("aria-invalid"),
+    describedby: (field.getAttribute("aria-describedby") || "").split(/\\s+/).filter(Boolean),
+    focused: document.activeElement === field,
+    message: el.querySelector('[data-role="message"]').textContent,
+    announced: el.querySelector('[data-role="announcer"]').textContent.trim(),
+    images: document.querySelectorAll("img").length,
+  };
+}"""
+
+
+def test_bad_input_gives_a_visible_message(chapter1):
+    """Each of BAD_INPUTS, one after another (from the defaults): refused with no result; the message
+    sits under its field, tied to the input by aria-describedby; the status line names the field; the
+    focus goes to the field to fix, not to <body>; the error is announced; nothing is injected as HTML.
+    (Once one test per input.)"""
     images = chapter1.locator("img").count()
-    w, status, r = run(chapter1, **{field: value})
-    assert status == "error" and r is None
-    # the message sits under its field, tied to the input by aria-describedby; the status line names the field
-    slot = w.locator(f'[data-error-for="{field}"]')
-    expect(slot).to_contain_text(message)
-    expect(slot).to_be_visible()
-    field_input = w.locator(f'input[name="{field}"]')
-    assert field_input.get_attribute("aria-invalid") == "true"
-    assert slot.get_attribute("id") in field_input.get_attribute("aria-describedby").split()
-    expect(w.locator('[data-role="message"]')).to_contain_text("check")
-    expect(field_input).to_be_focused()  # focus goes to the field to fix, not to <body>
-    assert w.locator('[data-role="announcer"]').text_content().strip()  # the error was announced
-    assert chapter1.locator("img").count() == images  # nothing was injected as HTML
+    for field, value, message in BAD_INPUTS:
+        case = f"{field}={value!r}"
+        w, status, r = run(chapter1, **{field: value})
+        assert status == "error" and r is None, f"{case}: {status} {r}"
+        s = w.evaluate(BAD_INPUT_STATE, field)
+        assert message in s["slot_text"] and s["slot_visible"], f"{case}: {s}"
+        assert s["invalid"] == "true" and s["slot_id"] in s["describedby"], f"{case}: {s}"
+        assert "check" in s["message"], f"{case}: {s}"
+        assert s["focused"], f"{case}: the focus is not on the field to fix: {s}"
+        assert s["announced"], f"{case}: the error was not announced: {s}"
+        assert s["images"] == images, f"{case}: {s}"  # nothing was injected as HTML
 
 
 def test_widget_works_after_bad_input(chapter1):
@@ -402,8 +429,8 @@ def test_focus_moves_to_stop_and_back_and_progress_is_announced_rarely(chapter1,
 def test_stop_mid_run_then_start_again(chapter1):
     w, before = start_run(chapter1, steps=5000)
     chapter1.wait_for_function(
-        "el => Number(el.querySelector('[data-readout=step]').textContent) >= 20", arg=w.element_handle(),
-        timeout=RUN_TIMEOUT)
+        "el => Number(el.querySelector('[data-readout=step]').textContent) >= 5", arg=w.element_handle(),
+        timeout=RUN_TIMEOUT, polling=100)
     t0 = time.perf_counter()
     w.locator('[data-action="stop"]').click()
     status = wait_settled(w, timeout=10_000, after=before)
@@ -411,7 +438,7 @@ def test_stop_mid_run_then_start_again(chapter1):
     assert status == "stopped"
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped at step")
     stopped_at = int(re.search(r"Stopped at step (\d+)", w.locator('[data-role="message"]').text_content())[1])
-    assert 20 <= stopped_at < 5000
+    assert 5 <= stopped_at < 5000
     print(f"stop took {seconds * 1000:.0f} ms (one chunk is ~80 ms of training, plus sample and export)")
     w, status, r = run(chapter1, steps=3)
     assert status == "done" and r["steps"] == 3
@@ -594,29 +621,35 @@ def test_every_stop_in_the_exercises_shows_a_focus_ring_in_both_themes(chapter1)
     from test_theme import contrast, rgb
 
     blocks = chapter1.locator("[data-exercise]")
-    for i in range(blocks.count()):
-        exercise_checks.block(chapter1, blocks.nth(i).get_attribute("data-exercise"))
-    last = blocks.nth(blocks.count() - 1)
+    ids = blocks.evaluate_all("els => els.map((e) => e.dataset.exercise)")
+    for exercise_id in ids:
+        exercise_checks.block(chapter1, exercise_id)
+    last = blocks.nth(len(ids) - 1).element_handle()
+    # after each Tab, one read: past the last exercise?, in an editor? (Esc leaves it), and the ring (FOCUSED)
+    where = ("(last) => ({ past: !(last.compareDocumentPosition(document.activeElement) & "
+             "(Node.DOCUMENT_POSITION_PRECEDING | Node.DOCUMENT_POSITION_CONTAINED_BY)), "
+             "editor: !!document.activeElement.closest('.cm-editor'), ring: (" + FOCUSED + ")() })")
     faint, stops = [], 0
     try:
         for theme in ("light", "dark"):
             chapter1.click(f'button[data-theme-choice="{theme}"]')
             chapter1.locator("h2", has_text="Exercises").locator("a.heading-anchor").focus()
+            editor = chapter1.evaluate("!!document.activeElement.closest('.cm-editor')")
             for _ in range(120):
-                if chapter1.evaluate("!!document.activeElement.closest('.cm-editor')"):
+                if editor:
                     chapter1.keyboard.press("Escape")
                 chapter1.keyboard.press("Tab")
-                if not chapter1.evaluate("(last) => last.compareDocumentPosition(document.activeElement) & "
-                                         "(Node.DOCUMENT_POSITION_PRECEDING | Node.DOCUMENT_POSITION_CONTAINED_BY)",
-                                         last.element_handle()):
+                now = chapter1.evaluate(where, last)
+                if now["past"]:
                     break  # past the last exercise
+                editor = now["editor"]
                 stops += 1
-                f = chapter1.evaluate(FOCUSED)
+                f = now["ring"]
                 ratio = contrast(rgb(f["color"])[0], rgb(f["bg"])[0]) if f["style"] != "none" else 0
                 if f["style"] == "none" or f["width"] < 2 or ratio < 3:
                     faint.append(f"[{theme}] <{f['tag']}> {f['text']!r}: outline {f['style']} {f['width']}px "
                                  f"{f['color']} ({ratio:.2f}:1)")
     finally:
         chapter1.click('button[data-theme-choice="system"]')
-    assert stops >= 2 * 3 * blocks.count(), stops  # each block's editor or input and its buttons, twice
+    assert stops >= 2 * 3 * len(ids), stops  # each block's editor or input and its buttons, twice
     assert not faint, "\n".join(sorted(set(faint)))
