@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 import exercise_checks
-from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
+from conftest import SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter13 = chapter_fixture("13-")
 
@@ -32,6 +32,51 @@ def submit(w, **fields):
 
 BAD = ["", "NaN", "-3", "1e309", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
 
+# What a refused input shows, read in one call once the answer has settled (kit_checks.
+# assert_error_in_slot's and conftest.no_injected_markup's checks, without a round trip for each): the
+# status, the field's aria-invalid, its error slot (its id among the field's aria-describedby, shown,
+# its text), the status line's text and the injected elements on the page.
+SHOWN = """(el, name) => {
+    const box = el.querySelector(`input[name="${name}"]`);
+    const slot = el.querySelector(`[data-error-for="${name}"]`);
+    const rect = slot && slot.getBoundingClientRect();
+    return {
+        status: el.dataset.status, invalid: box.getAttribute("aria-invalid"),
+        described: (box.getAttribute("aria-describedby") || "").split(/\\s+/),
+        slot_id: slot && slot.id, slot_text: slot ? slot.innerText : "",
+        slot_shown: !!slot && rect.width > 0 && rect.height > 0 && getComputedStyle(slot).visibility !== "hidden",
+        message: el.querySelector('[data-role="message"]').textContent,
+        injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
+    };
+}"""
+
+
+def enter(w, field, **fields):
+    """Set the fields (set_fields), press Enter in field once Start is enabled (the form's Start, from
+    the keyboard: a click's checks cost a tenth of a second of the page's CPU each), wait for the
+    answer on the page's own signals (settle_after's wait) and read what the widget shows for field
+    (SHOWN)."""
+    set_fields(w, **fields)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator(f'input[name="{field}"]').focus()
+    before = settles(w)
+    w.page.keyboard.press("Enter")
+    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), ["done", "error", "stopped"], before],
+                             timeout=TIMEOUT, polling=100)
+    return w.evaluate(SHOWN, field)
+
+
+def assert_refused(shown, case, text=None):
+    """assert_error_in_slot's checks and no_injected_markup's, on a SHOWN read; case names the input."""
+    assert shown["status"] == "error", f"{case}: {shown}"
+    assert shown["invalid"] == "true", f"{case}: the field is not marked invalid"
+    assert shown["slot_id"] and shown["slot_id"] in shown["described"], f"{case}: the error slot is not in aria-describedby"
+    assert shown["slot_shown"] and shown["slot_text"].strip(), f"{case}: no message under the field"
+    if text:
+        assert text in " ".join(shown["slot_text"].split()), f"{case}: the slot says {shown['slot_text']!r}"
+    assert "check" in shown["message"], f"{case}: the status line says {shown['message']!r}"
+    assert shown["injected"] == 0, f"{case}: markup was injected"
+
 
 # ---------------------------------------------------------------------------
 # slow-train
@@ -47,23 +92,23 @@ def cpython_slow_run(method, seed, steps):
 
 
 def test_slow_train_matches_cpython_and_stops(chapter13):
-    """Quantised sync trained in the page, stopped after 25 steps: its first steps' losses, its bytes
-    and its first validation against pylib's run in CPython, whose first 25 steps run on a thread
-    while the page trains (the wait for the page holds no lock)."""
+    """Quantised sync trained in the page, stopped once FIRST_STEPS steps are done: its first steps'
+    losses, its bytes and its first validation (at step 0) against pylib's run in CPython, whose
+    first FIRST_STEPS steps run on a thread while the page trains (the wait for the page holds no lock)."""
     from pylib.systems import slow_links as sl
     w = widget(chapter13, "slow-train")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        reference = pool.submit(cpython_slow_run, "quant", 1, 25)
+        reference = pool.submit(cpython_slow_run, "quant", 1, FIRST_STEPS)
         before = submit(w, method="quant", seed="1")
-        w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 25",
-                                 arg=w.element_handle(), timeout=TIMEOUT)
+        w.page.wait_for_function("([el, n]) => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= n",
+                                 arg=[w.element_handle(), FIRST_STEPS], timeout=TIMEOUT)
         w.locator('[data-action="stop"]').click()
         assert wait_settled(w, after=before) == "stopped"
         state, ref = reference.result()
     r = result(w)
-    assert r["stopped"] and r["method"] == "quant" and r["steps"] >= 25
+    assert r["stopped"] and r["method"] == "quant" and r["steps"] >= FIRST_STEPS
     assert w.locator('.chart').first.evaluate("el => el.drawnBand !== null && el.drawnBand !== undefined")
-    ref += sl.run_steps(state, r["steps"] - 25)  # CPython on to the step the page stopped at
+    ref += sl.run_steps(state, r["steps"] - FIRST_STEPS)  # CPython on to the step the page stopped at
     assert r["losses"][:FIRST_STEPS] == pytest.approx([x["loss"] for x in ref if "loss" in x][:FIRST_STEPS], rel=REL)
     assert r["bytes"] == ref[-1]["bytes"]  # bytes are counted, not measured: exact
     assert r["vals"][0][1] == pytest.approx(ref[0]["val"], rel=REL)
@@ -73,11 +118,9 @@ def test_slow_train_matches_cpython_and_stops(chapter13):
 def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
     w = widget(chapter13, "slow-train")
     for bad in ("-1", "2.5", "<b class=injected>x</b>", "🎭"):
-        assert wait_settled(w, after=submit(w, method="dense", seed=bad)) == "error"
-        expect(w.locator('[data-role="message"]')).to_contain_text("Seed")
-        assert w.locator('input[name="seed"]').get_attribute("aria-invalid") == "true"
-        assert_error_in_slot(w, "seed", "Seed")
-        no_injected_markup(chapter13)
+        shown = enter(w, "seed", method="dense", seed=bad)
+        assert_refused(shown, f"seed={bad!r}", "Seed")
+        assert "Seed" in shown["message"], f"seed={bad!r}: the status line says {shown['message']!r}"
     before = submit(w, method="diloco", seed="0")
     w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
                              arg=w.element_handle(), timeout=TIMEOUT)
@@ -131,17 +174,19 @@ def test_link_race_matches_pylib_and_the_winner_moves(chapter13):
     assert rows["topk"]["wire_bytes"] > rows["dense"]["wire_bytes"]
 
 
-@pytest.mark.parametrize("field,value,text", [("bandwidth", "0", "no sync would ever end"), ("workers", "0", "Workers"),
-                                              ("workers", "1e9", "Workers")] + [("latency", b, "Latency") for b in BAD])
-def test_link_race_refuses_bad_input_then_recovers(chapter13, field, value, text):
+def test_link_race_refuses_bad_input_then_recovers(chapter13):
+    """Each bad value, in its field (the others good): refused with the reason in the field's slot,
+    the field marked invalid, nothing injected. After each field's cases the good values compute
+    again, exactly those values."""
     w = widget(chapter13, "link-race")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     good = {"bandwidth": "100", "latency": "50", "step_ms": "3", "workers": "4"}
-    assert fill(w, **{**good, field: value}) == "error"
-    assert_error_in_slot(w, field, text)
-    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
-    no_injected_markup(chapter13)
-    fill_and_wait(w, **good)
+    cases = [("bandwidth", "0", "no sync would ever end"), ("workers", "0", "Workers"),
+             ("workers", "1e9", "Workers")] + [("latency", b, "Latency") for b in BAD]
+    for k, (field, value, text) in enumerate(cases):
+        assert_refused(enter(w, field, **{**good, field: value}), f"{field}={value!r}", text)
+        if k + 1 == len(cases) or cases[k + 1][0] != field:
+            fill_and_wait(w, **good)
 
 
 # ---------------------------------------------------------------------------
@@ -161,18 +206,20 @@ def test_queue_matches_pylib(chapter13):
     assert r["stragglers"]["exact"] == pytest.approx(queueing.expected_slowest(32, 100.0, 20.0))
 
 
-@pytest.mark.parametrize("field,value,text", [("rho", "1", "unstable"), ("rho", "1.5", "unstable"), ("workers", "0", "Workers"),
-                                              ("workers", "1e9", "Workers"), ("spread_ms", "-1", "Spread")]
-                         + [("service_ms", b, "Transfer time") for b in BAD + ["0"]])
-def test_queue_refuses_bad_input_then_recovers(chapter13, field, value, text):
+def test_queue_refuses_bad_input_then_recovers(chapter13):
+    """Each bad value, in its field (the others good): refused with the reason in the field's slot,
+    the field marked invalid, nothing injected. After each field's cases the good values simulate
+    again, exactly those values."""
     w = widget(chapter13, "queue")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     good = {"rho": "0.5", "service_ms": "10", "workers": "8", "step_ms": "100", "spread_ms": "20"}
-    assert fill(w, **{**good, field: value}) == "error"
-    assert_error_in_slot(w, field, text)
-    assert w.locator(f'input[name="{field}"]').get_attribute("aria-invalid") == "true"
-    no_injected_markup(chapter13)
-    fill_and_wait(w, **good)
+    cases = ([("rho", "1", "unstable"), ("rho", "1.5", "unstable"), ("workers", "0", "Workers"),
+              ("workers", "1e9", "Workers"), ("spread_ms", "-1", "Spread")]
+             + [("service_ms", b, "Transfer time") for b in BAD + ["0"]])
+    for k, (field, value, text) in enumerate(cases):
+        assert_refused(enter(w, field, **{**good, field: value}), f"{field}={value!r}", text)
+        if k + 1 == len(cases) or cases[k + 1][0] != field:
+            fill_and_wait(w, **good)
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +253,9 @@ def test_link_race_bandwidth_slider_is_logarithmic_and_recomputes(chapter13):
     before = settles(w)
     chapter13.keyboard.press("Home")
     assert w.locator('input[name="bandwidth"]').input_value() == "1"
-    for _ in range(100):  # half of 200 positions over 7 decades: 10^3.5
+    for _ in range(4):  # PageUp: a tenth of the slider, 20 positions (Chromium's step for a range)
+        chapter13.keyboard.press("PageUp")
+    for _ in range(20):  # half of 200 positions over 7 decades: 10^3.5
         chapter13.keyboard.press("ArrowRight")
     assert float(w.locator('input[name="bandwidth"]').input_value()) == pytest.approx(10 ** 3.5, rel=1e-2)
     assert wait_settled(w, timeout=TIMEOUT, after=before) == "done"  # the last key's update, nothing pending
