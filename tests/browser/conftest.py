@@ -15,7 +15,7 @@ import time
 import urllib.parse
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Frame, Page, expect
 
 import build
 
@@ -23,6 +23,20 @@ import build
 # default is shorter than a page load or a Python call on a busy 2-core machine (a link to another
 # chapter failed to_be_in_viewport that way with a CPU-bound process beside the tests).
 expect.set_options(timeout=30_000)
+
+
+def _poll_every_100_ms(wait_for_function):
+    """Playwright polls a wait_for_function on every animation frame unless told otherwise, which keeps
+    the page drawing 60 frames a second for as long as a test waits (a training run's length, on a
+    2-core machine whose other core runs the other test process). Every 100 ms is soon enough."""
+    @functools.wraps(wait_for_function)
+    def wait(self, expression, *, arg=None, timeout=None, polling=100):
+        return wait_for_function(self, expression, arg=arg, timeout=timeout, polling=polling)
+    return wait
+
+
+Page.wait_for_function = _poll_every_100_ms(Page.wait_for_function)
+Frame.wait_for_function = _poll_every_100_ms(Frame.wait_for_function)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = pathlib.Path(os.environ.get("COURSE_SITE", ROOT / "_site"))  # another build folder: build.py --out
@@ -138,7 +152,7 @@ def wait_settled(w, statuses=SETTLED, timeout=180_000, after=None):
     """Wait until widget w's data-status is one of statuses and nothing is pending (no live update
     waiting to fire, no call on its way); with after (a settles() count taken before an action), also
     until a run or call has ended since. Returns the status."""
-    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), list(statuses), after], timeout=timeout, polling=100)
+    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), list(statuses), after], timeout=timeout)
     return w.get_attribute("data-status")
 
 
