@@ -3,6 +3,7 @@ gradient comparison and the batch x 4 / accumulation 4 run, each with bad input 
 nothing injected. The page's numbers are compared with the same pylib calls in CPython. One shared
 page (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
+import concurrent.futures
 import json
 import math
 import re
@@ -11,12 +12,52 @@ import pytest
 from playwright.sync_api import expect
 
 import exercise_checks
-from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider
+from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
 chapter3 = chapter_fixture("03-")
 
 TIMEOUT = 120_000  # ms: the longest op here is a short training run in the page
+
+# Everything a refused input shows, read in one evaluate (each locator read is a round trip, and the
+# bad-input tests loop over many cases): the status, data-result, the field's aria-invalid and
+# aria-describedby, its error slot (id, visible, text), the status line, where the focus is, and any
+# injected markup. Read once the widget has settled (settle_after / wait_settled): the kit writes the
+# slots, aria-invalid and the message before it sets data-status, and moves the focus just after, in
+# the same task.
+REFUSAL = """(root, name) => {
+  const field = root.querySelector(`[name="${CSS.escape(name)}"]`);
+  const slot = root.querySelector(`[data-error-for="${CSS.escape(name)}"]`);
+  const box = slot && slot.getBoundingClientRect();
+  return {
+    status: root.dataset.status, result: root.getAttribute("data-result"),
+    invalid: field && field.getAttribute("aria-invalid"),
+    described: ((field && field.getAttribute("aria-describedby")) || "").split(/\\s+/).filter(Boolean),
+    slot: slot && slot.id, slot_text: slot ? slot.innerText : "",
+    slot_visible: !!slot && box.width > 0 && box.height > 0 && getComputedStyle(slot).visibility !== "hidden",
+    message: root.querySelector('[data-role="message"]').textContent,
+    focused: !!field && document.activeElement === field,
+    injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
+  };
+}"""
+
+
+def refused(w, case, name=None, text=None):
+    """The widget refused case's input: status "error", no data-result, nothing injected, and (given
+    the field's name) kit_checks.assert_error_in_slot's checks in one read: the field is aria-invalid,
+    its error slot is one its aria-describedby names, visible and saying why (containing text, when
+    given), and the status line says to check the form. Returns the read."""
+    s = w.evaluate(REFUSAL, name or "")
+    assert s["status"] == "error", f"{case}: status {s['status']}, message {s['message']!r}"
+    assert s["result"] is None, f"{case}: a data-result after an error"
+    assert s["injected"] == 0, f"{case}: markup was injected"
+    if name:
+        assert s["slot"] and s["slot"] in s["described"], f"{case}: the error slot is not named by aria-describedby: {s}"
+        assert s["slot_visible"] and s["slot_text"].strip(), f"{case}: no visible message under {name}: {s}"
+        assert text is None or text in s["slot_text"], f"{case}: {text!r} not in {s['slot_text']!r}"
+        assert s["invalid"] == "true", f"{case}: {name} is not aria-invalid"
+        assert "check" in s["message"], f"{case}: the status line does not say to check the form: {s['message']!r}"
+    return s
 
 
 # ---------------------------------------------------------------------------
@@ -41,14 +82,17 @@ def test_every_field_is_labelled_and_tied_to_its_hint_and_error(chapter3):
     # the denominator table's cells: each input has its own label and its error slot
     w = widget(chapter3, "loss-denominator")
     expect(w).to_have_attribute("data-status", "done", timeout=TIMEOUT)
-    inputs = w.locator("tbody input")
-    assert inputs.count() >= 2
-    for i in range(inputs.count()):
-        el = inputs.nth(i)
-        label = w.locator(f'label[for="{el.get_attribute("id")}"]').text_content()
-        assert re.fullmatch(r"Sequence \d+: (counted tokens|summed loss)", label), label
-        assert chapter3.locator(f'#{el.get_attribute("aria-describedby")}').count() == 1
-        assert el.get_attribute("aria-describedby") == w.locator(f'[data-error-for="{el.get_attribute("name")}"]').get_attribute("id")
+    cells = w.evaluate("""root => [...root.querySelectorAll("tbody input")].map((el) => ({
+        label: root.querySelector(`label[for="${CSS.escape(el.id)}"]`)?.textContent ?? null,
+        described: el.getAttribute("aria-describedby"),
+        matches: document.querySelectorAll(`#${CSS.escape(el.getAttribute("aria-describedby"))}`).length,
+        slot: root.querySelector(`[data-error-for="${CSS.escape(el.name)}"]`)?.id ?? null,
+    }))""")
+    assert len(cells) >= 2
+    for cell in cells:
+        assert cell["label"] and re.fullmatch(r"Sequence \d+: (counted tokens|summed loss)", cell["label"]), cell
+        assert cell["matches"] == 1, cell
+        assert cell["described"] == cell["slot"], cell
 
 
 def test_calculators_keep_the_focus_on_the_button_pressed(chapter3):
@@ -76,8 +120,7 @@ def show_logit_grad(page, **fields):
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     model = fields.pop("model", "untrained")
     w.locator(f'input[name="model"][value="{model}"]').check()
-    for name, value in fields.items():
-        w.locator(f'input[name="{name}"]').fill(str(value))
+    set_fields(w, **fields)  # only the fields whose text differs are typed into
     return w, settle_after(w, lambda: w.locator('[data-action="run"]').click())
 
 
@@ -102,25 +145,32 @@ def test_logit_grad_untrained_matches_pylib(chapter3):
     expect(w.locator(".lg-is-target")).to_have_count(1)
 
 
-@pytest.mark.parametrize("field, value, text", [
+LOGIT_GRAD_BAD = [
     ("window", "", "empty"), ("window", "-1", "between"), ("position", "64", "between"),
     ("position", "2.5", "whole number"), ("k", "NaN", "finite"), ("k", "\U0001F600", "must be a number"),
     ("window", "<img src=x onerror=alert(1)>", "must be a number"), ("k", "1e400", "finite"),
-])
-def test_logit_grad_refuses_bad_input_visibly(chapter3, field, value, text):
-    w, status = show_logit_grad(chapter3, **{field: value})
-    assert status == "error"
-    assert text in assert_error_in_slot(w, field)
-    expect(w.locator('[data-role="message"]')).to_contain_text("check")
-    expect(w.locator(f'input[name="{field}"]')).to_have_attribute("aria-invalid", "true")
-    assert w.get_attribute("data-result") is None
-    no_injected_markup(chapter3)
-    w, status = show_logit_grad(chapter3, window=0, position=10, k=3)  # and it still works
-    assert status == "done"
+]
+
+
+def test_logit_grad_refuses_bad_input_visibly(chapter3):
+    """Each bad field (the others good) is refused: its message under it, the field aria-invalid, the
+    status line says to check the form, no data-result, nothing injected; and Show works afterwards."""
+    good = {"window": 0, "position": 10, "k": 3}
+    for field, value, text in LOGIT_GRAD_BAD:
+        case = f"{field}={value!r}"
+        w, status = show_logit_grad(chapter3, **{**good, field: value})
+        assert status == "error", case
+        refused(w, case, field, text)
+    w, status = show_logit_grad(chapter3, **good)  # and it still works
+    assert status == "done" and result(w)["rows"]
+
+
+STOP_AT = 20  # pretraining steps before Stop: the loss over the 8 positions below is already ~10 nats lower
 
 
 def test_logit_grad_training_moves_the_focus_to_stop_and_back(chapter3):
-    """Show with the trained model trains it first: focus goes to Stop (not <body>), and back to Show."""
+    """Show with the trained model trains it first: focus goes to Stop (not <body>), and back to Show.
+    Stop (pressed after STOP_AT of the 200 steps) keeps the model as it is at that step, and Show uses it."""
     w = widget(chapter3, "logit-grad")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="model"][value="trained"]').check()
@@ -128,9 +178,15 @@ def test_logit_grad_training_moves_the_focus_to_stop_and_back(chapter3):
     before = settles(w)
     chapter3.keyboard.press("Enter")
     expect(w.locator('[data-action="stop"]')).to_be_focused()
+    chapter3.wait_for_function(
+        "([el, n]) => { const m = /step (\\d+) of/.exec(el.querySelector('[data-role=message]').textContent); return m && +m[1] >= n; }",
+        arg=[w.element_handle(), STOP_AT], timeout=TIMEOUT, polling=100)
+    w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "done", w.locator('[data-role="message"]').text_content()
     expect(w.locator('[data-action="run"]')).to_be_focused()
-    assert result(w)["model"] == "trained"
+    r = result(w)
+    assert r["model"] == "trained" and STOP_AT <= r["trained_steps"] < 200
+    expect(w.locator('[data-role="message"]')).to_contain_text(f"Training was stopped at step {r['trained_steps']}")
     w.locator('input[name="model"][value="untrained"]').check()
 
 
@@ -141,15 +197,44 @@ def test_logit_grad_trained_model_predicts_better_than_untrained(chapter3):
     assert r["model"] == "trained" and r["trained_steps"] >= 1
     w2, _ = show_logit_grad(chapter3, model="untrained", window=5, position=50, k=3)
     untrained = result(w2)
-    # Loss over many positions is what training lowers; one position is noisy, so compare 8.
+    # Loss over many positions is what training lowers; one position is noisy, so compare 8
+    # (the 16 Shows in one evaluate: SHOW_EACH).
+    cases = [[which, 5, pos, 1] for which in ("trained", "untrained") for pos in range(20, 60, 5)]
     losses = {"trained": [], "untrained": []}
-    for which in losses:
-        for pos in range(20, 60, 5):
-            w3, s = show_logit_grad(chapter3, model=which, window=5, position=pos, k=1)
-            assert s == "done"
-            losses[which].append(result(w3)["loss"])
+    for (which, _, pos, _), (status, raw) in zip(cases, w.evaluate(SHOW_EACH, cases)):
+        assert status == "done" and raw, (which, pos, status)
+        shown = json.loads(raw)
+        assert shown["model"] == which, (which, pos)
+        losses[which].append(shown["loss"])
     assert sum(losses["trained"]) < sum(losses["untrained"]) - 1.0
     assert untrained["model"] == "untrained"
+
+
+# Show pressed for each [model, window, position, k] in turn, the fields set as typed (an input event
+# each, as typing sends), each answer waited for by the widget's own signals (data-settles moved on,
+# nothing pending) before the next: one round trip for a sweep that would take a handful per Show.
+SHOW_EACH = """async (root, cases) => {
+  const form = root.querySelector('[data-role="form"]');
+  const settled = (before) => Number(root.getAttribute("data-settles") || 0) > before && !root.hasAttribute("data-pending");
+  const out = [];
+  for (const [model, window, position, k] of cases) {
+    form.querySelector(`input[name="model"][value="${model}"]`).click();
+    for (const [name, value] of [["window", window], ["position", position], ["k", k]]) {
+      const field = form.elements.namedItem(name);
+      field.value = String(value);
+      field.dispatchEvent(new Event("input", { bubbles: true }));
+    }
+    const before = Number(root.getAttribute("data-settles") || 0);
+    form.querySelector('[data-action="run"]').click();
+    const t0 = performance.now();
+    while (!settled(before)) {
+      if (performance.now() - t0 > 120_000) throw new Error(`no answer to Show within 120 s: ${model}, position ${position}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    out.push([root.getAttribute("data-status"), root.getAttribute("data-result")]);
+  }
+  return out;
+}"""
 
 
 # ---------------------------------------------------------------------------
@@ -205,41 +290,54 @@ def test_denominator_equal_counts_agree(chapter3):
     assert r["token_weighted"] == pytest.approx(r["mean_of_means"]) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("rows, where, text", [
+DENOMINATOR_BAD = [
     ([(-1, 1)], "count.0", "between 0"), ([(2.5, 1)], "count.0", "whole number"), ([(1, -3)], "loss.0", "between 0"),
     ([(1, "nan")], "loss.0", "finite"), ([("", 1)], "count.0", "empty"), ([(0, 0), (0, 0)], "message", "At least one token"),
     ([(0, 5)], "loss.0", "no counted tokens"), ([("<b class=injected>1</b>", 1)], "count.0", "must be a number"),
     ([("\U0001F600", "\U0001F600")], "loss.0", "must be a number"), ([(1, "1e400")], "loss.0", "finite"),
-])
-def test_denominator_refuses_bad_input_visibly(chapter3, rows, where, text):
+]
+
+
+def test_denominator_refuses_bad_input_visibly(chapter3):
     """A bad cell's message sits under that cell (tied to it by aria-describedby); a message about the
-    whole table is the widget's message."""
+    whole table is the widget's message. No data-result, nothing injected; and the table computes again
+    afterwards."""
     w = widget(chapter3, "loss-denominator")
-    assert fill_rows(w, rows) == "error"
-    if where == "message":
-        expect(w.locator('[data-role="message"]')).to_contain_text(text)
-    else:
-        assert text in assert_error_in_slot(w, where)
-        expect(w.locator('[data-role="message"]')).to_contain_text("check Sequence 1")
-    assert w.get_attribute("data-result") is None
-    no_injected_markup(chapter3)
+    for rows, where, text in DENOMINATOR_BAD:
+        case = f"rows {rows}"
+        assert fill_rows(w, rows) == "error", case
+        if where == "message":
+            s = refused(w, case)
+            assert text in s["message"], f"{case}: {s['message']!r}"
+        else:
+            s = refused(w, case, where, text)
+            assert "check Sequence 1" in s["message"], f"{case}: {s['message']!r}"
     assert fill_rows(w, [(2, 4), (6, 6)]) == "done"  # and it recovers
     assert result(w)["token_weighted"] == pytest.approx(1.25)
 
 
 def test_denominator_rows_are_capped(chapter3):
+    """Add (pressed with Enter, and by clicks, which fire the same handler) keeps the focus until the
+    table is full; then it is disabled, the focus goes into the last row, and the full table computes."""
     w = widget(chapter3, "loss-denominator")
     cap = int(w.get_attribute("data-rows-max"))
     add = w.locator('[data-action="add"]')
     add.focus()
-    for _ in range(cap):
-        if not add.is_enabled():
-            break
-        chapter3.keyboard.press("Enter")  # Add keeps the focus until the table is full
+    chapter3.keyboard.press("Enter")  # Add keeps the focus until the table is full
+    expect(add).to_be_focused()
+    # all but the last press in one evaluate (a key press per row is a round trip each)
+    kept = add.evaluate("""(b, cap) => { let kept = true;
+        while (b.closest("[data-widget]").querySelectorAll("tbody tr").length < cap - 1) { b.click(); kept &&= document.activeElement === b; }
+        return kept; }""", cap)
+    assert kept, "Add lost the focus before the table was full"
+    expect(add).to_be_enabled()
+    chapter3.keyboard.press("Enter")  # the last row
     expect(add).to_be_disabled()
     assert w.locator("tbody tr").count() == cap
+    expect(w.locator('input[name="count.%d"]' % (cap - 1))).to_be_focused()  # not <body>
     assert fill_rows(w, [(1, 1)] * cap) == "done"
-    fill_rows(w, [(2, 4), (6, 6)])
+    assert result(w)["total_tokens"] == cap
+    assert settle_after(w, lambda: w.locator('[data-action="example-a"]').click()) == "done"  # back to two rows
 
 
 def test_denominator_with_no_rows_says_so(chapter3):
@@ -274,35 +372,57 @@ def test_accum_gradient_matches_results(chapter3):
     assert result(w)["mean_of_means"] < 1e-5  # equal counts: both exact
 
 
-@pytest.mark.parametrize("counts, where, text", [
+ACCUM_GRADIENT_BAD = [
     ([0, 0, 0, 0], "message", "At least one"), ([65, 1, 1, 1], "count.0", "between 0"), (["x", 1, 1, 1], "count.0", "must be a number"),
     (["", 1, 1, 1], "count.0", "empty"), ([1, 1, 1, "<b class=injected>b</b>"], "count.3", "must be a number"),
-])
-def test_accum_gradient_refuses_bad_input_visibly(chapter3, counts, where, text):
-    w, status = compare_gradients(chapter3, counts)
-    assert status == "error"
-    if where == "message":
-        expect(w.locator('[data-role="message"]')).to_contain_text(text)
-    else:
-        assert text in assert_error_in_slot(w, where)
-    no_injected_markup(chapter3)
-    w, status = compare_gradients(chapter3, [64, 8, 32, 4])
+]
+
+
+def test_accum_gradient_refuses_bad_input_visibly(chapter3):
+    for counts, where, text in ACCUM_GRADIENT_BAD:
+        case = f"counts {counts}"
+        w, status = compare_gradients(chapter3, counts)
+        assert status == "error", case
+        if where == "message":
+            s = refused(w, case)
+            assert text in s["message"], f"{case}: {s['message']!r}"
+        else:
+            refused(w, case, where, text)
+    w, status = compare_gradients(chapter3, [64, 8, 32, 4])  # and it works again
     assert status == "done"
 
 
-def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
-    w = widget(chapter3, "accum-curves")
-    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('input[name="seed"]').fill("0")
-    assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "done", \
-        w.locator('[data-role="message"]').text_content()
-    r = result(w)
+CHECKED_STEPS = 10  # the page's first steps, against CPython's same steps (the runs' own schedule)
+
+
+def cpython_accum(seed, steps):
+    """pylib's first `steps` steps of both runs (batch x 4 and accumulation), on the corpus the page
+    loads, with the whole runs' settings (the learning-rate schedule is the 100-step run's): their records."""
     from pylib import model, train
     from pylib.web.objective_ops import accum_settings
     _, tr, va = corpus()
-    big, acc = accum_settings(0)
-    hb = train.train(model.GPTConfig(), big, tr, va)[1]
-    ha = train.train(model.GPTConfig(), acc, tr, va)[1]
+    out = []
+    for cfg in accum_settings(seed):
+        state = train.init_train_state(model.GPTConfig(), cfg)
+        out.append(train.train_steps(state, model.GPTConfig(), cfg, tr, va, steps))
+    return out
+
+
+def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
+    """The page's two runs agree to rounding over all their steps (seed 0), and each run's first
+    CHECKED_STEPS losses, in the chart's table, are CPython's (CPython computes them on a thread while
+    the page trains, so the test takes the longer of the two). Then Stop mid-run."""
+    from pylib.web.objective_ops import accum_settings
+    big, _ = accum_settings(0)
+    w = widget(chapter3, "accum-curves")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    w.locator('input[name="seed"]').fill("0")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reference = pool.submit(cpython_accum, 0, CHECKED_STEPS)
+        assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "done", \
+            w.locator('[data-role="message"]').text_content()
+        hb, ha = reference.result()
+    r = result(w)
     expected = max(abs(a["loss"] - b["loss"]) for a, b in zip(ha, hb))
     assert r["steps"] == big.steps
     assert r["max_abs_dloss"] < 1e-3 and expected < 1e-3  # seed 0: rounding only (results.md)
@@ -310,9 +430,12 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text(f"After {big.steps} steps")
     table = chart_table(w)
     assert table["header"] == ["step", "batch × 4", "accumulation"]
-    last = table["rows"][-1]
-    assert last[0] == str(big.steps - 1)
-    assert float(last[1]) == pytest.approx(hb[-1]["loss"], rel=1e-3) and float(last[2]) == pytest.approx(ha[-1]["loss"], rel=1e-3)
+    assert table["rows"][-1][0] == str(big.steps - 1)
+    rows = {int(row[0]): row for row in table["rows"]}  # the table may list every other step
+    compared = [(rows[b["step"]], b, a) for b, a in zip(hb, ha) if b["step"] in rows]
+    assert len(compared) >= CHECKED_STEPS // 2, sorted(rows)[:CHECKED_STEPS]
+    for row, b, a in compared:
+        assert float(row[1]) == pytest.approx(b["loss"], rel=1e-3) and float(row[2]) == pytest.approx(a["loss"], rel=1e-3), row
     # Stop mid-run: status "stopped", no data-result, and the widget runs again afterwards.
     before = settles(w)
     w.locator('[data-action="run"]').click()
@@ -324,17 +447,19 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     expect(w.locator('[data-role="message"]')).to_contain_text("Stopped after")
 
 
-@pytest.mark.parametrize("seed, text", [("-3", "between"), ("abc", "must be a number"), ("", "empty"),
-                                        ("<b class=injected>1</b>", "must be a number")])
-def test_accum_curves_refuse_bad_seed(chapter3, seed, text):
+ACCUM_CURVES_BAD = [("-3", "between"), ("abc", "must be a number"), ("", "empty"), ("<b class=injected>1</b>", "must be a number")]
+
+
+def test_accum_curves_refuse_bad_seed(chapter3):
+    """Each bad seed is refused under its field, which gets the focus (not <body>); nothing injected."""
     w = widget(chapter3, "accum-curves")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator('input[name="seed"]').fill(seed)
-    assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "error"
-    assert text in assert_error_in_slot(w, "seed")
-    expect(w.locator('input[name="seed"]')).to_have_attribute("aria-invalid", "true")
-    expect(w.locator('input[name="seed"]')).to_be_focused()
-    no_injected_markup(chapter3)
+    for seed, text in ACCUM_CURVES_BAD:
+        case = f"seed {seed!r}"
+        w.locator('input[name="seed"]').fill(seed)
+        assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "error", case
+        s = refused(w, case, "seed", text)
+        assert s["focused"], f"{case}: the focus is not on the seed field"
 
 
 # ---------------------------------------------------------------------------
@@ -378,13 +503,16 @@ def test_perplexity_slider_drives_the_temperature(chapter3):
     assert w.locator('input[name="tau"]').input_value() == "0.05"
 
 
-@pytest.mark.parametrize("bad", ["", "NaN", "-1", "0", "1e309", "1000", "🙂", "<b class=injected>x</b>"])
-def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3, bad):
-    w, status = set_tau(chapter3, bad)
-    assert status == "error"
-    assert w.locator('input[name="tau"]').get_attribute("aria-invalid") == "true"
-    assert "emperature" in assert_error_in_slot(w, "tau")
-    no_injected_markup(chapter3)
+PERPLEXITY_BAD = ["", "NaN", "-1", "0", "1e309", "1000", "🙂", "<b class=injected>x</b>"]
+
+
+def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3):
+    for bad in PERPLEXITY_BAD:
+        case = f"tau {bad!r}"
+        w, status = set_tau(chapter3, bad)
+        assert status == "error", case
+        s = refused(w, case, "tau")
+        assert "emperature" in s["slot_text"], f"{case}: {s['slot_text']!r}"
     w, status = set_tau(chapter3, "1")
     assert status == "done"
 
