@@ -88,7 +88,12 @@ def cache_state(page):
     }""")
 
 
-def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stopped(browser):
+def test_after_one_visit_every_page_opens_from_the_saved_copy_and_a_chapter_trains(browser):
+    """One visit saves the site; with the server stopped, another chapter opens from the copy, restores
+    Python's snapshot and trains as CPython does on the saved corpus; then every page of the site opens,
+    with the service worker's isolation headers (Cross-Origin-Embedder-Policy: require-corp blocks
+    nothing: every file is same-origin), no request fails, and Python starts on every page that has
+    widgets. (One saved copy serves both: saving the whole site costs seconds of CPU.)"""
     site = manifest(SITE)
     server = Server(SITE, PlainHandler)
     context = browser.new_context()
@@ -143,23 +148,7 @@ def test_after_one_visit_another_chapter_opens_and_trains_with_the_server_stoppe
     assert r["steps"] == 20
     assert abs(r["final_train_loss"] - history[-1]["loss"]) < 1e-5
     assert not log.problems(), log.problems()
-    context.close()
 
-
-def test_every_page_opens_from_the_saved_copy_cross_origin_isolated(browser):
-    """Once saved, every page of the site opens with the server stopped, with the service worker's
-    isolation headers (Cross-Origin-Embedder-Policy: require-corp blocks nothing: every file is
-    same-origin), no request fails, and Python starts on every page that has widgets."""
-    site = manifest(SITE)
-    server = Server(SITE, PlainHandler)
-    context = browser.new_context()
-    page = context.new_page()
-    try:
-        page.goto(server.url + "glossary.html")
-        wait_saved(page, site["version"])
-    finally:
-        server.stop()
-    log = PageLog(page)
     failed = []
     # ERR_ABORTED: a request of the page left behind (its widgets were still loading the corpus)
     page.on("requestfailed", lambda request: request.failure == "net::ERR_ABORTED"
