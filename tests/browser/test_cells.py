@@ -2,8 +2,9 @@
 reader's edited pylib function (pylib.web.cells) next to pylib's own.
 
 Each test edits through the keyboard (select all, then type the new code), presses the buttons a
-reader presses and reads what the cell shows. The chapter fixtures also fail a test on any console
-error or request leaving 127.0.0.1 (conftest.py)."""
+reader presses and reads what the cell shows. The chapter pages open in one browser profile with a
+disk cache (the profile fixture), and like conftest's chapter fixtures they fail a test on any
+console error or request leaving 127.0.0.1 (conftest.py)."""
 
 import functools
 import http.server
@@ -17,16 +18,74 @@ import pytest
 from playwright.sync_api import expect
 
 import build
-from conftest import ROOT, SITE, PageLog, chapter_fixture, chapter_url, result, settle_after, settles, wait_settled, widget
-
-chapter3 = chapter_fixture("03-")
-chapter5 = chapter_fixture("05-")
-chapter6 = chapter_fixture("06-")
-chapter9 = chapter_fixture("09-")
-chapter11 = chapter_fixture("11-")
+from conftest import ROOT, SITE, PageLog, chapter_url, result, settle_after, settles, wait_settled, widget
 
 TIMEOUT = 240_000  # a cold cell starts its own Python, on a machine other tests share
 ENDED = ("done", "error", "stopped")
+
+
+class CountingHandler(build.SiteHandler):
+    """The site's handler, counting the full (200) responses it sends per path: a 304 sends no body."""
+    counts = {}
+    lock = threading.Lock()
+
+    def send_response(self, code, message=None):
+        if code == 200:
+            with self.lock:
+                self.counts[self.path] = self.counts.get(self.path, 0) + 1
+        super().send_response(code, message)
+
+
+@pytest.fixture(scope="module")
+def profile(browser_type, tmp_path_factory):
+    """A browser profile with a disk cache, as a reader's has (Chromium launched on a fresh profile
+    folder), and the site served to it by CountingHandler (cross-origin isolated, as build.py serves
+    it): (context, base URL). Service workers are blocked: a chapter's tests do not need the saved
+    copy (test_a_cell_runs_offline_after_one_visit tests it), and saving the whole site costs each
+    page seconds of CPU. The module's chapter pages all open in it, so the HTTP cache also serves
+    the later pages what the earlier ones fetched, as it would a reader."""
+    CountingHandler.counts = {}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(CountingHandler, directory=str(SITE)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser_type.launch_persistent_context(str(tmp_path_factory.mktemp("profile")),
+                                                     executable_path=build.CHROMIUM, args=build.CHROMIUM_ARGS,
+                                                     viewport={"width": 1100, "height": 1000}, service_workers="block")
+    yield context, f"http://127.0.0.1:{server.server_port}/"
+    context.close()
+    server.shutdown()
+    server.server_close()
+
+
+def cells_chapter_fixture(slug_prefix):
+    """A module-scoped fixture like conftest's chapter_fixture (the chapter loaded once with Python
+    ready, its console and off-host requests in page.log, checked after every test), opened in the
+    module's profile; page.off_server lists any request that went anywhere but the profile's server."""
+
+    @pytest.fixture(scope="module")
+    def chapter(profile):
+        context, base = profile
+        page = context.new_page()
+        page.log = PageLog(page)
+        page.off_server = []
+        page.on("request", lambda r: page.off_server.append(r.url) if not r.url.startswith(
+            (base, "blob:", "data:")) else None)
+        page.goto(chapter_url(base, slug_prefix))
+        try:
+            page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
+        except Exception:
+            print("\n".join(page.log.console))
+            raise
+        yield page
+        page.close()
+
+    return chapter
+
+
+chapter3 = cells_chapter_fixture("03-")
+chapter5 = cells_chapter_fixture("05-")
+chapter6 = cells_chapter_fixture("06-")
+chapter9 = cells_chapter_fixture("09-")
+chapter11 = cells_chapter_fixture("11-")
 
 
 def pylib_source(name):
@@ -143,29 +202,6 @@ def test_the_editor_shows_its_focus_ring_in_the_same_task_as_it_takes_focus(chap
     assert ring[0] == "solid" and ring[1] >= 2, ring
 
 
-def test_cell_has_no_serious_accessibility_violations_before_and_after_a_run(chapter9):
-    page = chapter9
-    c = cell(page, ROUND)
-    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
-
-    def violations():
-        found = page.evaluate("""async () => {
-            // The code's token colours are site.css's Pygments palette, shared with every static code
-            // block and checked on every page by the site-wide axe test; the rest of the cell is here.
-            const r = await axe.run({include: ['[data-code-cell]'], exclude: ['.cm-line span']},
-                                    {resultTypes: ['violations']});
-            return r.violations.filter(v => ['serious', 'critical'].includes(v.impact))
-                .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '));
-        }""")
-        return found
-
-    found = violations()
-    assert not found, "\n".join(found)
-    assert run(c) == "done"
-    found = violations()
-    assert not found, "\n".join(found)
-
-
 def test_editor_follows_the_theme_through_the_sites_colours(chapter9):
     page = chapter9
     c = cell(page, ROUND)
@@ -190,8 +226,27 @@ def test_editor_follows_the_theme_through_the_sites_colours(chapter9):
 # Edit, run, errors, Reset
 
 
-def test_edit_run_and_see_the_output(chapter9):
-    c = cell(chapter9, ROUND)
+def cell_axe_violations(page):
+    """axe's serious and critical violations inside the page's code cells (axe-core, added once)."""
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    return page.evaluate("""async () => {
+        // The code's token colours are site.css's Pygments palette, shared with every static code
+        // block and checked on every page by the site-wide axe test; the rest of the cell is here.
+        const r = await axe.run({include: ['[data-code-cell]'], exclude: ['.cm-line span']},
+                                {resultTypes: ['violations']});
+        return r.violations.filter(v => ['serious', 'critical'].includes(v.impact))
+            .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', '));
+    }""")
+
+
+def test_edit_run_and_see_the_output_with_no_serious_accessibility_violations_before_and_after(chapter9):
+    """An edited round_to runs and its output shows the edit; axe finds no serious or critical
+    violation in the cell before the run (editor only) nor after it (status and output shown)."""
+    page = chapter9
+    c = cell(page, ROUND)
+    found = cell_axe_violations(page)
+    assert not found, "before a run:\n" + "\n".join(found)
     code = edited(ROUND, "    r &= np.uint32(1)  # the kept LSB: ties go to even\n",
                   "    r &= np.uint32(0)  # edited: a tie always rounds towards zero\n")
     code = code.replace('"""\n', '"""\n    print("my round_to", fmt)\n', 1)
@@ -206,6 +261,8 @@ def test_edit_run_and_see_the_output(chapter9):
     r = json.loads(c.get_attribute("data-result"))
     assert set(r["formats"]) == {"bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}
     assert status_text(c).startswith("Finished in")
+    found = cell_axe_violations(page)
+    assert not found, "after a run:\n" + "\n".join(found)
 
 
 def test_syntax_error_names_the_line_and_nothing_runs(chapter9):
@@ -236,16 +293,6 @@ def test_output_is_text_never_markup(chapter9):
     assert page.locator("[data-code-cell] b.injected, [data-code-cell] img[src='x']").count() == 0
 
 
-def test_reset_restores_the_shown_code(chapter9):
-    c = cell(chapter9, ROUND)
-    type_code(c, "print('not pylib')\n")
-    c.get_by_role("button", name="Reset").click()
-    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
-    assert status_text(c) == "The code is pylib's again."
-    assert run(c) == "done"  # and it is pylib's code that runs
-    assert all(v["same"] == v["of"] for v in json.loads(c.get_attribute("data-result"))["formats"].values())
-
-
 # ---------------------------------------------------------------------------
 # A runaway loop is stopped; the page keeps working
 
@@ -259,7 +306,9 @@ def rounding_widget_works(page, raw="0.1"):
     return result(w)
 
 
-def test_infinite_loop_is_stopped_and_the_page_keeps_working(chapter9):
+def test_infinite_loop_is_stopped_the_page_keeps_working_and_reset_restores_pylibs_code(chapter9):
+    """A while-True loop is stopped by Stop while a widget still answers; then Reset puts pylib's code
+    back (and says so), and it is pylib's code that runs: every result the same as pylib's."""
     page = chapter9
     isolated = page.evaluate("crossOriginIsolated")
     c = cell(page, ROUND)
@@ -275,10 +324,19 @@ def test_infinite_loop_is_stopped_and_the_page_keeps_working(chapter9):
         assert "KeyboardInterrupt" not in output(c) and "Stopped by the reader." in output(c)
     assert rounding_widget_works(page, "0.1")["formats"]
     c.get_by_role("button", name="Reset").click()
-    assert run(c) == "done"  # the cell runs again
+    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
+    assert status_text(c) == "The code is pylib's again."
+    assert run(c) == "done"  # the cell runs again, and it is pylib's code that runs
+    assert all(v["same"] == v["of"] for v in json.loads(c.get_attribute("data-result"))["formats"].values())
 
 
-def test_code_that_ignores_the_interrupt_is_stopped_by_restarting_python(chapter9):
+def test_code_that_ignores_the_interrupt_is_stopped_by_restarting_python_and_pyodide_is_downloaded_once(chapter9):
+    """Code that never checks for the interrupt (one C call) is stopped by restarting the cells'
+    Python; a widget still answers and the cell runs again. And in the profile's disk cache the
+    cells' worker loads pyodide.asm.wasm from the same URL as the widgets' worker, so the server has
+    sent it once for the page, also after Stop restarted the cells' Python (a second start). This is
+    the HTTP cache's part: with the site's service worker, both workers' requests are answered from
+    its copy."""
     page = chapter9
     c = cell(page, ROUND)
     type_code(c, "sum(range(10**15))  # one C call: Python never checks for the interrupt inside it\n")
@@ -287,6 +345,9 @@ def test_code_that_ignores_the_interrupt_is_stopped_by_restarting_python(chapter
     assert rounding_widget_works(page, "3e-8")["formats"]
     c.get_by_role("button", name="Reset").click()
     assert run(c) == "done"
+    wasm = {p: n for p, n in CountingHandler.counts.items() if p.endswith("pyodide.asm.wasm")}
+    assert wasm == {"/pyodide/pyodide.asm.wasm": 1}, wasm
+    assert page.off_server == []
 
 
 # ---------------------------------------------------------------------------
@@ -349,55 +410,6 @@ def test_ring_cell_matches_pylib_unedited(chapter11):
     checks = json.loads(c.get_attribute("data-result"))["checks"]
     assert all(k["workers_agree"] and k["same_as_pylib"] and k["steps"] == 2 * (k["workers"] - 1) for k in checks)
     assert "the sum: 111 222 333 444 555 666" in output(c)
-
-
-# ---------------------------------------------------------------------------
-# One download of Pyodide for the widgets' worker and the cells' worker
-
-
-class CountingHandler(build.SiteHandler):
-    """The site's handler, counting the full (200) responses it sends per path: a 304 sends no body."""
-    counts = {}
-    lock = threading.Lock()
-
-    def send_response(self, code, message=None):
-        if code == 200:
-            with self.lock:
-                self.counts[self.path] = self.counts.get(self.path, 0) + 1
-        super().send_response(code, message)
-
-
-def test_widgets_and_cells_download_the_pyodide_wasm_once(browser_type, tmp_path):
-    """In a browser profile with a disk cache (as a reader's has), the cells' worker loads
-    pyodide.asm.wasm from the same URL as the widgets' worker, so the server sends it once, also
-    when Stop restarts the cells' Python. Service workers are blocked here: this is the HTTP cache's
-    part (with the site's service worker, both workers' requests are answered from its copy)."""
-    CountingHandler.counts = {}
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(CountingHandler, directory=str(SITE)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    context = browser_type.launch_persistent_context(str(tmp_path / "profile"), executable_path=build.CHROMIUM,
-                                                     args=build.CHROMIUM_ARGS, viewport={"width": 1100, "height": 1000},
-                                                     service_workers="block")
-    try:
-        page = context.new_page()
-        off_host = []
-        page.on("request", lambda r: off_host.append(r.url) if not r.url.startswith(
-            (f"http://127.0.0.1:{server.server_port}/", "blob:", "data:")) else None)
-        page.goto(chapter_url(f"http://127.0.0.1:{server.server_port}/", "09-"))
-        page.wait_for_selector("html[data-pyodide=ready]", timeout=TIMEOUT)
-        c = cell(page, ROUND)
-        assert run(c) == "done"
-        type_code(c, "sum(range(10**15))\n")  # Stop can only restart Python here: a second start
-        assert run_and_stop(c) == "stopped"
-        c.get_by_role("button", name="Reset").click()
-        assert run(c) == "done"
-        wasm = {p: n for p, n in CountingHandler.counts.items() if p.endswith("pyodide.asm.wasm")}
-        assert wasm == {"/pyodide/pyodide.asm.wasm": 1}, wasm
-        assert off_host == []
-    finally:
-        context.close()
-        server.shutdown()
-        server.server_close()
 
 
 # ---------------------------------------------------------------------------
