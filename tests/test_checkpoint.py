@@ -51,7 +51,7 @@ def saved_at(tokens, k, cfg=SHORT, mcfg=CFG, log=False):
                                              ("adamw", {"grad_accum": 2})])
 def test_resume_equals_uninterrupted_run_bit_for_bit(tokens, optimizer, extra):
     cfg = dataclasses.replace(SHORT, optimizer=optimizer, **extra)
-    _, full = train.train(CFG, cfg, *tokens)
+    final, full = train.train(CFG, cfg, *tokens)  # the uninterrupted run: its weights and its records
     k = 17
     _, ckpt, head = saved_at(tokens, k, cfg)
     state, mcfg, tcfg, log = checkpoint.load_checkpoint(ckpt, CFG)  # a fresh state, nothing shared
@@ -59,7 +59,6 @@ def test_resume_equals_uninterrupted_run_bit_for_bit(tokens, optimizer, extra):
     assert state["params"]["wte"].dtype == np.float32
     tail = train.train_steps(state, mcfg, tcfg, *tokens, 1000)
     assert strip(head + tail) == strip(full)  # every loss, grad norm, eval: identical floats
-    final, _ = train.train(CFG, cfg, *tokens)
     for name in final:
         np.testing.assert_array_equal(state["params"][name], final[name])
 
