@@ -1,5 +1,6 @@
 """build.py as a program: unknown references fail the build, outputs are reproducible."""
 
+import base64
 import email.utils
 import gzip
 import hashlib
@@ -241,10 +242,13 @@ def _offline_site(root):
     return root
 
 
-def _brotli_decompress(path):
-    proc = subprocess.run(["node", "-e", "process.stdout.write(require('zlib').brotliDecompressSync("
-                           "require('fs').readFileSync(process.argv[1])))", str(path)], capture_output=True, check=True)
-    return proc.stdout
+def _brotli_decompress(*paths):
+    """Each file brotli-decompressed by node's zlib, in one node run: [bytes], in the order given."""
+    proc = subprocess.run(["node", "-e", "const z = require('zlib'), fs = require('fs');"
+                           "process.stdout.write(JSON.stringify(process.argv.slice(1).map("
+                           "p => z.brotliDecompressSync(fs.readFileSync(p)).toString('base64'))))",
+                           *map(str, paths)], capture_output=True, check=True)
+    return [base64.b64decode(b) for b in json.loads(proc.stdout)]
 
 
 def test_offline_manifest_lists_every_file_the_pages_use_with_its_sha256(tmp_path):
@@ -281,10 +285,12 @@ def test_the_build_version_changes_with_any_file_and_only_then(tmp_path):
 def test_precompressed_copies_decompress_to_the_file_and_follow_it(tmp_path):
     site = _offline_site(tmp_path)
     offline.finish(site)
-    for rel in ("index.html", "chapters/01-a b.html", "static/js/main.js", "sw.js"):
+    compressed = ("index.html", "chapters/01-a b.html", "static/js/main.js", "sw.js")
+    brotli = _brotli_decompress(*(site / f"{rel}.br" for rel in compressed))
+    for rel, unbrotlied in zip(compressed, brotli, strict=True):
         original = (site / rel).read_bytes()
         assert gzip.decompress((site / f"{rel}.gz").read_bytes()) == original, rel
-        assert _brotli_decompress(site / f"{rel}.br") == original, rel
+        assert unbrotlied == original, rel
         assert (site / f"{rel}.br").stat().st_size < (site / f"{rel}.gz").stat().st_size < len(original) * 0.9
     for rel in ("data/vocab.json", "data/noise.bin", "vendor/katex/fonts/KaTeX_Main.woff2"):  # too small, or random
         assert not (site / f"{rel}.gz").exists() and not (site / f"{rel}.br").exists(), rel
@@ -336,20 +342,29 @@ def test_the_server_sends_a_precompressed_copy_only_to_a_browser_that_accepts_it
 
 
 def _zip(members):
+    """A deflated zip of the members, the same bytes on every call (fixed timestamps), so that
+    offline.compiled's cache, keyed by the input's bytes, can hold its compiled twin."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in members.items():
-            z.writestr(name, text)
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o600 << 16  # what writestr(name, ...) gives
+            z.writestr(info, text, zipfile.ZIP_DEFLATED)
     return buffer.getvalue()
 
 
 def test_python_is_compiled_to_bytecode_by_pyodide_reproducibly(tmp_path, monkeypatch):
+    """Two node runs compile the same bytes: the first through the build's own cache (.cache/pyc, as
+    copy_pyodide uses it: a node run on the first test run, its kept result afterwards, made by an
+    earlier node run of the same tools/pycompile.mjs and Pyodide, which the cache key holds), the
+    second with an empty cache, so a node run every time, of both jobs at once."""
     source = _zip({"pkg/__init__.py": "", "pkg/mod.py": "VALUE = {'a', 'b'}\n" * 20,
                    "pkg/broken.py": "def (:\n", "pkg/data.txt": "not Python"})
-    monkeypatch.setattr(offline, "PYC_CACHE", tmp_path / "a")
-    sourceless, pycache = offline.compiled([(source, "sourceless", "/lib/x/"), (source, "pycache", "/lib/x/")])
-    monkeypatch.setattr(offline, "PYC_CACHE", tmp_path / "b")  # a second node run, nothing cached
-    assert offline.compiled([(source, "sourceless", "/lib/x/")]) == [sourceless]
+    jobs = [(source, "sourceless", "/lib/x/"), (source, "pycache", "/lib/x/")]
+    sourceless, pycache = offline.compiled(jobs)
+    monkeypatch.setattr(offline, "PYC_CACHE", tmp_path / "b")  # a node run now, nothing cached
+    assert offline.compiled(jobs) == [sourceless, pycache]
+    assert len(list((tmp_path / "b").glob("*.zip"))) == 2  # both compiled by that run
     with zipfile.ZipFile(io.BytesIO(sourceless)) as z:
         assert z.namelist() == ["pkg/__init__.pyc", "pkg/mod.pyc", "pkg/broken.py", "pkg/data.txt"]
         mod = z.read("pkg/mod.pyc")
