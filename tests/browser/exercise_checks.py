@@ -1,8 +1,9 @@
 """An exercise's round trip in the page, for each chapter's browser tests: a typical wrong answer
 shows its message (pylib.exercises' own Mistake), the reference answer marks the exercise done, the
 mark survives a reload (a second page of the same browser context, so the same localStorage), and
-the chapter's reset clears it. Every chapter checks one exercise in its page (checked_in_the_page);
-chapter 1 takes the whole round trip for a code exercise and for a prediction.
+the chapter's reset clears it. Chapter 1's browser tests take the round trip for a code exercise and
+for a prediction: exercises.js and progress.js are the same on every page, and test_exercises_in_page
+checks every chapter's blocks as built and every exercise's check in Pyodide.
 
 A prediction is done once committed and checked, near or far (the point is to predict first), so
 for a predict exercise the wrong answer is also the one that marks it done, and the reload shows
@@ -46,9 +47,8 @@ def check(page, root, answer):
 
 def checked_in_the_page(page, exercise_id):
     """A typical wrong answer's message, then (for code) the reference answer: the exercise is marked
-    done in its block, in the contents (said, not only shown) and in the chapter's tally. This is the
-    chapter's own wiring; the reload and the reset that follow in round_trip are the same code on every
-    chapter, so chapter 1's tests take them, for both kinds. Returns (root, link, tally)."""
+    done in its block, in the contents (said, not only shown) and in the chapter's tally: the first half
+    of round_trip. Returns (root, link, tally)."""
     ex = exercises.get(exercise_id)
     root = block(page, exercise_id)
     link = page.locator(f'nav a[href="#{heading_id(root)}"]').first

@@ -11,7 +11,6 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -275,9 +274,3 @@ def test_calculator_refuses_bad_input_and_recovers(chapter10):
             assert s["injected"] == 0, f"{case}: {s}"
         assert submit(w, ready=True, **good) == "done", f"{field}: no recovery"
         assert result(w)["params"] == 6_738_415_616, field
-
-
-def test_an_exercise_is_checked_in_the_page(chapter10):
-    """An investigate exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter10, "ch10.recompute_mode")

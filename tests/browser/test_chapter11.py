@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import SETTLED, SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -292,9 +291,3 @@ def test_alpha_beta_bandwidth_slider_redraws_as_it_moves(chapter11):
     assert table["header"][:2] == ["message size n (bytes)", "ring all-reduce (s)"]
     assert float(table["rows"][-1][1]) == pytest.approx(ring[-1], rel=1e-3)
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("p = 8: at 1.00 GB the ring all-reduce takes")
-
-
-def test_an_exercise_is_checked_in_the_page(chapter11):
-    """An investigate exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter11, "ch11.worker_count")

@@ -8,7 +8,6 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import SETTLED_JS, chapter_fixture, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -301,9 +300,3 @@ def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
     for legend in w.locator('[data-role="bars"] .chart-legend').all():  # no colour twice within a bar
         classes = [c for c in legend.locator(".kit-swatch").evaluate_all("els => els.map(e => e.className)")]
         assert len(set(classes)) == len(classes)
-
-
-def test_an_exercise_is_checked_in_the_page(chapter12):
-    """A predict exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter12, "ch12.one_f_one_b_idle")

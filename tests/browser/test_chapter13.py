@@ -9,7 +9,6 @@ import concurrent.futures
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -274,9 +273,3 @@ def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
     fill_and_wait(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
     expect(q.locator('[data-role="wait-chart-summary"]')).to_contain_text("at your ρ = 0.7")
     expect(q.locator('[data-role="slow-chart-summary"]')).to_contain_text("at your W = 32")
-
-
-def test_an_exercise_is_checked_in_the_page(chapter13):
-    """An implement exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter13, "ch13.topk_with_feedback")

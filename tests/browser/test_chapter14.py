@@ -9,7 +9,6 @@ import pathlib
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import SETTLED_JS, chapter_fixture, no_injected_markup, result, settle_after, settles, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -276,9 +275,3 @@ def test_chinchilla_fit_matches_cpython_and_refuses_bad_choices(chapter14):
         assert run(w) == "error"
         assert w.locator('input[name="compute"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter14)
-
-
-def test_an_exercise_is_checked_in_the_page(chapter14):
-    """A predict exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter14, "ch14.context_doubled")

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -473,9 +472,3 @@ def test_goodput_chart_has_a_text_alternative(chapter15):
     assert len(table["rows"]) >= 10
     first = [float(c) for c in table["rows"][0]]
     assert first[2] == pytest.approx(goodput.expected_goodput(first[0], 5, 15, 10), rel=1e-3)
-
-
-def test_an_exercise_is_checked_in_the_page(chapter15):
-    """An implement exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter15, "ch15.best_interval")

@@ -11,7 +11,6 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import SITE, chapter_fixture, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -362,13 +361,3 @@ def test_beta_slider_works_by_keyboard_and_follows_the_field(chapter16):
 def test_tau_slider_ends_at_the_pages_bound(chapter16):
     w = widget(chapter16, "sft-dpo")
     drive_slider(w, "tau", "10", "0.1")  # 0.01 to 10: the worker refuses more (test_bad_ipo_tau_...)
-
-
-def test_an_exercise_is_checked_in_the_page(chapter16):
-    """A code exercise, checked in the page: its typical wrong answer's message, and the exercise marked
-    done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset). The page's
-    wiring is what is checked here, the same for every code exercise (exercises.js tells only code from
-    a prediction), so the exercise is one whose check is quick: ch16.response_loss, not ch16.beta_change
-    (two DPO runs on live pairs per check; test_exercises_in_page checks its reference and every
-    mistake in Pyodide)."""
-    exercise_checks.checked_in_the_page(chapter16, "ch16.response_loss")

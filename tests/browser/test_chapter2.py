@@ -9,7 +9,6 @@ import math
 import numpy as np
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -517,9 +516,3 @@ def test_dedup_widget_refuses_a_10_mb_paste_with_a_message(chapter2):
     # the text replaced as the paste was (fill() would first select and delete the 10 MB in the box)
     w.locator('textarea[name="text_b"]').evaluate("el => { el.value = 'to be, or not to be'; }")
     assert submit(w) == "done"
-
-
-def test_an_exercise_is_checked_in_the_page(chapter2):
-    """An implement exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter2, "ch2.pair_counts")

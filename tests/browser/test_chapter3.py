@@ -11,7 +11,6 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -515,9 +514,3 @@ def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3):
         assert "emperature" in s["slot_text"], f"{case}: {s['slot_text']!r}"
     w, status = set_tau(chapter3, "1")
     assert status == "done"
-
-
-def test_an_exercise_is_checked_in_the_page(chapter3):
-    """An investigate exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter3, "ch3.accumulate")

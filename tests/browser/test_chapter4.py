@@ -8,7 +8,6 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import SETTLED_JS, chapter_fixture, corpus, settle_after, settles, wait_settled
 from kit_checks import assert_fields_labelled, chart_table, set_fields
 
@@ -260,9 +259,3 @@ def test_backprop_order_steps_through_the_order_pylib_recorded(chapter4):
     np.testing.assert_allclose(r["norms"], [row["grad_norm"] for row in expected["backward"]], rtol=1e-12)
     w.locator('[data-action="reset"]').click()
     expect(w.locator('[data-role="backward"] li.bo-pending')).to_have_count(len(expected["backward"]))
-
-
-def test_an_exercise_is_checked_in_the_page(chapter4):
-    """A predict exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter4, "ch4.activation_total")

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import ROOT, SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, set_fields
 
@@ -377,9 +376,3 @@ def test_weight_decay_refuses_bad_input_and_recovers(chapter5):
         assert_refused(enter(w, field, **{**good, field: value}), f"{field}={value!r}")
     w, status = show_decay(chapter5, **good)
     assert status == "done"
-
-
-def test_an_exercise_is_checked_in_the_page(chapter5):
-    """An implement exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter5, "ch5.heavy_ball")

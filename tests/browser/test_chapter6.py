@@ -12,7 +12,6 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table
 
@@ -409,9 +408,3 @@ def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):
         assert w.evaluate(REFUSED_JS, "seed")["injected"] == 0, (seed, step)
     refused(w, "seed", "the last case")
     refused(w, "step", "the last case")
-
-
-def test_an_exercise_is_checked_in_the_page(chapter6):
-    """A predict exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter6, "ch6.linear_rule_overshoot")

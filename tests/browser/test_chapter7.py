@@ -11,7 +11,6 @@ import math
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, result, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, set_fields
 
@@ -335,9 +334,3 @@ def test_coord_check_refuses_bad_input(chapter7):
         case = (field, value)
         assert submit(w, **{"lr": "0.01", "seed": "0", field: value}) == "error", case
         assert refused(w, field, case)["invalid"] == "true", f"{case}: not marked aria-invalid"
-
-
-def test_an_exercise_is_checked_in_the_page(chapter7):
-    """An implement exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter7, "ch7.post_ln_backward")

@@ -9,7 +9,6 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -344,9 +343,3 @@ def test_bad_batch_step_slider_works_with_the_keyboard(chapter8):
     w.locator('input[name="lr"]').fill("1")
     # 1e-4 to 10 is 5 decades: 0.01 to 1, two of them, is two fifths of the slider
     assert int(slider.input_value()) - low == pytest.approx(2 * int(slider.get_attribute("max")) / 5, abs=1)
-
-
-def test_an_exercise_is_checked_in_the_page(chapter8):
-    """A predict exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter8, "ch8.clipped_b")

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-import exercise_checks
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, drive_slider, set_fields
 
@@ -406,9 +405,3 @@ def test_quantise_bits_slider_requantises_as_it_moves(chapter9):
     assert result(w)["q_max"] == 1
     # the charts' text alternative follows the data
     expect(w.locator('[data-role="chart-sweep-summary"]')).to_contain_text("At 2 bits the relative error is lowest")
-
-
-def test_an_exercise_is_checked_in_the_page(chapter9):
-    """An implement exercise, checked in the page: its typical wrong answer's message, and the
-    exercise marked done (exercise_checks.checked_in_the_page; chapter 1 takes the reload and the reset)."""
-    exercise_checks.checked_in_the_page(chapter9, "ch9.round_bf16")

@@ -9,7 +9,6 @@ import json
 import re
 import urllib.parse
 
-import pytest
 from playwright.sync_api import expect
 
 import build
