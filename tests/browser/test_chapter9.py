@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, drive_slider, set_fields
+from kit_checks import assert_fields_labelled, drive_slider, refused, set_fields
 
 chapter9 = chapter_fixture("09-")
 
@@ -24,48 +24,6 @@ NASTY = ["", "   ", "NaN", "1e309", "🙂", "<b class=injected>x</b>", "<img src
 
 def message(w):
     return w.locator('[data-role="message"]').inner_text()
-
-
-# Everything a refused input shows, read in one evaluate (each locator read is a round trip, and the
-# bad-input tests loop over many cases): the status, data-result, the field's aria-invalid and
-# aria-describedby, its error slot (id, visible, text), the status line, where the focus is, and any
-# injected markup. Read once the widget has settled (settle_after / wait_settled): the kit writes the
-# slots, aria-invalid and the message before it sets data-status, and moves the focus just after, in
-# the same task.
-REFUSAL = """(root, name) => {
-  const field = root.querySelector(`[name="${CSS.escape(name)}"]`);
-  const slot = root.querySelector(`[data-error-for="${CSS.escape(name)}"]`);
-  const box = slot && slot.getBoundingClientRect();
-  return {
-    status: root.dataset.status, result: root.getAttribute("data-result"),
-    invalid: field && field.getAttribute("aria-invalid"),
-    described: ((field && field.getAttribute("aria-describedby")) || "").split(/\\s+/).filter(Boolean),
-    slot: slot && slot.id, slot_text: slot ? slot.innerText : "",
-    slot_visible: !!slot && box.width > 0 && box.height > 0 && getComputedStyle(slot).visibility !== "hidden",
-    message: root.querySelector('[data-role="message"]').textContent,
-    focused: !!field && document.activeElement === field,
-    output_hidden: !!root.querySelector('[data-role="output"]')?.hidden,
-    injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
-  };
-}"""
-
-
-def refused(w, case, name=None, text=None):
-    """The widget refused case's input: status "error", no data-result, nothing injected, and (given
-    the field's name) kit_checks.assert_error_in_slot's checks in one read: the field is aria-invalid,
-    its error slot is one its aria-describedby names, visible and saying why (containing text, when
-    given), and the status line says to check the form. Returns the read."""
-    s = w.evaluate(REFUSAL, name or "")
-    assert s["status"] == "error", f"{case}: status {s['status']}, message {s['message']!r}"
-    assert s["result"] is None, f"{case}: a data-result after an error"
-    assert s["injected"] == 0, f"{case}: markup was injected"
-    if name:
-        assert s["slot"] and s["slot"] in s["described"], f"{case}: the error slot is not named by aria-describedby: {s}"
-        assert s["slot_visible"] and s["slot_text"].strip(), f"{case}: no visible message under {name}: {s}"
-        assert text is None or text in s["slot_text"], f"{case}: {text!r} not in {s['slot_text']!r}"
-        assert s["invalid"] == "true", f"{case}: {name} is not aria-invalid"
-        assert "check" in s["message"], f"{case}: the status line does not say to check the form: {s['message']!r}"
-    return s
 
 
 # ---------------------------------------------------------------------------
