@@ -565,8 +565,11 @@ class ChapterContext:
 
     @staticmethod
     def _highlight(source):
-        return markupsafe.Markup(pygments.highlight(source, pygments.lexers.PythonLexer(),
-                                                    pygments.formatters.HtmlFormatter(cssclass="highlight")))
+        """Python source, highlighted by Pygments. Its <pre> carries its line count (--lines), which
+        site.css turns into the height a code block holds while it is off screen and not laid out."""
+        html = pygments.highlight(source, pygments.lexers.PythonLexer(), pygments.formatters.HtmlFormatter(cssclass="highlight"))
+        lines = source.count("\n") + (not source.endswith("\n"))
+        return markupsafe.Markup(html.replace("<pre>", f'<pre style="--lines: {lines}">', 1))
 
     def _block(self, html):
         """A placeholder for block HTML: a blank line inside it would end Markdown's HTML block."""

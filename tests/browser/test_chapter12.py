@@ -300,3 +300,42 @@ def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
     for legend in w.locator('[data-role="bars"] .chart-legend').all():  # no colour twice within a bar
         classes = [c for c in legend.locator(".kit-swatch").evaluate_all("els => els.map(e => e.className)")]
         assert len(set(classes)) == len(classes)
+
+
+# Every highlighted code block on the page: its --lines (build.py) against the lines it shows, whether
+# its tokens were skipped (content-visibility: auto, site.css) while it was off screen, and its height
+# then and once scrolled into view and drawn.
+CODE_BLOCKS = """async () => {
+    const frames = () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+    window.scrollTo(0, 0);
+    await frames();
+    const out = [...document.querySelectorAll("figure.code pre")].map((pre) => {
+        const rect = pre.getBoundingClientRect();
+        return { pre, lines: pre.style.getPropertyValue("--lines").trim(), shown: pre.textContent.replace(/\\n$/, "").split("\\n").length,
+                 offScreen: rect.top > 2 * innerHeight, skipped: !pre.firstElementChild.checkVisibility({ contentVisibilityAuto: true }),
+                 held: rect.height, caption: pre.closest("figure")?.querySelector("figcaption")?.textContent.trim() ?? "(no caption)" };
+    });
+    for (const block of out) {
+        block.pre.scrollIntoView({ block: "center" });
+        await frames();
+        block.drawn = block.pre.getBoundingClientRect().height;
+        delete block.pre;
+    }
+    window.scrollTo(0, 0);
+    return out;
+}"""
+
+
+def test_code_blocks_off_screen_are_skipped_and_hold_their_drawn_height(chapter12):
+    """The chapter with the most code (23 blocks): a block far from the viewport is not laid out (its
+    tokens are skipped), yet it holds the height it has once drawn, to a pixel, so nothing below it
+    moves as the reader scrolls; and every block says how many lines it shows."""
+    chapter12.evaluate("window.scrollTo(0, 0)")
+    blocks = chapter12.evaluate(CODE_BLOCKS)
+    assert len(blocks) >= 20, blocks
+    for b in blocks:
+        assert b["lines"] == str(b["shown"]), b
+        if b["offScreen"]:
+            assert b["skipped"], b
+        assert abs(b["held"] - b["drawn"]) <= 1, b
+    assert sum(b["offScreen"] for b in blocks) >= 15, blocks
