@@ -783,64 +783,69 @@ def build_site(out=OUT, only_chapters=None):
     results = load_results()
     env = make_env()
     numpy_wheel = copy_pyodide(out / "pyodide")
-    copy_vendor(out / "vendor")
-    copy_tree(ROOT / "site" / "css", out / "static" / "css")
-    copy_tree(ROOT / "site" / "js", out / "static" / "js")
-    wheel = build_wheel(out / "wheels", keep_old=bool(only_chapters))
-    try:  # with its bytecode, so the page's Python does not compile it (offline.compiled)
-        offline.compile_wheel(out / "wheels" / wheel)
-    except offline.OfflineError as e:
-        raise BuildError(str(e)) from e
     write_corpus(out / "data")
-    chapters = find_chapters()
-    if not chapters:
-        raise BuildError("chapters/ has no NN-slug.md files")
+    # The large vendored files compress in the background while the rest is built; stopped if the build fails.
+    early = offline.start_precompress(out, ["pyodide", "data"])
     try:
-        entries = glossary.load(GLOSSARY)
-    except glossary.GlossaryError as e:
-        raise BuildError(str(e)) from e
-    sentences, definitions, sections = render_glossary(env, results, entries)
-    terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
-    site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}", "numpy": f"pyodide/{numpy_wheel}"}
-    links = [c.as_dict() for c in chapters]
-    pages = {}  # chapter number -> rendered page, for the glossary's targets
-    (out / "chapters").mkdir(parents=True, exist_ok=True)
-    for i, chapter in enumerate(chapters):
-        target = out / "chapters" / f"{chapter.slug}.html"
-        if only_chapters and chapter.number not in only_chapters:
-            if target.exists():
-                pages[chapter.number] = target.read_text(encoding="utf-8")
-            continue
-        body = render_chapter(env, chapter, results, chapters, terms[chapter.number])
-        page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
-                "body": body, "contents": navigation.contents(body),
-                "prev": links[i - 1] if i > 0 else None,
-                "next": links[i + 1] if i + 1 < len(chapters) else None}
-        html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page,
-                                                       widgets="data-widget=" in body)
-        target.write_text(html, encoding="utf-8")
-        pages[chapter.number] = html
-    written = {c.number for c in chapters}
-    checked = [e for e in entries if e.chapter not in written or e.chapter in pages]  # a partial build checks what it has
-    try:
-        targets = glossary.check_targets(checked, pages)
-    except glossary.GlossaryError as e:
-        raise BuildError(str(e)) from e
-    by_number = {c["number"]: c for c in links}
-    items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor], "deck": e.deck,
-              "chapter": by_number[e.chapter], "section": sections[e.anchor],
-              "section_id": e.section_id, "widgets": targets.get(e.anchor, (None, []))[1]}
-             for e in entries]
-    (out / "glossary.html").write_text(env.get_template("glossary.html").render(
-        site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
-    index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links, widgets=True,
-                                                  live_run=render_live_run(env, results, links, pages))
-    (out / "index.html").write_text(index, encoding="utf-8")
-    write_navigation(out, env, results, site, links, pages, entries, definitions)
-    try:  # last: it hashes every file written above (precompressed copies, offline manifest, sw.js)
-        offline.finish(out)
-    except offline.OfflineError as e:
-        raise BuildError(str(e)) from e
+        copy_vendor(out / "vendor")
+        copy_tree(ROOT / "site" / "css", out / "static" / "css")
+        copy_tree(ROOT / "site" / "js", out / "static" / "js")
+        wheel = build_wheel(out / "wheels", keep_old=bool(only_chapters))
+        try:  # with its bytecode, so the page's Python does not compile it (offline.compiled)
+            offline.compile_wheel(out / "wheels" / wheel)
+        except offline.OfflineError as e:
+            raise BuildError(str(e)) from e
+        chapters = find_chapters()
+        if not chapters:
+            raise BuildError("chapters/ has no NN-slug.md files")
+        try:
+            entries = glossary.load(GLOSSARY)
+        except glossary.GlossaryError as e:
+            raise BuildError(str(e)) from e
+        sentences, definitions, sections = render_glossary(env, results, entries)
+        terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
+        site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}", "numpy": f"pyodide/{numpy_wheel}"}
+        links = [c.as_dict() for c in chapters]
+        pages = {}  # chapter number -> rendered page, for the glossary's targets
+        (out / "chapters").mkdir(parents=True, exist_ok=True)
+        for i, chapter in enumerate(chapters):
+            target = out / "chapters" / f"{chapter.slug}.html"
+            if only_chapters and chapter.number not in only_chapters:
+                if target.exists():
+                    pages[chapter.number] = target.read_text(encoding="utf-8")
+                continue
+            body = render_chapter(env, chapter, results, chapters, terms[chapter.number])
+            page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
+                    "body": body, "contents": navigation.contents(body),
+                    "prev": links[i - 1] if i > 0 else None,
+                    "next": links[i + 1] if i + 1 < len(chapters) else None}
+            html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page,
+                                                           widgets="data-widget=" in body)
+            target.write_text(html, encoding="utf-8")
+            pages[chapter.number] = html
+        written = {c.number for c in chapters}
+        checked = [e for e in entries if e.chapter not in written or e.chapter in pages]  # a partial build checks what it has
+        try:
+            targets = glossary.check_targets(checked, pages)
+        except glossary.GlossaryError as e:
+            raise BuildError(str(e)) from e
+        by_number = {c["number"]: c for c in links}
+        items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor], "deck": e.deck,
+                  "chapter": by_number[e.chapter], "section": sections[e.anchor],
+                  "section_id": e.section_id, "widgets": targets.get(e.anchor, (None, []))[1]}
+                 for e in entries]
+        (out / "glossary.html").write_text(env.get_template("glossary.html").render(
+            site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
+        index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links, widgets=True,
+                                                      live_run=render_live_run(env, results, links, pages))
+        (out / "index.html").write_text(index, encoding="utf-8")
+        write_navigation(out, env, results, site, links, pages, entries, definitions)
+        try:  # last: it hashes every file written above (precompressed copies, offline manifest, sw.js)
+            offline.finish(out, started=early)
+        except offline.OfflineError as e:
+            raise BuildError(str(e)) from e
+    finally:
+        offline.stop(early)
     return chapters
 
 

@@ -255,14 +255,65 @@ def prune_cache():
             path.unlink(missing_ok=True)
 
 
+def _brotli_start(jobs):
+    """Starts compressing [(source path, destination path)] with brotli in node (tools/brotli.mjs);
+    returns the process, or None when there is nothing to do. _brotli_wait waits for it."""
+    if not jobs:
+        return None
+    proc = subprocess.Popen(["node", str(ROOT / "tools" / "brotli.mjs"), str(BROTLI["quality"]), str(BROTLI["lgwin"])],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(json.dumps([[str(a), str(b)] for a, b in jobs]))
+    proc.stdin.close()
+    return proc
+
+
+def _brotli_wait(proc):
+    if proc is None:
+        return
+    stderr = proc.stderr.read()
+    if proc.wait() != 0:
+        raise OfflineError(f"brotli compression (node tools/brotli.mjs) failed:\n{stderr}")
+
+
+def stop(proc):
+    """Stops start_precompress's process if it still runs (the build failed before finish)."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if proc is not None and proc.stderr and not proc.stderr.closed:
+        proc.stderr.close()
+
+
 def _brotli(jobs):
     """[(source path, destination path)] compressed with brotli by node (tools/brotli.mjs)."""
-    if not jobs:
-        return
-    proc = subprocess.run(["node", str(ROOT / "tools" / "brotli.mjs"), str(BROTLI["quality"]), str(BROTLI["lgwin"])],
-                          input=json.dumps([[str(a), str(b)] for a, b in jobs]), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise OfflineError(f"brotli compression (node tools/brotli.mjs) failed:\n{proc.stderr}")
+    _brotli_wait(_brotli_start(jobs))
+
+
+def _brotli_todo(out, rels, digests):
+    """[(path, cached .br path)] for the files of rels worth trying whose brotli copy is not cached."""
+    todo = []
+    for rel in rels:
+        path = out / rel
+        if path.stat().st_size < MIN_SIZE or path.suffix.lower() in INCOMPRESSIBLE:
+            continue
+        if _cached(digests[rel], ".skip").is_file():
+            continue
+        br = _cached(digests[rel], f".q{BROTLI['quality']}w{BROTLI['lgwin']}.br")
+        if not br.is_file():
+            todo.append((path, br))
+    return todo
+
+
+def start_precompress(out, folders):
+    """Starts brotli, in the background, on the files already written in these folders of out (the
+    vendored Pyodide and the corpus: most of the site's bytes, and at quality 11 most of a first
+    build's time), into the cache that precompress reads; the rest of the site is written meanwhile,
+    on the other core. finish(out, started=...) waits for it. Returns the process, or None."""
+    out = pathlib.Path(out)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    rels = [p.relative_to(out).as_posix() for folder in folders for p in sorted((out / folder).rglob("*"))
+            if p.is_file() and p.suffix not in (".br", ".gz")]
+    return _brotli_start(_brotli_todo(out, rels, {rel: sha256_file(out / rel) for rel in rels}))
 
 
 def precompress(out, files, digests):
@@ -325,10 +376,12 @@ def read_manifest(out):
         return {}
 
 
-def finish(out):
+def finish(out, started=None):
     """Precompress out/, write offline-manifest.json, sw.js and _headers; returns the manifest.
-    Call it after every other file of the site is written."""
+    Call it after every other file of the site is written; started is start_precompress's process,
+    which it waits for first."""
     out = pathlib.Path(out)
+    _brotli_wait(started)
     old = read_manifest(out)
     for sibling in old.get("precompressed", []):  # a copy of a file now gone (an older pylib wheel) goes too,
         if not (out / sibling).with_suffix("").is_file():  # before it could be taken for a file of the site

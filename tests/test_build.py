@@ -305,6 +305,30 @@ def test_precompressed_copies_decompress_to_the_file_and_follow_it(tmp_path):
     assert all((site / urllib.parse.unquote(path)).is_file() for path in manifest["files"])
 
 
+def test_brotli_started_early_is_what_finish_uses_and_a_failed_build_stops_it(tmp_path, monkeypatch):
+    """build_site starts brotli on the vendored files before the pages render (start_precompress) and
+    finish waits for it: finish then compresses only the files started later, and writes the same copies."""
+    monkeypatch.setattr(offline, "CACHE", tmp_path / "cache")
+    site = _offline_site(tmp_path / "site")
+    started = offline.start_precompress(site, ["static"])
+    assert started is not None
+    jobs = []
+    real_start = offline._brotli_start
+    monkeypatch.setattr(offline, "_brotli_start", lambda todo: jobs.extend(p.relative_to(site).as_posix() for p, _ in todo)
+                        or real_start(todo))
+    offline.finish(site, started=started)
+    assert "static/js/main.js" not in jobs and "index.html" in jobs, jobs
+    early = (site / "static/js/main.js.br").read_bytes()
+    assert _brotli_decompress(site / "static/js/main.js.br") == [(site / "static/js/main.js").read_bytes()]
+    monkeypatch.setattr(offline, "CACHE", tmp_path / "cache2")  # the same copy when finish compresses it itself
+    offline.finish(site)
+    assert (site / "static/js/main.js.br").read_bytes() == early
+    monkeypatch.setattr(offline, "CACHE", tmp_path / "cache3")
+    running = offline.start_precompress(site, ["static", "chapters"])
+    offline.stop(running)
+    assert running.poll() is not None
+
+
 def test_the_server_sends_a_precompressed_copy_only_to_a_browser_that_accepts_it(tmp_path):
     site = _offline_site(tmp_path)
     offline.finish(site)
