@@ -231,3 +231,22 @@ def test_the_straggler_prediction_uses_chapter_13s_base_and_spread():
     from pylib.exercises import ch13 as exercise13
     assert (exercise13.STRAGGLE_BASE, exercise13.STRAGGLE_SPREAD) == (ch13.STRAGGLERS["base"],
                                                                       ch13.STRAGGLERS["spread"])
+
+
+def test_what_a_check_keeps_is_kept_per_corpus_and_cannot_be_written(monkeypatch):
+    """exercises.kept: a check's answer-independent runs are computed once per corpus (the reader's next
+    try is checked sooner), recomputed for another corpus, and their arrays are read-only, so that a
+    check writing to one fails instead of spoiling the next."""
+    import numpy as np
+
+    monkeypatch.setattr(exercises, "_kept", {})
+    made = []
+    make = lambda: made.append(1) or {"grads": [np.zeros(3)], "loss": 1.0}  # noqa: E731
+    corpus_a, corpus_b = object(), object()
+    monkeypatch.setattr(exercises, "_corpus", corpus_a)  # restored after the test
+    first = exercises.kept("k", make)
+    assert exercises.kept("k", make) is first and len(made) == 1
+    with pytest.raises(ValueError):
+        first["grads"][0][0] = 1.0
+    exercises.use_corpus(corpus_b)
+    assert exercises.kept("k", make) is not first and len(made) == 2

@@ -177,6 +177,34 @@ def use_corpus(value):
     _corpus = value
 
 
+_kept = {}
+
+
+def kept(key, make):
+    """make(), computed once for the corpus in use and kept: for what a check compares an answer with
+    that does not depend on the answer (a reference run, the live pairs, a checkpoint), so that the
+    reader's next try is checked sooner. Its arrays are made read-only: a check that wrote to one
+    would fail loudly rather than spoil the next check."""
+    c = corpus()
+    entry = _kept.get(key)
+    if entry is None or entry[0] is not c:
+        entry = _kept[key] = (c, _read_only(make()))
+    return entry[1]
+
+
+def _read_only(value):
+    import numpy as np
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, dict):
+        for v in value.values():
+            _read_only(v)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _read_only(v)
+    return value
+
+
 def progress(text):
     """A slow check reports how far it is (the page shows it; the command line prints it)."""
     if _progress is not None:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from pylib import data, layers, model, optim
-from pylib.exercises import Exercise, Mistake, Wrong, close, corpus, expect_array, max_error, near, progress
+from pylib.exercises import Exercise, Mistake, Wrong, close, corpus, expect_array, kept, max_error, near, progress
 
 # ---------------------------------------------------------------------------
 # 1. Implement: softmax's backward on its own (attention_backward does it inline, with the dy . y shortcut)
@@ -339,7 +339,7 @@ def check_no_skip(fn):
     loss, grads = _run_with(counted, params, cfg, x, y)
     if not calls:
         raise Wrong("Your function was not called as block h.1's backward.")
-    loss_r, ref = _run_with(_no_skip_variant("right"), params, cfg, x, y)
+    loss_r, ref = kept("ch4.no_skip.right", lambda: _run_with(_no_skip_variant("right"), params, cfg, x, y))
     tol = 1e-9  # two exact backwards agree to rounding; the chapter's finite differences reach ~1e-9 relative
     worst, where = _worst(grads, ref)
     if worst > tol:
@@ -351,7 +351,7 @@ def check_no_skip(fn):
                                    "reaches the loss only through the MLP and its LayerNorm."),
                 ("attn", "You removed the attention's skip in the backward, but the forward removed the MLP's: the "
                          "attention's skip is still there.")):
-            if _worst(grads, _run_with(_no_skip_variant(kind), params, cfg, x, y)[1])[0] <= tol:
+            if _worst(grads, kept(f"ch4.no_skip.{kind}", lambda: _run_with(_no_skip_variant(kind), params, cfg, x, y))[1])[0] <= tol:
                 raise Wrong(message)
         above = [k for k in ref if k.startswith(("h.2", "h.3", "ln_f")) or k == NOSKIP_BLOCK + "mlp.c_proj.weight"]
         raise Wrong(f"Your gradients differ from those of the block without the skip by up to {worst:.3g} "

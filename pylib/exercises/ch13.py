@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 
 from pylib import model
-from pylib.exercises import Exercise, Mistake, Wrong, close, corpus, max_error, near, progress
+from pylib.exercises import Exercise, Mistake, Wrong, close, corpus, kept, max_error, near, progress
 from pylib.systems import compress, queueing, slow_links
 
 # ---------------------------------------------------------------------------
@@ -262,7 +262,8 @@ def check_every_entry(fn):
         raise Wrong(f"Your topk_fraction asks for k = {k} entries of a gradient of n = {n}: every entry is k = n.")
     dense = dataclasses.replace(base, method="dense")
     progress(f"running dense for {EVERY_STEPS} steps")
-    rec_d, grads_d, state_d = _run(dense)
+    # dense's run is the same for every answer (its records, gradients and final weights are kept)
+    rec_d, grads_d, weights_d = kept("ch13.every_entry.dense", lambda: (lambda r, g, st: (r, g, st["params"]))(*_run(dense)))
     progress(f"running your top-k (k = {k}) for {EVERY_STEPS} steps")
     rec_t, grads_t, state_t = _run(out)
     losses_d = [r.get("loss") for r in rec_d[1:]]
@@ -274,12 +275,12 @@ def check_every_entry(fn):
                     "left out, the residual holds it back. Keep every entry.")
     loss_diff = max(abs(a - b) for a, b in zip(losses_d, losses_t))
     grad_diff = max(max_error(gt[name], gd[name]) for gd, gt in zip(grads_d, grads_t) for name in gd)
-    weight_diff = max(max_error(state_t["params"][name], state_d["params"][name]) for name in state_d["params"])
+    weight_diff = max(max_error(state_t["params"][name], weights_d[name]) for name in weights_d)
     if loss_diff or grad_diff or weight_diff:  # the chapter's claim: exactly as dense
         raise Wrong(f"With k = n the run should train exactly as dense, but the losses differ by {loss_diff:.3g}, "
                     f"the gradients by {grad_diff:.3g} and the weights by {weight_diff:.3g}.")
     progress(f"running the unchanged top-k for {EVERY_STEPS} steps")
-    rec_u, _, _ = _run(base)
+    rec_u = kept("ch13.every_entry.unchanged", lambda: _run(base)[0])
     apart = abs(rec_u[-1]["loss"] - rec_d[-1]["loss"])
     return (f"Right: with k = n = {n}, all {EVERY_STEPS} steps' losses, the mean gradient AdamW received at "
             f"every step and the weights after every step are identical to dense's, bit for bit: the residual "

@@ -1,6 +1,7 @@
 """Chapter 15's exercises: a cluster's failure rate, restoring a checkpoint bit for bit, a resume
 without the optimiser state, and the best checkpoint interval (pylib.exercises says how checks work)."""
 
+import copy
 import io
 import json
 import math
@@ -8,7 +9,7 @@ import math
 import numpy as np
 
 from pylib import checkpoint, guards, model, train
-from pylib.exercises import Exercise, Mistake, Wrong, corpus, expect_number, near
+from pylib.exercises import Exercise, Mistake, Wrong, corpus, expect_number, kept, near
 from pylib.studies import resume
 from pylib.systems import goodput
 
@@ -169,13 +170,23 @@ def _records_equal(a, b):
     return None
 
 
+def _uninterrupted(cfg, tc, k, n):
+    """The uninterrupted run of a case: its checkpoint at step k (bytes), the state then, and the records
+    and the weights of the n steps after it. The same for every answer."""
+    c = corpus()
+    state = train.init_train_state(cfg, tc)
+    train.train_steps(state, cfg, tc, c.train, c.val, k)
+    at_k = copy.deepcopy(state)
+    blob = checkpoint.checkpoint_bytes(state, cfg, tc)
+    records = train.train_steps(state, cfg, tc, c.train, c.val, n)
+    return blob, at_k, records, state["params"]
+
+
 def check_restore(fn):
     c = corpus()
     cfg = model.GPTConfig()
     for label, tc, k, n in _restore_cases():
-        state = train.init_train_state(cfg, tc)
-        train.train_steps(state, cfg, tc, c.train, c.val, k)
-        blob = checkpoint.checkpoint_bytes(state, cfg, tc)
+        blob, state, want_records, want_params = kept(f"ch15.restore.{label}", lambda: _uninterrupted(cfg, tc, k, n))
         with np.load(io.BytesIO(blob), allow_pickle=False) as z:
             entries = {name: z[name] for name in z.files}
         meta = json.loads(entries.pop("meta").tobytes().decode())
@@ -188,7 +199,6 @@ def check_restore(fn):
                             "(and the checkpoint's names) say what to fill.") from None
             raise
         _compare_states(got, state, label, k)
-        want_records = train.train_steps(state, cfg, tc, c.train, c.val, n)
         try:
             got_records = train.train_steps(got, cfg, tc, c.train, c.val, n)
         except Exception as e:  # noqa: BLE001 (the reader's state broke pylib's step)
@@ -197,7 +207,7 @@ def check_restore(fn):
         if at is not None:
             raise Wrong(f"{label}: the state looks right, but the run after it differs from the uninterrupted one at "
                         f"its step {k + at}: something it reads is not restored exactly.")
-        if not all(_same(got["params"][p], state["params"][p]) for p in state["params"]):
+        if not all(_same(got["params"][p], want_params[p]) for p in want_params):
             raise Wrong(f"{label}: the records agree but the final weights do not, bit for bit.")
     return ("Right: for AdamW, and for SGD with momentum and outlier skipping, the resumed run is the "
             "uninterrupted one bit for bit: every batch loss, gradient norm, learning rate, evaluation and final "
@@ -229,7 +239,8 @@ NO_OPT_AT, NO_OPT_AFTER = 30, 20  # resume at step 30 of the default run; compar
 
 
 def _no_opt_runs():
-    """The checkpoint at NO_OPT_AT of the default run (evaluations only at step 0), loaded fresh each call."""
+    """The checkpoint at NO_OPT_AT of the default run (evaluations only at step 0): bytes, loaded fresh
+    by each check."""
     c = corpus()
     cfg, tc = model.GPTConfig(), train.TrainConfig(eval_interval=10**6)
     state = train.init_train_state(cfg, tc)
@@ -248,7 +259,7 @@ def _first_step(state, cfg, tc):
 
 
 def check_without_optimizer(fn):
-    cfg, tc, blob = _no_opt_runs()
+    cfg, tc, blob = kept("ch15.without_optimizer", _no_opt_runs)
     proper, _, _, _ = checkpoint.load_checkpoint(blob, cfg)
     changed, _, _, _ = checkpoint.load_checkpoint(blob, cfg)
     saved = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in proper["opt"].items()}

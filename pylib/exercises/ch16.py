@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from pylib import model
-from pylib.exercises import Exercise, Mistake, Wrong, close, corpus, expect_array, expect_number, max_error, near
+from pylib.exercises import Exercise, Mistake, Wrong, close, corpus, expect_array, expect_number, kept, max_error, near
 from pylib.loss import cross_entropy_forward
 from pylib.studies import preferences, sft
 
@@ -371,11 +371,17 @@ def _dpo_run(loss_fn, cfg, params, pairs, ref_c, ref_r, steps=2):
     return out
 
 
-def check_dpo_with_beta(fn):
-    _seen.pop("beta", None)
+def _unchanged_run():
+    """The live pairs and two DPO steps with the chapter's β: the same for every answer."""
     cfg, params, pairs, ref_c, ref_r = _live_pairs()
     beta0 = DPO["beta"]
-    base = _dpo_run(lambda *a: preferences.dpo_loss(*a, beta0), cfg, params, pairs, ref_c, ref_r)
+    return (cfg, params, pairs, ref_c, ref_r), _dpo_run(lambda *a: preferences.dpo_loss(*a, beta0), cfg, params, pairs, ref_c, ref_r)
+
+
+def check_dpo_with_beta(fn):
+    _seen.pop("beta", None)
+    (cfg, params, pairs, ref_c, ref_r), base = kept("ch16.dpo_with_beta", _unchanged_run)
+    beta0 = DPO["beta"]
     changed = _dpo_run(fn, cfg, params, pairs, ref_c, ref_r)
     beta1 = _seen.pop("beta")
     ratio = beta1 / beta0
