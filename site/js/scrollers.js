@@ -7,6 +7,10 @@ const BOXES = "main pre, main .katex-display, main table";
 const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
 
 function update(box) {
+  // A code block off screen (content-visibility: auto, site.css) is not laid out until something asks
+  // for the geometry of what it holds: asking for its last line's box lays it out, so that its width
+  // is measured rather than taken for the box's own (it would never join the tab order otherwise).
+  if (box.lastElementChild && getComputedStyle(box).contentVisibility === "auto") box.lastElementChild.getBoundingClientRect();
   const overflows = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
   const owned = box.dataset.scrollFocus === "1";
   if (overflows && !owned && !box.hasAttribute("tabindex") && !box.querySelector(FOCUSABLE)) {

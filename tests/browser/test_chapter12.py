@@ -313,12 +313,14 @@ CODE_BLOCKS = """async () => {
         const rect = pre.getBoundingClientRect();
         return { pre, lines: pre.style.getPropertyValue("--lines").trim(), shown: pre.textContent.replace(/\\n$/, "").split("\\n").length,
                  offScreen: rect.top > 2 * innerHeight, skipped: !pre.firstElementChild.checkVisibility({ contentVisibilityAuto: true }),
+                 focusable: pre.tabIndex === 0,
                  held: rect.height, caption: pre.closest("figure")?.querySelector("figcaption")?.textContent.trim() ?? "(no caption)" };
     });
     for (const block of out) {
         block.pre.scrollIntoView({ block: "center" });
         await frames();
         block.drawn = block.pre.getBoundingClientRect().height;
+        block.overflows = block.pre.scrollWidth > block.pre.clientWidth + 1;
         delete block.pre;
     }
     window.scrollTo(0, 0);
@@ -329,7 +331,8 @@ CODE_BLOCKS = """async () => {
 def test_code_blocks_off_screen_are_skipped_and_hold_their_drawn_height(chapter12):
     """The chapter with the most code (23 blocks): a block far from the viewport is not laid out (its
     tokens are skipped), yet it holds the height it has once drawn, to a pixel, so nothing below it
-    moves as the reader scrolls; and every block says how many lines it shows."""
+    moves as the reader scrolls; it is in the tab order, while still skipped, exactly when it scrolls
+    sideways once drawn (scrollers.js); and every block says how many lines it shows."""
     chapter12.evaluate("window.scrollTo(0, 0)")
     blocks = chapter12.evaluate(CODE_BLOCKS)
     assert len(blocks) >= 20, blocks
@@ -337,5 +340,7 @@ def test_code_blocks_off_screen_are_skipped_and_hold_their_drawn_height(chapter1
         assert b["lines"] == str(b["shown"]), b
         if b["offScreen"]:
             assert b["skipped"], b
+        assert b["focusable"] == b["overflows"], b
         assert abs(b["held"] - b["drawn"]) <= 1, b
     assert sum(b["offScreen"] for b in blocks) >= 15, blocks
+    assert sum(b["offScreen"] and b["overflows"] for b in blocks) >= 5, blocks  # at 1,100 px, most of this chapter's do
