@@ -23,7 +23,7 @@ def open_page(browser, url, viewport=WIDE, **kwargs):
     context = browser.new_context(viewport=viewport, service_workers="block", **kwargs)
     page = context.new_page()
     page.log = PageLog(page)
-    page.goto(url)
+    page.goto(url, timeout=120_000)  # a chapter's load starts Python: seconds on a busy 2-core machine
     return page
 
 
