@@ -830,7 +830,7 @@ def build_site(out=OUT, only_chapters=None):
         except glossary.GlossaryError as e:
             raise BuildError(str(e)) from e
         by_number = {c["number"]: c for c in links}
-        items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor], "deck": e.deck,
+        items = [{"term": e.term, "anchor": e.anchor, "sentence": sentences[e.anchor],
                   "chapter": by_number[e.chapter], "section": sections[e.anchor],
                   "section_id": e.section_id, "widgets": targets.get(e.anchor, (None, []))[1]}
                  for e in entries]

@@ -24,7 +24,8 @@ from mdit_py_plugins.anchors.index import slugify
 
 FIELDS = ("term", "sentence", "chapter", "section", "widget", "match")
 # skip: chapters where the term's phrases mean something else, so they are not linked; deck: the seed's
-# slide deck that explains the term (the seed's 51 terms have one; terms added since do not)
+# deck that lists the term (the seed's 51 terms have one; terms added since do not): where it came from,
+# kept for the seed-order test, never shown (the course has no slides)
 OPTIONAL = ("skip", "deck")
 NO_WIDGET = "none"  # widget: none says, explicitly, that no widget of the chapter animates the term
 
