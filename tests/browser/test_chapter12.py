@@ -344,3 +344,13 @@ def test_code_blocks_off_screen_are_skipped_and_hold_their_drawn_height(chapter1
         assert abs(b["held"] - b["drawn"]) <= 1, b
     assert sum(b["offScreen"] for b in blocks) >= 15, blocks
     assert sum(b["offScreen"] and b["overflows"] for b in blocks) >= 5, blocks  # at 1,100 px, most of this chapter's do
+
+
+def test_the_widgets_show_the_model_not_their_own_timing(chapter12):
+    """How long the page took to compute an update is the developer's figure, not the reader's: the
+    Gantt chart, the tensor-parallel check and the planner keep it in their data-result (the tests
+    above print it) and show no readout of it."""
+    for name in ("pipeline-gantt", "tensor-parallel", "planner"):
+        w = widget(chapter12, name)
+        assert w.locator('[data-readout="ms"]').count() == 0, name
+        assert "in-page time" not in w.inner_text(), name

@@ -88,7 +88,6 @@ export async function mount(root, client) {
       formula(readouts.formula_over_ideal, r.formula_label_over_ideal, r.formula_over_ideal, r.formula_note);
       readouts.over_ideal.textContent = pct(r.bubble_over_ideal);
       readouts.peak.textContent = String(+r.peak_activations[0].toFixed(3));
-      readouts.ms.textContent = `${ms.toFixed(0)} ms`;
       return {
         result: { schedule: r.schedule, stages: r.stages, microbatches: r.microbatches,
           chunks: r.chunks, ratio: r.ratio, makespan: r.makespan, bubble_fraction: r.bubble_fraction,

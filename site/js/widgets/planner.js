@@ -84,7 +84,6 @@ export async function mount(root, client) {
       const c = p.comm_gb;
       readouts.comm.textContent = `TP ${c.tensor_parallel.toPrecision(3)}, PP ${c.pipeline.toPrecision(3)}, ` +
         `CP ${c.context_parallel.toPrecision(3)}, DP ${c.data_parallel.toPrecision(3)} GB`;
-      readouts.ms.textContent = `${ms.toFixed(0)} ms`;
       drawBars(p);
       return {
         result: { run: p.run, dp: p.dp, memory_total_gb: m.total, fits: p.fits, microbatches: p.microbatches,

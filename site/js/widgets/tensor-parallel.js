@@ -80,7 +80,6 @@ export async function mount(root, client) {
       readouts.diff.textContent = `${r.max_rel_grad_diff.toExponential(1)} of the largest entry (float64)`;
       readouts.per_block.textContent = `${r.per_block} (2 forward, 2 backward)`;
       readouts.bytes.textContent = `${r.bytes_each.toLocaleString("en")} bytes: one (${r.batch}, ${r.seq}, ${r.width}) activation in float64`;
-      readouts.ms.textContent = `${ms.toFixed(0)} ms`;
       return {
         result: { ...r, log: undefined, ms },
         text: `Split over two devices, the ${r.n_layer}-layer model's loss is ${r.tp_loss.toFixed(6)} ` +
