@@ -3,6 +3,10 @@ the chapters' browser tests: every field labelled and tied to its hint and error
 by the keyboard with its number field following (and the reverse), and bad input shown in the slot of
 the field it concerns. (axe-core itself runs over every page in test_a11y.py.)"""
 
+from playwright.sync_api import expect
+
+from conftest import settle_after
+
 # Every input, select and textarea of the widget (and any file input): its label text (label[for], a
 # wrapping label or aria-label), the ids its aria-describedby names and which of them do not exist, and
 # which id its error slot ([data-error-for=name]) has. Sliders, checkboxes, radios and file inputs need a
@@ -162,6 +166,7 @@ REFUSAL = """(root, name) => {
     slot: slot && slot.id, slot_text: slot ? slot.innerText : "",
     slot_visible: !!slot && box.width > 0 && box.height > 0 && getComputedStyle(slot).visibility !== "hidden",
     message: root.querySelector('[data-role="message"]').textContent,
+    readouts: Object.fromEntries([...root.querySelectorAll("[data-readout]")].map((r) => [r.dataset.readout, r.innerText.trim()])),
     focused: !!field && document.activeElement === field,
     output_hidden: !!root.querySelector('[data-role="output"]')?.hidden,
     injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
@@ -170,18 +175,32 @@ REFUSAL = """(root, name) => {
 
 
 def refused(w, case, name=None, text=None):
-    """The widget refused case's input: status "error", no data-result, nothing injected, and (given
-    the field's name) assert_error_in_slot's checks in one read: the field is aria-invalid,
-    its error slot is one its aria-describedby names, visible and saying why (containing text, when
-    given), and the status line says to check the form. Returns the read."""
+    """The widget refused case's input: status "error", no data-result, nothing injected, no readout
+    reading NaN, and (given the field's name) assert_error_in_slot's checks in one read: the field is
+    aria-invalid, its error slot is one its aria-describedby names, visible and saying why (containing
+    text, when given, spaces as the page lays them out), and the status line says to check the form.
+    Returns the read."""
     s = w.evaluate(REFUSAL, name or "")
     assert s["status"] == "error", f"{case}: status {s['status']}, message {s['message']!r}"
     assert s["result"] is None, f"{case}: a data-result after an error"
     assert s["injected"] == 0, f"{case}: markup was injected"
+    assert not [k for k, v in s["readouts"].items() if "NaN" in v], f"{case}: a readout reads NaN: {s['readouts']}"
     if name:
         assert s["slot"] and s["slot"] in s["described"], f"{case}: the error slot is not named by aria-describedby: {s}"
         assert s["slot_visible"] and s["slot_text"].strip(), f"{case}: no visible message under {name}: {s}"
-        assert text is None or text in s["slot_text"], f"{case}: {text!r} not in {s['slot_text']!r}"
+        assert text is None or text in " ".join(s["slot_text"].split()), f"{case}: {text!r} not in {s['slot_text']!r}"
         assert s["invalid"] == "true", f"{case}: {name} is not aria-invalid"
         assert "check" in s["message"], f"{case}: the status line does not say to check the form: {s['message']!r}"
     return s
+
+
+def enter(w, field, timeout=180_000, **fields):
+    """Give w these fields (set_fields: only the ones that change are typed), press Enter in field once
+    Run is enabled (the form's Run, from the keyboard: a click's checks cost a tenth of a second of the
+    page's CPU each) and wait for the answer on the page's own signals (conftest.settle_after's wait).
+    Returns the status it ended in; refused(w, ...) then reads what a refusal shows."""
+    set_fields(w, **fields)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=timeout)
+    box = w.locator(f'input[name="{field}"]')
+    box.focus()
+    return settle_after(w, lambda: w.page.keyboard.press("Enter"), timeout=timeout)

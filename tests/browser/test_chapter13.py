@@ -9,8 +9,8 @@ import concurrent.futures
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
+from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, enter, refused, set_fields
 
 chapter13 = chapter_fixture("13-")
 
@@ -30,52 +30,6 @@ def submit(w, **fields):
 
 
 BAD = ["", "NaN", "-3", "1e309", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
-
-# What a refused input shows, read in one call once the answer has settled (kit_checks.
-# assert_error_in_slot's and conftest.no_injected_markup's checks, without a round trip for each): the
-# status, the field's aria-invalid, its error slot (its id among the field's aria-describedby, shown,
-# its text), the status line's text and the injected elements on the page.
-SHOWN = """(el, name) => {
-    const box = el.querySelector(`input[name="${name}"]`);
-    const slot = el.querySelector(`[data-error-for="${name}"]`);
-    const rect = slot && slot.getBoundingClientRect();
-    return {
-        status: el.dataset.status, invalid: box.getAttribute("aria-invalid"),
-        described: (box.getAttribute("aria-describedby") || "").split(/\\s+/),
-        slot_id: slot && slot.id, slot_text: slot ? slot.innerText : "",
-        slot_shown: !!slot && rect.width > 0 && rect.height > 0 && getComputedStyle(slot).visibility !== "hidden",
-        message: el.querySelector('[data-role="message"]').textContent,
-        injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
-    };
-}"""
-
-
-def enter(w, field, **fields):
-    """Set the fields (set_fields), press Enter in field once Start is enabled (the form's Start, from
-    the keyboard: a click's checks cost a tenth of a second of the page's CPU each), wait for the
-    answer on the page's own signals (settle_after's wait) and read what the widget shows for field
-    (SHOWN)."""
-    set_fields(w, **fields)
-    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
-    w.locator(f'input[name="{field}"]').focus()
-    before = settles(w)
-    w.page.keyboard.press("Enter")
-    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), ["done", "error", "stopped"], before],
-                             timeout=TIMEOUT, polling=100)
-    return w.evaluate(SHOWN, field)
-
-
-def assert_refused(shown, case, text=None):
-    """assert_error_in_slot's checks and no_injected_markup's, on a SHOWN read; case names the input."""
-    assert shown["status"] == "error", f"{case}: {shown}"
-    assert shown["invalid"] == "true", f"{case}: the field is not marked invalid"
-    assert shown["slot_id"] and shown["slot_id"] in shown["described"], f"{case}: the error slot is not in aria-describedby"
-    assert shown["slot_shown"] and shown["slot_text"].strip(), f"{case}: no message under the field"
-    if text:
-        assert text in " ".join(shown["slot_text"].split()), f"{case}: the slot says {shown['slot_text']!r}"
-    assert "check" in shown["message"], f"{case}: the status line says {shown['message']!r}"
-    assert shown["injected"] == 0, f"{case}: markup was injected"
-
 
 # ---------------------------------------------------------------------------
 # slow-train
@@ -117,8 +71,8 @@ def test_slow_train_matches_cpython_and_stops(chapter13):
 def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
     w = widget(chapter13, "slow-train")
     for bad in ("-1", "2.5", "<b class=injected>x</b>", "🎭"):
-        shown = enter(w, "seed", method="dense", seed=bad)
-        assert_refused(shown, f"seed={bad!r}", "Seed")
+        enter(w, "seed", TIMEOUT, method="dense", seed=bad)
+        shown = refused(w, f"seed={bad!r}", "seed", "Seed")
         assert "Seed" in shown["message"], f"seed={bad!r}: the status line says {shown['message']!r}"
     before = submit(w, method="diloco", seed="0")
     w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
@@ -183,7 +137,8 @@ def test_link_race_refuses_bad_input_then_recovers(chapter13):
     cases = [("bandwidth", "0", "no sync would ever end"), ("workers", "0", "Workers"),
              ("workers", "1e9", "Workers")] + [("latency", b, "Latency") for b in BAD]
     for k, (field, value, text) in enumerate(cases):
-        assert_refused(enter(w, field, **{**good, field: value}), f"{field}={value!r}", text)
+        enter(w, field, TIMEOUT, **{**good, field: value})
+        refused(w, f"{field}={value!r}", field, text)
         if k + 1 == len(cases) or cases[k + 1][0] != field:
             fill_and_wait(w, **good)
 
@@ -216,7 +171,8 @@ def test_queue_refuses_bad_input_then_recovers(chapter13):
               ("workers", "1e9", "Workers"), ("spread_ms", "-1", "Spread")]
              + [("service_ms", b, "Transfer time") for b in BAD + ["0"]])
     for k, (field, value, text) in enumerate(cases):
-        assert_refused(enter(w, field, **{**good, field: value}), f"{field}={value!r}", text)
+        enter(w, field, TIMEOUT, **{**good, field: value})
+        refused(w, f"{field}={value!r}", field, text)
         if k + 1 == len(cases) or cases[k + 1][0] != field:
             fill_and_wait(w, **good)
 
