@@ -194,13 +194,16 @@ def refused(w, case, name=None, text=None):
     return s
 
 
-def enter(w, field, timeout=180_000, **fields):
-    """Give w these fields (set_fields: only the ones that change are typed), press Enter in field once
-    Run is enabled (the form's Run, from the keyboard: a click's checks cost a tenth of a second of the
-    page's CPU each) and wait for the answer on the page's own signals (conftest.settle_after's wait).
-    Returns the status it ended in; refused(w, ...) then reads what a refusal shows."""
+def enter(w, field, timeout=180_000, click=False, **fields):
+    """Once Run is enabled, give w these fields (set_fields: only the ones that change are typed), press
+    Enter in field (the form's Run, from the keyboard: a click's checks cost a tenth of a second of the
+    page's CPU each), or click Run when click, and wait for the answer on the page's own signals
+    (conftest.settle_after's wait). Returns the status it ended in; refused(w, ...) then reads what a
+    refusal shows."""
+    run = w.locator('[data-action="run"]')
+    expect(run).to_be_enabled(timeout=timeout)
     set_fields(w, **fields)
-    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=timeout)
-    box = w.locator(f'input[name="{field}"]')
-    box.focus()
+    if click:
+        return settle_after(w, run.click, timeout=timeout)
+    w.locator(f'input[name="{field}"]').focus()
     return settle_after(w, lambda: w.page.keyboard.press("Enter"), timeout=timeout)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SETTLED, SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
+from conftest import SETTLED, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, enter, refused, set_fields
 
 chapter11 = chapter_fixture("11-")
 
@@ -45,55 +45,6 @@ def submit(w, **fields):
 def run(w, statuses=SETTLED, timeout=TIMEOUT, **fields):
     """submit(), then wait for the answer to that press; returns its status."""
     return wait_settled(w, statuses, timeout, after=submit(w, **fields))
-
-
-# What a refused input shows, read in one call once the answer has settled (kit_checks.
-# assert_error_in_slot's and conftest.no_injected_markup's checks, without a round trip for each): the
-# status, data-result, the field's aria-invalid and whether it has the focus, its error slot (its id
-# among the field's aria-describedby, shown, its text), the status line's text and the injected
-# elements on the page.
-SHOWN = """(el, name) => {
-    const box = el.querySelector(`input[name="${name}"]`);
-    const slot = el.querySelector(`[data-error-for="${name}"]`);
-    const rect = slot && slot.getBoundingClientRect();
-    return {
-        status: el.dataset.status, result: el.dataset.result ?? null, invalid: box.getAttribute("aria-invalid"),
-        focused: document.activeElement === box,
-        described: (box.getAttribute("aria-describedby") || "").split(/\\s+/),
-        slot_id: slot && slot.id, slot_text: slot ? slot.innerText : "",
-        slot_shown: !!slot && rect.width > 0 && rect.height > 0 && getComputedStyle(slot).visibility !== "hidden",
-        message: el.querySelector('[data-role="message"]').textContent,
-        injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
-    };
-}"""
-
-
-def refused(w, field, click=False, **fields):
-    """Fill the fields (set_fields), then press Run, by a click when click, else with Enter in field
-    (the form's Run from the keyboard: a click's checks cost a tenth of a second of the page's CPU
-    each); wait for the answer on the page's own signals (settle_after's wait) and read what the
-    widget shows for field (SHOWN)."""
-    fill(w, **fields)
-    if not click:
-        w.locator(f'input[name="{field}"]').focus()
-    before = settles(w)
-    if click:
-        w.locator('[data-action="run"]').click()
-    else:
-        w.page.keyboard.press("Enter")
-    w.page.wait_for_function(SETTLED_JS, arg=[w.element_handle(), ["ready", "done", "error", "stopped"], before],
-                             timeout=TIMEOUT, polling=100)
-    return w.evaluate(SHOWN, field)
-
-
-def assert_refused(shown, case):
-    """assert_error_in_slot's checks and no_injected_markup's, on a SHOWN read; case names the input."""
-    assert shown["status"] == "error", f"{case}: {shown}"
-    assert shown["invalid"] == "true", f"{case}: the field is not marked invalid"
-    assert shown["slot_id"] and shown["slot_id"] in shown["described"], f"{case}: the error slot is not in aria-describedby"
-    assert shown["slot_shown"] and shown["slot_text"].strip(), f"{case}: no message under the field"
-    assert "check" in shown["message"], f"{case}: the status line says {shown['message']!r}"
-    assert shown["injected"] == 0, f"{case}: markup was injected"
 
 
 # ---------------------------------------------------------------------------
@@ -136,11 +87,10 @@ def test_ring_refuses_bad_worker_counts_then_recovers(chapter11):
     w = widget(chapter11, "ring-allreduce")
     for value in BAD_WORKERS:
         case = f"workers={value!r}"
-        shown = refused(w, "workers", click=True, workers=value)
-        assert_refused(shown, case)
-        assert "Workers" in shown["message"] and "Workers" in shown["slot_text"], f"{case}: {shown}"
+        enter(w, "workers", TIMEOUT, click=True, workers=value)
+        shown = refused(w, case, "workers", "Workers")  # data-result withdrawn among its checks
+        assert "Workers" in shown["message"], f"{case}: {shown}"
         assert shown["focused"], f"{case}: the field to fix does not have the focus"
-        assert shown["result"] is None, f"{case}: a result is still there"
     assert run(w, ("ready", "done", "error"), workers="2") == "ready"
     assert result(w)["workers"] == 2
 
@@ -159,7 +109,8 @@ def test_alpha_beta_matches_pylib_and_refuses_bad_input(chapter11):
         assert hd == pytest.approx(col.halving_doubling_all_reduce_time(n, 8, 10e-6, 1e-10), rel=1e-12)
     assert w.locator('[data-role="chart"] polyline').count() >= 5
     for field, bad in [("workers", "0"), ("workers", "NaN"), ("alpha_us", "-1"), ("bandwidth_gbs", "<b class=injected>x</b>")]:
-        assert_refused(refused(w, field, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad}), f"{field}={bad!r}")
+        enter(w, field, TIMEOUT, **{"workers": "8", "alpha_us": "10", "bandwidth_gbs": "10", field: bad})
+        refused(w, f"{field}={bad!r}", field)
     assert run(w, workers="4", alpha_us="10", bandwidth_gbs="10") == "done"
 
 
@@ -199,8 +150,8 @@ def test_dp_train_stop_and_bad_input(chapter11):
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"
     for bad in ["", "0", "1e9", "NaN", "1.5", "1 2 3 4 5", "<b class=injected>x</b>"]:
-        shown = refused(w, "workers", workers=bad, steps="5")
-        assert_refused(shown, f"workers={bad!r}")
+        enter(w, "workers", TIMEOUT, workers=bad, steps="5")
+        shown = refused(w, f"workers={bad!r}", "workers")
         assert "orker" in shown["message"], f"workers={bad!r}: the status line says {shown['message']!r}"
     assert run(w, workers="2", steps="2") == "done"
 
@@ -222,7 +173,8 @@ def test_zero_stage3_bit_identical_and_matches_calculator(chapter11):
     assert r["held"][0]["params"] * 4 == m["weights"] and r["held"][0]["optimizer"] * 4 == m["optimizer"]
     assert r["sent_bytes_per_step"][0] > r["ddp_sent_bytes_per_step"][0]
     for field, bad in [("workers", "0"), ("workers", "1e9"), ("workers", "2.5"), ("steps", "NaN"), ("steps", "<img src=x onerror=alert(1)>")]:
-        assert_refused(refused(w, field, **{"workers": "4", "steps": "2", field: bad}), f"{field}={bad!r}")
+        enter(w, field, TIMEOUT, **{"workers": "4", "steps": "2", field: bad})
+        refused(w, f"{field}={bad!r}", field)
     assert run(w, workers="2", stage="1", steps="1") == "done"
     assert result(w)["bit_identical"] is True
 
@@ -245,7 +197,8 @@ def test_overlap_matches_pylib_drag_and_mfu(chapter11):
         "el => { el.value = el.min; el.dispatchEvent(new Event('input', {bubbles: true})); }")) == "done"
     assert result(w)["exposed"] > r["exposed"]
     for field, bad in [("workers", "0"), ("workers", "NaN"), ("layers", "1e9"), ("width", "7"), ("gflops", "<b class=injected>x</b>")]:
-        assert_refused(refused(w, field, **{field: bad}), f"{field}={bad!r}")
+        enter(w, field, TIMEOUT, **{field: bad})
+        refused(w, f"{field}={bad!r}", field)
         fill(w, workers="8", layers="4", width="64", gflops="1")
     assert run(w) == "done"
     w.locator('[data-action="mfu"]').click()
