@@ -8,8 +8,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from conftest import SETTLED_JS, chapter_fixture, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
+from conftest import chapter_fixture, result, settle_after, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, set_fields
 
 chapter12 = chapter_fixture("12-")
 
@@ -21,46 +21,6 @@ def press_run(w, statuses=("done", "error")):
     """Press Run and wait for the answer to it (a live update of typed fields that was still waiting
     is dropped, one on its way is overtaken); returns its status."""
     return settle_after(w, lambda: w.locator('[data-action="run"]').click(), statuses, timeout=TIMEOUT)
-
-
-# What a refused input shows, read in one call once the answer to Run has settled (the checks of
-# kit_checks.assert_error_in_slot and conftest.no_injected_markup, without a round trip for each): the
-# status, the field's aria-invalid, its error slot (its id among the field's aria-describedby, shown,
-# its text) and the status line's text, and how many injected elements the page holds.
-SHOWN = """(el, name) => {
-    const box = el.querySelector(`[name="${name}"]`);
-    const slot = el.querySelector(`[data-error-for="${name}"]`);
-    const rect = slot && slot.getBoundingClientRect();
-    return {
-        status: el.dataset.status, invalid: box.getAttribute("aria-invalid"),
-        described: (box.getAttribute("aria-describedby") || "").split(/\\s+/),
-        slot_id: slot && slot.id, slot_text: slot ? slot.innerText.trim() : "",
-        slot_shown: !!slot && rect.width > 0 && rect.height > 0 && getComputedStyle(slot).visibility !== "hidden",
-        message: el.querySelector('[data-role="message"]').textContent,
-        injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
-    };
-}"""
-
-
-def run_with(w, handle, box, value, field):
-    """Type value in box and press Enter there (the form's Run, from the keyboard: a click's checks
-    cost a tenth of a second of the page's CPU each), wait for the answer to it (settle_after's wait,
-    on the page's own signals), then read what the widget shows for field (SHOWN)."""
-    box.fill(value)
-    before = settles(w)
-    w.page.keyboard.press("Enter")
-    w.page.wait_for_function(SETTLED_JS, arg=[handle, ["done", "error"], before], timeout=TIMEOUT, polling=100)
-    return w.evaluate(SHOWN, field)
-
-
-def assert_refused_in_slot(shown, case):
-    """What assert_error_in_slot and no_injected_markup check, on a SHOWN read; case names the input."""
-    assert shown["status"] == "error", f"{case}: {shown}"
-    assert shown["invalid"] == "true", f"{case}: the field is not marked invalid"
-    assert shown["slot_id"] and shown["slot_id"] in shown["described"], f"{case}: the error slot is not in aria-describedby"
-    assert shown["slot_shown"] and shown["slot_text"], f"{case}: no message under the field"
-    assert shown["message"].strip() and "check" in shown["message"], f"{case}: the status line says {shown['message']!r}"
-    assert shown["injected"] == 0, f"{case}: markup was injected"
 
 
 def slide(w, name, position):
@@ -107,16 +67,16 @@ def test_gantt_refuses_bad_input_and_recovers(chapter12):
     refused: an error, the field marked invalid, a message under it and in the status line, nothing
     injected. The field's good value back, the next field; the widget computes again at the end."""
     w = widget(chapter12, "pipeline-gantt")
-    handle = w.element_handle()
     good = {"stages": "4", "microbatches": "8", "chunks": "2", "ratio": "2"}
     set_fields(w, schedule="interleaved", **good)
     for field in good:
-        box = w.locator(f'input[name="{field}"]')
         for bad in BAD:
             if field == "ratio" and bad in ("2.5",):
                 continue  # a valid ratio
-            assert_refused_in_slot(run_with(w, handle, box, bad, field), f"{field}={bad!r}")
-        box.fill(good[field])
+            enter(w, field, TIMEOUT, **{field: bad})
+            shown = refused(w, f"{field}={bad!r}", field)
+            assert shown["message"].strip(), f"{field}={bad!r}: no message in the status line"
+        set_fields(w, **{field: good[field]})
     assert press_run(w) == "done"
 
 
@@ -211,17 +171,14 @@ def test_planner_refuses_bad_layouts_and_recovers(chapter12):
     refused with a message and nothing injected; the field's value back, the next field; the planner
     computes again at the end."""
     w = widget(chapter12, "planner")
-    handle = w.element_handle()
     assert wait_settled(w, ["done", "error"]) == "done"
     for field in ("gpus", "dp", "tp", "pp", "global_batch"):
-        box = w.locator(f'input[name="{field}"]')
-        good = box.input_value()
+        good = w.locator(f'input[name="{field}"]').input_value()
         for bad in BAD + ["7"]:
-            shown = run_with(w, handle, box, bad, field)
-            assert shown["status"] == "error", f"{field}={bad!r}: {shown}"
+            enter(w, field, TIMEOUT, **{field: bad})
+            shown = refused(w, f"{field}={bad!r}")  # a layout can be refused for another field's sake
             assert shown["message"].strip(), f"{field}={bad!r}: no message"
-            assert shown["injected"] == 0, f"{field}={bad!r}: markup was injected"
-        box.fill(good)
+        set_fields(w, **{field: good})
     assert press_run(w) == "done"
 
 
