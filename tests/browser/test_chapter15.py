@@ -16,48 +16,13 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, set_fields
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, refused, set_fields
 
 chapter15 = chapter_fixture("15-")
 
 TIMEOUT = 240_000
 NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
 STEPS = 30  # the checkpoint widget's run: long enough to stop, save, resume and compare, and no longer
-
-
-# What a refused input shows, read in one call (the bad-input tests loop over many cases, and a read
-# per check costs a round trip): the checks of kit_checks.assert_error_in_slot (the field marked
-# invalid, its error slot named by its aria-describedby, visible and saying why, the status line
-# telling the reader to check the form) with the widget's status, its message and
-# conftest.no_injected_markup's count. reportError writes them all before the widget settles.
-REFUSED_JS = """(el, name) => {
-  const f = el.querySelector(`[name="${name}"]`), slot = el.querySelector(`[data-error-for="${name}"]`);
-  const box = slot && slot.getBoundingClientRect(), line = el.querySelector('[data-role="message"]');
-  return {
-    status: el.dataset.status, invalid: f.getAttribute("aria-invalid"),
-    slot_described: !!slot && (f.getAttribute("aria-describedby") || "").split(/\\s+/).includes(slot.id),
-    slot: slot ? slot.innerText.trim() : "",
-    slot_visible: !!box && box.width > 0 && box.height > 0 && getComputedStyle(slot).visibility !== "hidden",
-    message: line ? line.innerText : "",
-    injected: document.querySelectorAll("[data-widget] b.injected, [data-widget] img[src='x']").length,
-  };
-}"""
-
-
-def refused(w, name, case, text=None):
-    """After a settled call: it ended in "error", shown as assert_error_in_slot requires (its slot
-    containing text, when given), and nothing injected. Every message names the case. Returns the
-    state (its "message": the widget's message line)."""
-    st = w.evaluate(REFUSED_JS, name)
-    assert st["status"] == "error", f"{case!r}: {st}"
-    assert st["slot_described"], f"{case!r}: the error slot of {name} is not in its aria-describedby"
-    assert st["slot_visible"] and st["slot"], f"{case!r}: no visible message under the field {name}: {st}"
-    if text:
-        assert text in st["slot"], f"{case!r}: {text!r} not in {st['slot']!r}"
-    assert st["invalid"] == "true", f"{case!r}: {name} not marked aria-invalid"
-    assert "check" in st["message"], f"{case!r}: the message does not say to check the form: {st['message']!r}"
-    assert st["injected"] == 0, f"{case!r}: markup became an element"
-    return st
 
 
 def message(w):
@@ -214,7 +179,7 @@ def test_checkpoint_widget_refuses_bad_steps(chapter15):
     for raw in NASTY + ["2001", "0.5"]:
         w, before = run_ckpt(chapter15, steps=raw)
         assert wait_settled(w, after=before) == "error", raw
-        st = refused(w, "steps", raw, "Steps")
+        st = refused(w, f"steps={raw!r}", "steps", "Steps")
         assert "steps" in st["message"].lower(), f"{raw!r}: {st['message']}"
 
 
@@ -282,7 +247,7 @@ def test_replay_refuses_a_bad_seed(chapter15):
         expect(w.locator('[data-mode="original"]')).to_be_enabled(timeout=TIMEOUT)
         w.locator('input[name="seed"]').fill(raw)
         assert settle_after(w, lambda: w.locator('[data-mode="original"]').click()) == "error", raw
-        st = refused(w, "seed", raw, "Seed")
+        st = refused(w, f"seed={raw!r}", "seed", "Seed")
         assert "seed" in st["message"].lower(), f"{raw!r}: {st['message']}"
     w.locator('input[name="seed"]').fill("0")
 
@@ -337,7 +302,7 @@ def test_dashboard_refuses_bad_fields(chapter15):
         expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
         set_fields(w, **{"target": "3.5", "lr": "0.01", field: raw})
         assert settle_after(w, lambda: w.locator('[data-action="run"]').click()) == "error", (field, raw)
-        refused(w, field, (field, raw))
+        refused(w, f"{field}={raw!r}", field)
     set_fields(w, target="3.5", lr="0.01")
 
 
@@ -380,7 +345,7 @@ def test_goodput_refuses_bad_values_and_recovers(chapter15):
     for raw in NASTY + ["2e6"]:
         w, status = goodput_run(chapter15, delta=raw)
         assert status == "error", raw
-        st = refused(w, "delta", raw, "checkpoint cost δ")
+        st = refused(w, f"delta={raw!r}", "delta", "checkpoint cost δ")
         assert "checkpoint cost" in st["message"].lower(), f"{raw!r}: {st['message']}"
     w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
     assert status == "done"
