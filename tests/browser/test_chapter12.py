@@ -81,11 +81,26 @@ def test_gantt_refuses_bad_input_and_recovers(chapter12):
 
 
 def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
+    """The refused combination says why, and withdraws the schedule drawn before it: no boxes, the
+    readouts "–", an empty data table and a summary that says no schedule is drawn. The next good
+    combination draws again."""
     w = widget(chapter12, "pipeline-gantt")
-    set_fields(w, schedule="interleaved", stages="8", microbatches="4", chunks="2")
+    set_fields(w, schedule="interleaved", stages="4", microbatches="8", chunks="2")
+    assert press_run(w) == "done" and w.locator("svg rect.mp-box").count() > 0
+    set_fields(w, stages="8", microbatches="4")
     assert press_run(w) == "error"
     assert_error_in_slot(w, "microbatches", "multiple of the stages")
     expect(w.locator('[data-role="message"]')).to_contain_text("Microbatches m")
+    shown = w.evaluate("""el => ({
+        boxes: el.querySelectorAll("svg rect").length, chart: el.querySelector("svg").textContent,
+        readouts: [...el.querySelectorAll("[data-readout]")].map((r) => r.textContent.trim()),
+        rows: el.querySelectorAll(".kit-chart-data tbody tr").length,
+        summary: el.querySelector('[data-role$="summary"]').textContent })""")
+    assert shown["boxes"] == 0 and "No schedule" in shown["chart"], shown
+    assert shown["readouts"] and all(r == "–" for r in shown["readouts"]), shown
+    assert shown["rows"] == 0 and "No schedule" in shown["summary"], shown
+    set_fields(w, microbatches="16")
+    assert press_run(w) == "done" and w.locator("svg rect.mp-box").count() > 0
 
 
 def test_gantt_zero_bubble_draws_b_and_w_and_matches_cpython(chapter12):

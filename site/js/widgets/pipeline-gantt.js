@@ -77,6 +77,15 @@ export async function mount(root, client) {
     op: "pipeline_schedule",
     fields,
     args() { t0 = performance.now(); return fields.values(); },
+    // A refused combination withdraws the chart it replaced: no old schedule under the new fields.
+    onError() {
+      last = null;
+      const { W, H } = svgCanvas(svg, 60);
+      text(svg, W / 2, H / 2 + 4, "No schedule: the fields above say what to change.", { anchor: "middle" });
+      for (const dd of Object.values(readouts)) dd.textContent = "–";
+      fillTable(frameOf(svg), ["stage"], []);
+      describe(frameOf(svg), "No schedule is drawn: the fields above are refused.");
+    },
     onResult(r) {
       const ms = performance.now() - t0;
       last = r;
