@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, set_fields
+from kit_checks import assert_fields_labelled, chart_table, refused, set_fields
 
 chapter7 = chapter_fixture("07-")
 
@@ -54,37 +54,6 @@ def submit(w, **fields):
     return wait_settled(w, timeout=TIMEOUT, after=start(w, **fields))
 
 
-# What a refused input shows, read in one call (the bad-input tests loop over many cases, and a read
-# per check costs a round trip): the widget's status, result and message (its text, and whether it is
-# shown), the field's aria-invalid, its error slot's text (a slot its aria-describedby names), whether
-# the field has the focus, and any injected element. reportError writes them all before the widget
-# settles, and moves the focus in the same task.
-REFUSED_JS = """(el, name) => {
-  const f = el.querySelector(`input[name="${name}"]`), slot = el.querySelector(`[data-error-for="${name}"]`);
-  const message = el.querySelector('[data-role="message"]'), box = message.getBoundingClientRect();
-  return {
-    status: el.dataset.status, result: el.dataset.result ?? null, invalid: f.getAttribute("aria-invalid"),
-    focused: document.activeElement === f,
-    slot_described: !!slot && (f.getAttribute("aria-describedby") || "").split(/\\s+/).includes(slot.id),
-    slot: slot ? slot.textContent : "", message: message.textContent,
-    message_visible: box.width > 0 && box.height > 0 && getComputedStyle(message).visibility !== "hidden",
-    injected: document.querySelectorAll("b.injected, [data-widget] img").length,
-  };
-}"""
-
-
-def refused(w, name, case):
-    """The state after a refused input of field `name`, read once the widget has settled: the call
-    ended in "error", the message is shown, the field's error slot (one its aria-describedby names) is
-    not empty, and nothing was injected; every failure names the case. Returns the state."""
-    st = w.evaluate(REFUSED_JS, name)
-    assert st["status"] == "error", f"{case!r}: {st}"
-    assert st["message_visible"] and st["message"].strip(), f"{case!r}: no message shown: {st}"
-    assert st["slot_described"] and st["slot"].strip(), f"{case!r}: no message in the error slot of {name}: {st}"
-    assert st["injected"] == 0, f"{case!r}: markup became an element"
-    return st
-
-
 BAD = ["", "0", "-0.02", "NaN", "1e9", "🎭", "<b class=injected>x</b>", "<img src=x onerror=alert(1)>"]
 
 
@@ -112,8 +81,8 @@ def test_init_scale_refuses_bad_std_then_recovers(chapter7):
     w = widget(chapter7, "init-scale")
     for value in BAD:
         assert submit(w, init_std=value, depth="2") == "error", value
-        st = refused(w, "init_std", value)
-        assert "Init std" in st["message"] and "Init std" in st["slot"], f"{value!r}: {st}"
+        st = refused(w, repr(value), "init_std")
+        assert "Init std" in st["message"] and "Init std" in st["slot_text"], f"{value!r}: {st}"
         assert st["invalid"] == "true", f"{value!r}: not marked aria-invalid"
         assert st["focused"], f"{value!r}: the focus is not on the field to fix"  # not <body>
         assert st["result"] is None, f"{value!r}: a result"
@@ -132,8 +101,8 @@ def test_init_scale_refuses_bad_depth(chapter7):
     w = widget(chapter7, "init-scale")
     for value in ["0", "9", "2.5", "abc"]:
         assert submit(w, init_std="0.02", depth=value) == "error", value
-        st = refused(w, "depth", value)
-        assert "Depth" in st["message"] and "Depth" in st["slot"], f"{value!r}: {st}"
+        st = refused(w, repr(value), "depth")
+        assert "Depth" in st["message"] and "Depth" in st["slot_text"], f"{value!r}: {st}"
 
 
 def test_init_scale_slider_is_keyboard_operable_and_follows_the_field(chapter7):
@@ -208,8 +177,8 @@ def test_depth_norms_refuses_bad_depth_then_recovers(chapter7):
     w = widget(chapter7, "depth-norms")
     for value in ["", "0", "-2", "1e9", "🎭", "<b class=injected>x</b>"]:
         assert submit(w, depth=value) == "error", value
-        st = refused(w, "depth", value)
-        assert "Depth" in st["message"] and "Depth" in st["slot"], f"{value!r}: {st}"
+        st = refused(w, repr(value), "depth")
+        assert "Depth" in st["message"] and "Depth" in st["slot_text"], f"{value!r}: {st}"
     assert submit(w, depth="2") == "done" and result(w)["depth"] == 2
 
 
@@ -266,7 +235,7 @@ def test_depth_train_refuses_bad_input(chapter7):
     for field, value in [("depth", "0"), ("depth", "<b class=injected>x</b>"), ("seed", "-1"), ("seed", "🎭"), ("depth", "")]:
         case = (field, value)
         assert submit(w, **{"depth": "2", "seed": "0", field: value}) == "error", case
-        st = refused(w, field, case)
+        st = refused(w, repr(case), field)
         assert st["invalid"] == "true", f"{case}: not marked aria-invalid"
         assert st["focused"], f"{case}: the focus is not on the field to fix"
 
@@ -333,4 +302,4 @@ def test_coord_check_refuses_bad_input(chapter7):
     for field, value in [("lr", v) for v in BAD] + [("seed", "1.5"), ("seed", "")]:
         case = (field, value)
         assert submit(w, **{"lr": "0.01", "seed": "0", field: value}) == "error", case
-        assert refused(w, field, case)["invalid"] == "true", f"{case}: not marked aria-invalid"
+        assert refused(w, repr(case), field)["invalid"] == "true", f"{case}: not marked aria-invalid"
