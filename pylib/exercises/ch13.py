@@ -238,6 +238,12 @@ def _run(cfg):
     return records, seen, state
 
 
+def _kept_run(cfg):
+    """A run that is the same for every answer (dense's): its records, gradients and final weights."""
+    records, seen, state = _run(cfg)
+    return records, seen, state["params"]
+
+
 def check_every_entry(fn):
     base = slow_links.configured("topk", steps=EVERY_STEPS)
     out = fn(base)
@@ -262,8 +268,7 @@ def check_every_entry(fn):
         raise Wrong(f"Your topk_fraction asks for k = {k} entries of a gradient of n = {n}: every entry is k = n.")
     dense = dataclasses.replace(base, method="dense")
     progress(f"running dense for {EVERY_STEPS} steps")
-    # dense's run is the same for every answer (its records, gradients and final weights are kept)
-    rec_d, grads_d, weights_d = kept("ch13.every_entry.dense", lambda: (lambda r, g, st: (r, g, st["params"]))(*_run(dense)))
+    rec_d, grads_d, weights_d = kept("ch13.every_entry.dense", lambda: _kept_run(dense))
     progress(f"running your top-k (k = {k}) for {EVERY_STEPS} steps")
     rec_t, grads_t, state_t = _run(out)
     losses_d = [r.get("loss") for r in rec_d[1:]]
