@@ -151,8 +151,8 @@ def set_fields(w, **fields):
 
 # Everything a refused input shows, read in one evaluate (each locator read is a round trip, and the
 # bad-input tests loop over many cases): the status, data-result, the field's aria-invalid and
-# aria-describedby, its error slot (id, visible, text), the status line, where the focus is, and any
-# injected markup. Read once the widget has settled (settle_after / wait_settled): the kit writes the
+# aria-describedby, its error slot (id, visible, text), the status line, every readout's text, where the
+# focus is, and any injected markup. Read once the widget has settled (settle_after / wait_settled): the kit writes the
 # slots, aria-invalid and the message before it sets data-status, and moves the focus just after, in
 # the same task.
 REFUSAL = """(root, name) => {
