@@ -64,16 +64,37 @@ def settle(page):
     page.evaluate(FRAMES)
 
 
+# Each exercise block: whether the page has begun mounting it (it came near: mountWhenNear, cells.js),
+# has mounted it, or gave up (data-status "error"), and where it is; a Python state for the report.
+EXERCISE_STATES = """() => ({ pyodide: document.documentElement.dataset.pyodide ?? null, scrollY: Math.round(scrollY),
+  exercises: [...document.querySelectorAll("[data-exercise]")].map((el) => ({
+    id: el.dataset.exercise, kind: el.dataset.kind, mounting: "mounting" in el.dataset, mounted: el.dataset.mounted === "true",
+    status: el.dataset.status ?? null, top: Math.round(el.getBoundingClientRect().top) })) })"""
+
+
+def wait_for_exercises(page, condition, arg, timeout, what):
+    """Wait for `condition` (a function of `arg`) on the page, or fail with every exercise's state."""
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=timeout, polling=250)
+    except Exception as err:
+        pytest.fail(f"{what} within {timeout // 1000} s ({type(err).__name__}): {page.evaluate(EXERCISE_STATES)}",
+                    pytrace=False)
+
+
 def mount_exercises(page):
     """Bring each exercise into view, so that it mounts (its editor or its input, its buttons): axe and
     the width check then see the blocks as a reader does. Back to the top afterwards. Scrolled by the
     page's own scrollIntoView, not Playwright's (which waits for the block to hold still for two frames:
-    a block above that is still mounting moves it, and a busy machine starves the frames)."""
+    a block above that is still mounting moves it, and a busy machine starves the frames); each block
+    has begun mounting before the next is scrolled to, as a reader's page would have while they read it."""
     for i in range(page.locator("[data-exercise]").count()):
         page.evaluate("i => document.querySelectorAll('[data-exercise]')[i].scrollIntoView({ block: 'center' })", i)
         page.evaluate(FRAMES)
-    page.wait_for_function("""() => [...document.querySelectorAll("[data-exercise]")]
-        .every((el) => el.dataset.mounted === "true" || el.dataset.status === "error")""", timeout=60_000)
+        wait_for_exercises(page, "i => 'mounting' in document.querySelectorAll('[data-exercise]')[i].dataset", i,
+                           30_000, f"exercise {i + 1}, scrolled into view, did not begin mounting")
+    wait_for_exercises(page, """() => [...document.querySelectorAll("[data-exercise]")]
+        .every((el) => el.dataset.mounted === "true" || el.dataset.status === "error")""", None,
+                       60_000, "the exercises did not all mount")
     page.evaluate("window.scrollTo(0, 0)")
 
 
