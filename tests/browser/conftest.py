@@ -58,6 +58,87 @@ def site_url():
     server.server_close()
 
 
+# ---------------------------------------------------------------------------
+# The returning reader's profile
+#
+# A page opened in a fresh browser context (incognito: no disk cache, and no code cache, which
+# Chromium keeps only in a profile on disk) compiles Pyodide's JavaScript and WebAssembly from
+# scratch and boots Python with no snapshot: about 5.5 s of CPU for a chapter, measured. In one
+# profile with a disk cache, a later page of the same site takes the compiled code from the cache
+# and Python from its memory snapshot (worker.js): about 3 s. So the pages that are not about
+# what a first visit does (each chapter module's page, the accessibility visits, the navigation and
+# theme checks) open in one such profile per test process, as a reader's later visits do; what a
+# first visit does is tested on fresh contexts (test_start, test_load, test_offline, test_cells).
+#
+# Isolation: before a page opens, the site's cookies and storage (local and session storage,
+# IndexedDB, service workers) are cleared, so a page starts as a first visit would in all that a
+# test can see: the theme, exercise progress and saved edits are gone. Only the HTTP cache, the
+# code cache and Python's snapshot (Cache Storage) stay. While another of the profile's pages is
+# open (a test's second page beside its module's page), a page gets a fresh context instead:
+# clearing the storage under an open page would change it.
+
+READER_STORAGE = "cookies,local_storage,session_storage,indexeddb,websql,file_systems,service_workers"
+
+
+@pytest.fixture(scope="session")
+def reader_profile(browser_type, browser_type_launch_args, tmp_path_factory):
+    """This test process's returning-reader profile (above): a persistent Chromium context."""
+    context = browser_type.launch_persistent_context(
+        str(tmp_path_factory.mktemp("reader-profile")), **browser_type_launch_args, service_workers="block")
+    for page in context.pages:  # the blank page a profile opens with
+        page.close()
+    yield context
+    context.close()
+
+
+def new_reader_page(reader_profile, browser, site, viewport=None, color_scheme=None):
+    """A blank page of the returning reader's profile, the storage of site's origin cleared, with the
+    viewport and colour scheme given (a fresh context if another of the profile's pages is open).
+    Close it with close_page. page.log is its PageLog."""
+    if reader_profile.pages:
+        options = {k: v for k, v in (("viewport", viewport), ("color_scheme", color_scheme)) if v}
+        page = browser.new_context(**options, service_workers="block").new_page()
+        page.own_context = True
+    else:
+        page = reader_profile.new_page()
+        page.own_context = False
+        origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(site))
+        cdp = reader_profile.new_cdp_session(page)
+        try:
+            cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": READER_STORAGE})
+        finally:
+            cdp.detach()
+        if viewport:
+            page.set_viewport_size(viewport)
+        if color_scheme:
+            page.emulate_media(color_scheme=color_scheme)
+    page.log = PageLog(page)
+    return page
+
+
+def open_reader_page(reader_profile, browser, url, viewport=None, color_scheme=None, timeout=None):
+    """new_reader_page, opened at url."""
+    page = new_reader_page(reader_profile, browser, url, viewport, color_scheme)
+    page.goto(url, timeout=timeout)
+    return page
+
+
+@pytest.fixture
+def page(reader_profile, browser, site_url):
+    """pytest-playwright's page, from the returning reader's profile (above), at 1280 x 720."""
+    page = new_reader_page(reader_profile, browser, site_url, viewport={"width": 1280, "height": 720})
+    yield page
+    close_page(page)
+
+
+def close_page(page):
+    """Close a page from open_reader_page, and its context if it had one of its own."""
+    if page.own_context:
+        page.context.close()
+    else:  # the profile stays for the next page
+        page.close()
+
+
 class SubpathHandler(build.SiteHandler):
     """The built site under /course/ only, as on a shared host: anything outside it is a 404."""
     prefix = "/course/"
@@ -229,21 +310,18 @@ def chapter_fixture(slug_prefix):
     `chapter2 = chapter_fixture("02-")`; the checks below apply to every fixture named so."""
 
     @pytest.fixture(scope="module")
-    def chapter(browser, site_url):
-        # Service workers blocked: a chapter's tests do not need the saved copy (test_offline and
-        # test_cells test it), and saving the whole site costs each page seconds of CPU.
-        context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
-        page = context.new_page()
-        log = PageLog(page)
-        page.goto(chapter_url(site_url, slug_prefix))
+    def chapter(reader_profile, browser, site_url):
+        # In the returning reader's profile (above), whose service workers are blocked: a chapter's
+        # tests do not need the saved copy (test_offline and test_cells test it), and saving the
+        # whole site costs each page seconds of CPU.
+        page = open_reader_page(reader_profile, browser, chapter_url(site_url, slug_prefix), viewport={"width": 1100, "height": 1000})
         try:
             page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
         except Exception:
-            print("\n".join(log.console))
+            print("\n".join(page.log.console))
             raise
-        page.log = log
         yield page
-        context.close()
+        close_page(page)
 
     return chapter
 

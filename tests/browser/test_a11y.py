@@ -10,7 +10,7 @@ the skip link, which moves focus to the page's main content; every control shows
 
 import pytest
 
-from conftest import ROOT, SITE
+from conftest import ROOT, SITE, close_page, open_reader_page
 
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 FAILING = ("serious", "critical")
@@ -126,7 +126,7 @@ def axe_source():
 
 
 @pytest.fixture(scope="module", params=PAGES)
-def visit(request, browser, site_url, axe_source):
+def visit(request, reader_profile, browser, site_url, axe_source):
     """One visit to a page, as a reader on a phone who then widens the window: opened at 360 px in the
     dark theme (the system's setting), its width once the widgets have drawn; then at 1100 px, axe's
     serious and critical violations in the dark theme (every rule), and again after choosing the light
@@ -135,13 +135,9 @@ def visit(request, browser, site_url, axe_source):
     path = request.param
     # Service workers blocked, as on every page that does not test the saved copy (test_offline does):
     # saving the site costs a page seconds of CPU, and the page shows nothing of it.
-    context = browser.new_context(viewport=PHONE, color_scheme="dark", service_workers="block")
-    page = context.new_page()
-    console = []
-    page.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
-    out = {"path": path, "console": console}
+    page = open_reader_page(reader_profile, browser, site_url + path, viewport=PHONE, color_scheme="dark")
+    out = {"path": path, "console": page.log.console}
     try:
-        page.goto(site_url + path)
         settle(page)
         mount_exercises(page)
         out["pyodide"] = page.evaluate("document.documentElement.dataset.pyodide")
@@ -157,7 +153,7 @@ def visit(request, browser, site_url, axe_source):
         page.evaluate(FRAMES)
         out["light"] = serious(page.evaluate(RUN_AXE, COLOUR_RULES))
     finally:
-        context.close()
+        close_page(page)
     return out
 
 
@@ -232,16 +228,15 @@ FOCUSED = """() => {
 }"""
 
 
-def test_every_control_shows_a_focus_ring_the_reader_can_see(browser, site_url):
+def test_every_control_shows_a_focus_ring_the_reader_can_see(reader_profile, browser, site_url):
     """Tab through a chapter with sliders, fields, selects, buttons, summaries and links, in the dark theme
     (the system's) and again in the light one (chosen in the header): each stop has an outline at least
     2 px wide whose colour has 3:1 against the page. The page records each stop on "focusin", so a Tab
     costs one key press."""
     from test_theme import contrast, rgb
 
-    context = browser.new_context(viewport={"width": 1100, "height": 900}, color_scheme="dark", service_workers="block")
-    page = context.new_page()
-    page.goto(site_url + "chapters/" + sorted((SITE / "chapters").glob("06-*.html"))[0].name)
+    page = open_reader_page(reader_profile, browser, site_url + "chapters/" + sorted((SITE / "chapters").glob("06-*.html"))[0].name,
+                            viewport={"width": 1100, "height": 900}, color_scheme="dark")
     settle(page)
     page.evaluate(f"""() => {{
       window.courseStops = [];
@@ -271,5 +266,5 @@ def test_every_control_shows_a_focus_ring_the_reader_can_see(browser, site_url):
             if f["style"] == "none" or f["width"] < 2 or ratio < 3:
                 where = f"widget {f['widget']}" if f["widget"] else "page"
                 faint.append(f"{theme}: {where}: <{f['tag']}> {f['text']!r}: outline {f['style']} {f['width']}px {f['color']} ({ratio:.2f}:1)")
-    context.close()
+    close_page(page)
     assert not faint, "\n".join(sorted(set(faint)))

@@ -12,24 +12,22 @@ import urllib.parse
 from playwright.sync_api import expect
 
 import build
-from conftest import SITE, PageLog, chapter_url, page_facts
+from conftest import SITE, chapter_url, close_page, open_reader_page, page_facts
 
 WIDE = {"width": 1280, "height": 800}
 PHONE = {"width": 360, "height": 780}
 RUN_TIMEOUT = 240_000  # ms: the default 400-step run takes ~20-40 s in the page on a quiet machine
 
 
-def open_page(browser, url, viewport=WIDE, **kwargs):
-    context = browser.new_context(viewport=viewport, service_workers="block", **kwargs)
-    page = context.new_page()
-    page.log = PageLog(page)
-    page.goto(url, timeout=120_000)  # a chapter's load starts Python: seconds on a busy 2-core machine
-    return page
+def open_page(reader_profile, browser, url, viewport=WIDE):
+    """The page at url, in the returning reader's profile (conftest.open_reader_page)."""
+    # a chapter's load starts Python: seconds on a busy 2-core machine
+    return open_reader_page(reader_profile, browser, url, viewport=viewport, timeout=120_000)
 
 
 def close_clean(page):
     problems = page.log.problems()
-    page.context.close()
+    close_page(page)
     assert not problems, "the page reported problems:\n" + "\n".join(problems)
 
 
@@ -47,8 +45,8 @@ def chapter_path(prefix):
 # Contents, heading links, prev/next
 
 
-def test_the_contents_are_a_sticky_sidebar_on_a_wide_screen(browser, site_url):
-    page = open_page(browser, chapter_url(site_url, "05-"))
+def test_the_contents_are_a_sticky_sidebar_on_a_wide_screen(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, chapter_url(site_url, "05-"))
     ids = page.eval_on_selector_all(SECTION_HEADINGS, "els => els.map(e => e.id)")
     assert len(ids) >= 5
     side = page.locator(".toc-side")
@@ -74,8 +72,8 @@ def test_the_contents_are_a_sticky_sidebar_on_a_wide_screen(browser, site_url):
     close_clean(page)
 
 
-def test_the_contents_are_a_collapsed_list_at_the_top_on_a_phone(browser, site_url):
-    page = open_page(browser, chapter_url(site_url, "03-"), viewport=PHONE)
+def test_the_contents_are_a_collapsed_list_at_the_top_on_a_phone(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, chapter_url(site_url, "03-"), viewport=PHONE)
     expect(page.locator(".toc-side")).to_be_hidden()
     details = page.locator(".toc-top details")
     expect(details).to_be_visible()
@@ -90,8 +88,8 @@ def test_the_contents_are_a_collapsed_list_at_the_top_on_a_phone(browser, site_u
     close_clean(page)
 
 
-def test_every_section_heading_has_a_link_to_itself_shown_on_hover_and_keyboard_focus(browser, site_url):
-    page = open_page(browser, chapter_url(site_url, "01-"))
+def test_every_section_heading_has_a_link_to_itself_shown_on_hover_and_keyboard_focus(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, chapter_url(site_url, "01-"))
     headings = page.locator(SECTION_HEADINGS)
     assert headings.count() >= 10
     for i in range(headings.count()):
@@ -136,8 +134,8 @@ def test_every_section_heading_has_a_link_to_itself_shown_on_hover_and_keyboard_
     close_clean(page)
 
 
-def test_prev_and_next_links_are_above_the_text_as_well_as_below(browser, site_url):
-    page = open_page(browser, chapter_url(site_url, "02-"))
+def test_prev_and_next_links_are_above_the_text_as_well_as_below(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, chapter_url(site_url, "02-"))
     for where in ("top", "bottom"):
         nav = page.locator(f".prev-next-{where}")
         expect(nav.locator("a[rel=prev]")).to_have_attribute("href", re.compile(r"01-[^/]+\.html$"))
@@ -161,8 +159,8 @@ def search(page, text):
     return status
 
 
-def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_subpath(browser, subpath_url):
-    page = open_page(browser, subpath_url + chapter_path("03-"))
+def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_subpath(reader_profile, browser, subpath_url):
+    page = open_page(reader_profile, browser, subpath_url + chapter_path("03-"))
     status = search(page, "AdamW bias correction")
     expect(status).to_have_text(re.compile(r"^\d+ results? for “AdamW bias correction”"))
     results = page.locator(".site-search-result")
@@ -190,8 +188,8 @@ def test_search_finds_a_section_and_the_keyboard_takes_the_reader_there_under_a_
     close_clean(page)
 
 
-def test_search_with_tab_escape_and_a_click_elsewhere(browser, site_url):
-    page = open_page(browser, site_url + "glossary.html")
+def test_search_with_tab_escape_and_a_click_elsewhere(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, site_url + "glossary.html")
     search(page, "warmup")
     panel = page.locator('[data-role="search-panel"]')
     expect(panel).to_be_visible()
@@ -217,12 +215,12 @@ ODD_QUERIES = [
 ]
 
 
-def test_search_takes_any_query_without_breaking_or_injecting_markup_and_covers_the_glossary(browser, subpath_url):
+def test_search_takes_any_query_without_breaking_or_injecting_markup_and_covers_the_glossary(reader_profile, browser, subpath_url):
     """On the index (served under a subpath), each odd query in turn: it is answered (a status, not
     an error; the expected one where there is one), no markup from it becomes an element, emptying
     the field closes the results and a plain query still searches afterwards. Then a glossary term is
     found, linked under the subpath, and Enter opens the first result."""
-    page = open_page(browser, subpath_url + "index.html")
+    page = open_page(reader_profile, browser, subpath_url + "index.html")
     field = page.locator("#site-search-input")
     status = page.locator('[data-role="search-status"]')
     panel = page.locator('[data-role="search-panel"]')
@@ -273,8 +271,8 @@ def test_without_javascript_the_search_box_is_not_shown(browser, site_url):
 # The results page
 
 
-def test_every_measured_figure_links_to_its_row_on_the_results_page(browser, site_url):
-    page = open_page(browser, site_url + "results.html")
+def test_every_measured_figure_links_to_its_row_on_the_results_page(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, site_url + "results.html")
     ids = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
     assert any(i.startswith("key-") for i in ids)
     missing, count, in_widgets = [], 0, 0
@@ -297,8 +295,8 @@ def test_every_measured_figure_links_to_its_row_on_the_results_page(browser, sit
     close_clean(page)
 
 
-def test_a_figure_lands_on_its_row_with_its_value(browser, site_url):
-    page = open_page(browser, chapter_url(site_url, "01-"))
+def test_a_figure_lands_on_its_row_with_its_value(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, chapter_url(site_url, "01-"))
     title = "measured: results.json keys ch1.default.final_val.mean, ch1.default.final_val.sd (3 seeds, sample sd)"
     figure = page.locator(f'.fig.measured[title="{title}"]').first
     text = figure.locator("a.fig-link").text_content()
@@ -311,9 +309,9 @@ def test_a_figure_lands_on_its_row_with_its_value(browser, site_url):
     close_clean(page)
 
 
-def test_the_results_page_lists_every_key_of_results_json_once(browser, site_url):
+def test_the_results_page_lists_every_key_of_results_json_once(reader_profile, browser, site_url):
     values = json.loads((build.RESULTS_JSON).read_text())["values"]
-    page = open_page(browser, site_url + "results.html")
+    page = open_page(reader_profile, browser, site_url + "results.html")
     ids = page.eval_on_selector_all("[id^='key-']", "els => els.map(e => e.id)")
     assert len(ids) == len(set(ids))
     from builder import results_page
@@ -361,11 +359,11 @@ def the_link_to_the_full_widget_lands_on_its_section(page, w):
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
-def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_links_to_chapter_1(browser, site_url):
+def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_links_to_chapter_1(reader_profile, browser, site_url):
     """The index's live run: on the first screen and idle until Start (live_run_is_on_the_first_screen_and_idle);
     Start trains the default 400 steps inside the measured band and says which loss it shows; then
     its link opens chapter 1 at the full widget's section."""
-    page = open_page(browser, site_url + "index.html")
+    page = open_page(reader_profile, browser, site_url + "index.html")
     w = live_run_is_on_the_first_screen_and_idle(page)
     page.set_viewport_size(WIDE)
     expect(w.locator("figcaption")).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
@@ -386,10 +384,10 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     close_clean(page)
 
 
-def test_the_live_run_in_chapter_1_is_idle_until_start_stops_when_asked_and_links_to_its_section(browser, site_url):
+def test_the_live_run_in_chapter_1_is_idle_until_start_stops_when_asked_and_links_to_its_section(reader_profile, browser, site_url):
     """Chapter 1's live run: on the first screen and idle until Start; Stop stops a run (no result,
     Start enabled again); its link lands on the full widget's section of the same page."""
-    page = open_page(browser, chapter_url(site_url, "01-"))
+    page = open_page(reader_profile, browser, chapter_url(site_url, "01-"))
     w = live_run_is_on_the_first_screen_and_idle(page)
     page.set_viewport_size(WIDE)
     w.locator('[data-action="run"]').click()

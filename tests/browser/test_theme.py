@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import SITE
+from conftest import SITE, close_page, new_reader_page
 
 CHAPTER = "chapters/" + sorted((SITE / "chapters").glob("03-*.html"))[0].name
 
@@ -126,9 +126,8 @@ def test_no_two_chart_colours_look_alike_to_colour_blind_readers(page, site_url,
     assert not close, f"{theme}: " + "; ".join(close)
 
 
-def test_with_no_stored_choice_the_page_follows_the_system_setting_live(browser, site_url):
-    context = browser.new_context(color_scheme="dark", service_workers="block")
-    page = context.new_page()
+def test_with_no_stored_choice_the_page_follows_the_system_setting_live(reader_profile, browser, site_url):
+    page = new_reader_page(reader_profile, browser, site_url, color_scheme="dark")
     page.goto(site_url + CHAPTER, wait_until="domcontentloaded")
     assert page.evaluate("localStorage.getItem('course-theme')") is None
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
@@ -139,12 +138,11 @@ def test_with_no_stored_choice_the_page_follows_the_system_setting_live(browser,
     page.wait_for_function("document.documentElement.dataset.theme === 'light'")
     assert page.evaluate("window.changes") == 1
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") != dark_bg
-    context.close()
+    close_page(page)
 
 
-def test_the_switch_sets_the_theme_remembers_it_and_goes_back_to_the_system(browser, site_url):
-    context = browser.new_context(color_scheme="light", service_workers="block")
-    page = context.new_page()
+def test_the_switch_sets_the_theme_remembers_it_and_goes_back_to_the_system(reader_profile, browser, site_url):
+    page = new_reader_page(reader_profile, browser, site_url, color_scheme="light")
     page.goto(site_url + CHAPTER, wait_until="domcontentloaded")
     switch = page.get_by_role("group", name="Colour theme")
     dark = switch.get_by_role("button", name="Dark")
@@ -176,7 +174,7 @@ def test_the_switch_sets_the_theme_remembers_it_and_goes_back_to_the_system(brow
     page.click('button[data-theme-choice="light"]')
     page.goto(site_url + "glossary.html", wait_until="domcontentloaded")  # and on every page of the site
     assert page.evaluate("document.documentElement.dataset.theme") == "light"
-    context.close()
+    close_page(page)
 
 
 def test_the_theme_is_set_before_the_body_is_parsed(browser, site_url):
