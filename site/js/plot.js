@@ -63,6 +63,16 @@ export function fmtTick(v) {
   return String(+v.toPrecision(4));
 }
 
+/** About n round tick values (1, 2 or 5 × 10^k apart) from lo to hi. */
+export function niceTicks(lo, hi, n = 5) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / n, mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw * 0.7);
+  const out = [];
+  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
+  return out;
+}
+
 /** Decades between lo and hi (both > 0); where fewer than two fit, 1-2-5 steps instead. */
 export function decadeTicks(lo, hi) {
   const out = [];

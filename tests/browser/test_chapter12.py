@@ -4,6 +4,7 @@ nothing injected. In-page times are printed (benchmarks, never asserted). One sh
 (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
 import json
+import math
 
 import pytest
 from playwright.sync_api import expect
@@ -43,6 +44,20 @@ def test_gantt_draws_the_default_schedule_and_matches_cpython(chapter12):
     assert r["makespan"] == pytest.approx(sim["makespan"]) and r["peak_in_flight"] == sim["peak_in_flight"]
     assert r["bubble_fraction"] == pytest.approx(r["formula_of_total"])
     assert w.locator("svg rect").count() > r["events"]  # every event, plus the idle rows
+    assert_round_time_ticks(w, r["makespan"])
+
+
+def assert_round_time_ticks(w, makespan):
+    """The time axis is labelled at round times: from 0, a step of 1, 2 or 5 × 10^k, to the makespan
+    at most, each label the number it stands at (the issue saw 0.0, 4.1, 8.3)."""
+    ticks = w.locator("svg text[data-tick]").evaluate_all("els => els.map((e) => [e.textContent, +e.dataset.tick])")
+    assert len(ticks) >= 3, ticks
+    values = [v for _, v in ticks]
+    assert all(text == format(v, "g") for text, v in ticks), ticks
+    step = values[1] - values[0]
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert values[0] == 0 and min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-9, ticks
+    assert all(abs(b - a - step) < 1e-9 * step for a, b in zip(values, values[1:])) and values[-1] <= makespan, ticks
 
 
 def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapter12):
@@ -54,6 +69,7 @@ def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapt
     assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"]) == ("interleaved", 8, 32, 4)
     sim = pipeline.simulate_pipeline("interleaved", 8, 32, 4, 1.0, r["ratio"])
     assert r["bubble_over_ideal"] == pytest.approx(sim["bubble_over_ideal"]) == pytest.approx(7 / (4 * 32))
+    assert_round_time_ticks(w, r["makespan"])
     times = []
     for m in (24, 16, 32):  # drags of the microbatch slider
         r = slide(w, "microbatches", m - 1)  # positions 0..63 are 1..64

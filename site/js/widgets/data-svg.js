@@ -4,7 +4,7 @@
 // label is set with textContent. Colours come from classes (kit.css: sN → var(--series-N)), so the
 // charts follow the theme; text is 12 px at any width (plot.js's svgCanvas draws at the shown width).
 
-import { describe, fillTable, fmtCell, fmtTick, frameOf, onResize, svgCanvas, svgEl as el, svgText as text } from "../plot.js";
+import { describe, fillTable, fmtCell, fmtTick, frameOf, niceTicks, onResize, svgCanvas, svgEl as el, svgText as text } from "../plot.js";
 
 /** The series colour class of document d (0-based): s1, s2, s3, then round again. Only these three
  *  keep 3:1 against the page in both themes; documents are contiguous in a window, so neighbours
@@ -30,16 +30,6 @@ export function tableFocusable(frame) {
  *  no empty box; give it a child so that it is laid out, and measured at its real width. */
 function shown(svg) {
   if (!svg.firstChild) el("g", {}, svg);
-}
-
-/** About n round tick values (1, 2 or 5 × 10^k apart) from lo to hi. */
-export function niceTicks(lo, hi, n = 5) {
-  if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / n, mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw * 0.7);
-  const out = [];
-  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
-  return out;
 }
 
 /** Rows for the data table: one per x of any series, each series' y there, thinned to maxRows. */

@@ -3,7 +3,7 @@
 // for the schedule again; the newest answer wins. A bad field gets its message under it; the last good
 // chart stays.
 
-import { describe, fillTable, frameOf, onResize, svgCanvas, svgEl as el, svgText as text } from "../plot.js";
+import { describe, fillTable, frameOf, niceTicks, onResize, svgCanvas, svgEl as el, svgText as text } from "../plot.js";
 import { bindFields, calculator, readoutMap } from "../widget-kit.js";
 
 const pct = (x) => `${(100 * x).toFixed(1)}%`;
@@ -32,11 +32,12 @@ function draw(svg, r) {
     const label = String(r.mb[i] + 1);
     if (w >= 8 * label.length + 4) text(svg, x + w / 2, y + rowH / 2 + 3, label, { anchor: "middle", cls: "kit-label mp-box-label" });
   }
-  const ticks = Math.max(2, Math.min(8, Math.floor((W - left - right) / 70)));
-  for (let k = 0; k <= ticks; k++) {
-    const tv = (r.makespan * k) / ticks;
-    text(svg, left + tv * scale, H - 6, tv.toFixed(tv < 10 ? 1 : 0), { anchor: k === 0 ? "start" : k === ticks ? "end" : "middle" });
-  }
+  // round times (1, 2 or 5 × 10^k apart) from 0 to the makespan, one about every 70 px
+  const ticks = niceTicks(0, r.makespan, Math.max(2, Math.min(8, Math.floor((W - left - right) / 70))));
+  ticks.forEach((tv, k) => {
+    const x = left + tv * scale, atEnd = k === ticks.length - 1 && x > W - right - 20;
+    text(svg, x, H - 6, String(tv), { anchor: k === 0 ? "start" : atEnd ? "end" : "middle", "data-tick": tv });
+  });
 }
 
 /** The text alternative: a sentence and, per stage, its busy and idle time and its peak activations. */
