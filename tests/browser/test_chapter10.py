@@ -200,6 +200,14 @@ def test_calculator_settings_match_cpython(chapter10):
     i = r["growth"]["seq_len"].index(8192)
     assert r["growth"]["activations"][i] == pytest.approx(want["activations"], rel=1e-12)
     assert len(set(r["growth"]["weights"])) == 1  # the weights do not grow with the sequence
+    # In fp32 with momentum the gradients and the momentum buffer take the weights' bytes at every length,
+    # so their lines would lie on one another: each is drawn wider than the next, and the summary says so.
+    assert r["growth"]["gradients"] == r["growth"]["weights"] == r["growth"]["optimizer"]
+    width = {name: w.locator(f'[data-role="chart-growth"] g[data-series="{name}"] polyline').evaluate(
+                 "el => parseFloat(getComputedStyle(el).strokeWidth)") for name in ("weights", "gradients", "optimizer", "activations")}
+    assert width["weights"] > width["gradients"] > width["optimizer"] == width["activations"], width
+    expect(w.locator('[data-role="chart-growth-summary"]')).to_contain_text(
+        "The weights, the gradients and the optimiser state take the same bytes at every length: their lines lie on one another")
 
 
 def test_calculator_slider_recomputes_as_it_moves_and_keeps_typed_values_exact(chapter10):

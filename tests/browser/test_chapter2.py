@@ -5,6 +5,7 @@ input with a visible message (nothing injected), and stop when asked. One shared
 
 import json
 import math
+import re
 
 import numpy as np
 from playwright.sync_api import expect
@@ -315,6 +316,25 @@ def test_packmask_shows_a_window_with_two_documents_and_the_leak_test(chapter2):
         assert len(chart_table(frame)["rows"]) == 64
     expect(w.locator('[data-role="bars-masked-summary"]')).to_contain_text(f"{leak['max_other_masked']:.2e}".replace("e+00", "e+0").replace("e-0", "e-"))
     expect(w.locator('[data-role="grid-summary"]')).to_contain_text(f"{r['n_docs']} documents")
+    # the legends name the window's documents, every one and no other (the issue saw a document 3 the
+    # window did not have), and the boundary's grey only when the causal-only mask shows it
+    docs = list(range(1, r["n_docs"] + 1))
+    assert legend_documents(w, "grid") == docs and "across a document boundary" not in legend(w, "grid")
+    w.locator('select[name="mask"]').select_option("causal")  # redrawn in the page, no call
+    expect(w.locator('[data-chart="grid"] .chart-legend li').last).to_have_text("across a document boundary")
+    assert legend_documents(w, "grid") == docs
+    w.locator('select[name="mask"]').select_option("doc_mask")
+    expect(w.locator('[data-chart="grid"] .chart-legend li').last).not_to_have_text("across a document boundary")
+    assert set(legend_documents(w, "bars-unmasked")) <= set(docs) and legend(w, "bars-unmasked")[-1] == "the changed position"
+
+
+def legend(w, chart):
+    return w.locator(f'[data-chart="{chart}"] .chart-legend li').all_text_contents()
+
+
+def legend_documents(w, chart):
+    """The document numbers the chart's legend names, in order."""
+    return [int(n) for entry in legend(w, chart) if entry.startswith("document") for n in re.findall(r"\d+", entry)]
 
 
 def test_leak_test_refuses_bad_positions(chapter2):

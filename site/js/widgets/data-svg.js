@@ -12,6 +12,19 @@ import { describe, fillTable, fmtCell, fmtTick, frameOf, niceTicks, onResize, sv
 export const DOC_COLORS = 3;
 export const docClass = (d) => `s${(d % DOC_COLORS) + 1}`;
 
+/** Legend entries ([swatch classes, text]) for the documents among docIds (0-based, as the window
+ *  numbers them): one per colour in use, naming every document in the window that has it
+ *  ("documents 1 and 4"), and no document that is not there. */
+export function docLegend(docIds) {
+  const byColour = new Map();
+  for (const d of [...new Set(docIds)].sort((a, b) => a - b)) {
+    const c = docClass(d);
+    byColour.set(c, [...(byColour.get(c) || []), d + 1]);
+  }
+  const names = (ns) => (ns.length === 1 ? `document ${ns[0]}` : `documents ${ns.slice(0, -1).join(", ")} and ${ns[ns.length - 1]}`);
+  return [...byColour].map(([c, ns]) => [`area ${c}`, names(ns)]);
+}
+
 /** The chart frame's data table scrolls (kit.css: .kit-table-scroll, max-height 18rem): a scrolling
  *  region must be reachable by the keyboard (axe: scrollable-region-focusable), so it takes the focus
  *  and is named. (Belongs in macros.html's chart_frame.) Returns frame. */

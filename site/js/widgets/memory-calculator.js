@@ -56,7 +56,20 @@ export async function mount(root, client) {
 
   function drawGrowth(r) {
     const g = r.growth;
-    const series = PARTS.map(([key, n]) => ({ xs: g.seq_len, ys: g[key], color: n, name: key, label: `${NAMES[key]} (bytes)` }));
+    // Parts with the same bytes at every length (the weights, their gradients and a momentum buffer, in
+    // one precision) would hide one another's lines: each is drawn wider than the next, so all show.
+    const same = (a, b) => a.length === b.length && a.every((v, k) => v === b[k]);
+    const groups = [];
+    for (const [key] of PARTS) {
+      const group = groups.find((keys) => same(g[keys[0]], g[key]));
+      if (group) group.push(key);
+      else groups.push([key]);
+    }
+    const later = (key) => { const keys = groups.find((k) => k.includes(key)); return keys.length - 1 - keys.indexOf(key); };
+    const series = PARTS.map(([key, n]) => ({ xs: g.seq_len, ys: g[key], color: n, name: key, label: `${NAMES[key]} (bytes)`, width: 2 + 4 * later(key) }));
+    const list = (keys) => keys.map((k) => `the ${NAMES[k]}`).join(", ").replace(/, ([^,]*)$/, " and $1");
+    const overlaps = groups.filter((keys) => keys.length > 1)
+      .map((keys) => ` ${list(keys).replace(/^t/, "T")} take the same bytes at every length: their lines lie on one another, each drawn wider than the next.`);
     series.push({ xs: g.seq_len, ys: g.total, color: "fg", dash: "5 4", width: 1.5, name: "total", label: "total (bytes)" });
     series.push({ xs: [r.seq_len], ys: [r.memory.total], color: "fg", dots: true, name: "yours", label: "your setting" });
     const i = g.seq_len.indexOf(r.seq_len);
@@ -65,7 +78,8 @@ export async function mount(root, client) {
       summary: `From ${g.seq_len[0].toLocaleString("en")} to ${g.seq_len[g.seq_len.length - 1].toLocaleString("en")} tokens the ` +
         `activations grow from ${fmtBytes(g.activations[0])} to ${fmtBytes(g.activations[g.activations.length - 1])}, ` +
         `the total from ${fmtBytes(g.total[0])} to ${fmtBytes(g.total[g.total.length - 1])}; the weights stay at ${fmtBytes(g.weights[0])}.` +
-        (i >= 0 ? ` At your ${r.seq_len.toLocaleString("en")} tokens: ${fmtBytes(g.total[i])}.` : ""),
+        (i >= 0 ? ` At your ${r.seq_len.toLocaleString("en")} tokens: ${fmtBytes(g.total[i])}.` : "") +
+        overlaps.join(""),
     });
   }
 

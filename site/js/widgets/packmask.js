@@ -5,7 +5,8 @@
 
 import { cssColor, describe, fillTable, frameOf } from "../plot.js";
 import { bindFields, calculator, markSettled, reportError, SETTLED } from "../widget-kit.js";
-import { barChart, DOC_COLORS, docClass, keepFocus, redrawOnResize, tableFocusable } from "./data-svg.js";
+import { setLegend } from "./chart-extras.js";
+import { barChart, DOC_COLORS, docClass, docLegend, keepFocus, redrawOnResize, tableFocusable } from "./data-svg.js";
 
 const SHOWN = { "\n": "↵\n", "␄": "[EOS]" };
 const CELL = { "\n": "↵", " ": "␣", "␄": "EOS" };
@@ -60,6 +61,8 @@ export async function mount(root, client) {
     fillTable(frame, ["query position", "token", "document", "may attend to positions", "of them in another document"], rows);
     const total = mask.flat().reduce((a, b) => a + b, 0);
     const across_ = rows.reduce((a, r) => a + r[4], 0);
+    // the legend names the window's documents, and the boundary's grey only where the mask shows it
+    setLegend(gridBox, [...docLegend(win.doc_ids), ...(across_ ? [["area axis", "across a document boundary"]] : [])]);
     describe(frame, `${name === "doc_mask" ? "Causal and block-diagonal" : "Causal only"} mask of a ${T}-token window with ` +
       `${win.n_docs} document${win.n_docs === 1 ? "" : "s"}: ${total.toLocaleString("en")} allowed (query, key) pairs, ` +
       `${across_.toLocaleString("en")} of them across a document boundary.`);
@@ -100,6 +103,7 @@ export async function mount(root, client) {
     const rows = (v) => v.map((x, t) => [t, r.doc_ids[t] + 1, t === r.position ? `${x.toExponential(3)} (changed here)` : x]);
     const columns = ["position", "document", "max |Δ logit|"];
     const doc = `document ${r.doc_ids[r.position] + 1}`;
+    setLegend(unmasked, [...docLegend(r.doc_ids.filter((_, t) => t !== r.position)), ["area s8", "the changed position"]]);
     barChart(masked, r.masked, classes, { ymax: top, title: "with the document mask", columns, rows: rows(r.masked),
       summary: `With the document mask, the largest change outside ${doc}, which holds the changed position ${r.position}, is ${r.max_other_masked.toExponential(2)}.` });
     barChart(unmasked, r.unmasked, classes, { ymax: top, title: "causal mask only", columns, rows: rows(r.unmasked),
