@@ -3,6 +3,8 @@ the chapters' browser tests: every field labelled and tied to its hint and error
 by the keyboard with its number field following (and the reverse), and bad input shown in the slot of
 the field it concerns. (axe-core itself runs over every page in test_a11y.py.)"""
 
+import math
+
 from playwright.sync_api import expect
 
 from conftest import settle_after
@@ -93,6 +95,22 @@ def assert_error_in_slot(w, name, text=None, status_line='[data-role="message"]'
     expect(w.locator(f'[name="{name}"]').first).to_have_attribute("aria-invalid", "true")
     expect(w.locator(status_line)).to_contain_text("check")
     return slot.inner_text()
+
+
+def round_ticks(chart):
+    """The values of an SVG chart's axis labels (text[data-tick], the number each stands at), after
+    checking that they are round: evenly spaced by a step of 1, 2 or 5 x 10^k, each a multiple of the
+    step, and each label reading the number it stands at (not 2.34, 2.51 or 0.0, 4.1, 8.3)."""
+    ticks = chart.locator("text[data-tick]").evaluate_all("els => els.map((e) => [e.textContent, +e.dataset.tick])")
+    assert len(ticks) >= 3, ticks
+    values = [v for _, v in ticks]
+    step = values[1] - values[0]
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert min(abs(mantissa - m) for m in (1, 2, 5, 10)) < 1e-9, ticks
+    assert all(abs(b - a - step) < 1e-9 * step for a, b in zip(values, values[1:])), ticks
+    assert all(abs(v / step - round(v / step)) < 1e-9 for v in values), ticks
+    assert all(abs(float(text) - v) < 1e-9 * step for text, v in ticks), ticks
+    return values
 
 
 def chart_table(scope, role=None):

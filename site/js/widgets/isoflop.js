@@ -2,7 +2,7 @@
 // The measured sweep comes from the page (results.json at build time); pylib fits it; this file draws.
 // The prediction's budget has a log slider: each move predicts again (the newest answer wins).
 
-import { describe, fillTable, fmtTick, frameOf, onResize, svgCanvas, svgEl as el, svgText as text } from "../plot.js";
+import { describe, fillTable, fmtTick, frameOf, niceTicks, onResize, svgCanvas, svgEl as el, svgText as text } from "../plot.js";
 import { bindFields, calculator, readConfig, readoutMap } from "../widget-kit.js";
 
 const H = 300, PAD = { l: 56, r: 16, t: 14, b: 40 };
@@ -18,10 +18,12 @@ function draw(svg, v, seeds) {
   const [y0, y1] = [Math.min(...ys) - 0.02, Math.max(...ys) + 0.02];
   const px = (n) => PAD.l + ((Math.log(n) - x0) / (x1 - x0)) * (W - PAD.l - PAD.r);
   const py = (y) => H - PAD.b - ((y - y0) / (y1 - y0)) * (H - PAD.t - PAD.b);
-  for (let i = 0; i <= 4; i++) {
-    const y = y0 + ((y1 - y0) * i) / 4;
+  // round losses (1, 2 or 5 × 10^k apart), each with the decimals its step needs
+  const yTicks = niceTicks(y0, y1, 4);
+  const decimals = yTicks.length > 1 ? Math.max(0, -Math.floor(Math.log10(yTicks[1] - yTicks[0]) + 1e-9)) : 2;
+  for (const y of yTicks) {
     el("line", { class: "kit-grid", x1: PAD.l, y1: py(y), x2: W - PAD.r, y2: py(y) }, svg);
-    text(svg, PAD.l - 6, py(y) + 4, y.toFixed(2), { anchor: "end" });
+    text(svg, PAD.l - 6, py(y) + 4, y.toFixed(decimals), { anchor: "end", "data-tick": y });
   }
   el("line", { class: "kit-axis", x1: PAD.l, y1: H - PAD.b, x2: W - PAD.r, y2: H - PAD.b }, svg);
   el("line", { class: "kit-axis", x1: PAD.l, y1: PAD.t, x2: PAD.l, y2: H - PAD.b }, svg);
