@@ -299,6 +299,9 @@ def test_page_dpo_raises_the_target_frequency_and_matches_cpython(pretrained_pag
             break
     result = ops.dpo_finish(pretrained_page, {})
     assert [r["step"] for r in records] == list(range(30))
+    # asked now, only the pretrained model answers: the DPO copy learned preferences, not answers
+    answer = ops.ask(pretrained_page, {"line": "Good morrow", "seed": "0"})
+    assert answer["tuned_kind"] == "dpo" and "tuned" not in answer and answer["pretrained"]["text"]
     assert result["after"]["frequency"] > result["before"]["frequency"] and result["before"]["kl"] == 0.0
     # the same run through pylib directly
     pre = ops._STATE["pretrained"]

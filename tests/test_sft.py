@@ -167,10 +167,11 @@ def test_page_sft_needs_a_pretrained_model_then_fine_tunes_it(web_session):
     assert losses == [r["loss"] for r in history]  # the page's run is chapter 1's run, step for step
     info, chunks, result = run(web_session, "posttrain_sft", {"arm": "response", "steps": "40", "seed": "0"})
     assert result["steps"] == 40 and result["arm"] == "response"
+    assert result["speakers"] == sft.SFT_SET["speakers"]  # the candidates: chance accuracy is 1 in this many
     assert result["after"]["scores"]["response_loss"] < result["before"]["scores"]["response_loss"]
     answer = call("posttrain_ask", {"line": "  My <b>lord</b>,\n\U0001F600 I come from Rome  ", "seed": "1"})
     assert answer["ok"] and answer["value"]["line"] == "My blordb, I come from Rome"  # <, >, / and the emoji dropped
-    assert answer["value"]["dropped"] == 6 and "tuned" in answer["value"]
+    assert answer["value"]["dropped"] == 6 and "tuned" in answer["value"] and answer["value"]["tuned_kind"] == "sft"
 
 
 @pytest.mark.parametrize("args,field,fragment", [

@@ -166,6 +166,7 @@ def sft_finish(session, args):
     params, mcfg, seed = run["state"]["params"], pre["mcfg"], run["settings"]["seed"]
     _STATE["tuned"] = {"params": params, "kind": "sft", "arm": run["arm"], "steps": run["state"]["step"]}
     return {"steps": run["state"]["step"], "arm": run["arm"], "eval_pairs": PAGE["eval_pairs"],
+            "speakers": len(_sft_set(session).speakers),  # the candidates: chance accuracy is 1 in this many
             "before": {"scores": _sft_scores(session, pre["params"], mcfg), "answers": _answers(session, pre["params"], mcfg, seed)},
             "after": {"scores": _sft_scores(session, params, mcfg), "answers": _answers(session, params, mcfg, seed)}}
 
@@ -197,6 +198,7 @@ def ask(session, args):
     out = {"line": kept, "dropped": int(dropped),
            "pretrained": sft.answer(pre["params"], pre["mcfg"], kept, session.vocab, seed=s["seed"])}
     tuned = _STATE["tuned"]
+    out["tuned_kind"] = None if tuned is None else tuned["kind"]  # a DPO or IPO copy is not asked: it learned no answers
     if tuned is not None and tuned["kind"] == "sft":
         out["tuned"] = sft.answer(tuned["params"], pre["mcfg"], kept, session.vocab, seed=s["seed"])
         out["arm"] = tuned["arm"]

@@ -67,17 +67,25 @@ def test_ring_on_eight_workers_matches_pylib(chapter11):
     assert r["all_gather"] == sorted(r["all_gather"]) and r["all_gather"][0] < r["all_gather"][-1]
     n = vectors[0].size
     assert r["all_gather_whole"] == [4 * (q - 1) * n for q in range(2, 9)]  # (p-1) pieces: grows with p
-    # Step through: the first step's table marks 8 fresh cells; the end says done.
+    # The pressed "Split and start" handed the focus on to Step, the next thing to press, not to <body>.
+    expect(w.locator('[data-action="next"]')).to_be_focused()
+    # Step through: the first step's table marks 8 fresh cells; the end says done. Each step is said in
+    # the live region, which a screen reader announces (the status line reads the same at every step).
+    announcer = w.locator('[data-role="announcer"]')
     w.locator('[data-action="next"]').click()
     assert w.locator("td.fresh").count() == 8
     expect(w.locator('[data-readout="phase"]')).to_have_text("reduce-scatter")
+    expect(announcer).to_have_text("Step 1 of 14: reduce-scatter step 1 of 7, each worker sends one chunk to the next.")
     before = settles(w)
     w.locator('[data-action="end"]').click()
     assert wait_settled(w, after=before) == "done"
     expect(w.locator('[data-readout="phase"]')).to_have_text("all-gather")
     assert w.locator("td.done").count() == 64
+    expect(announcer).to_contain_text("Step 14 of 14: all-gather step 7 of 7")
+    expect(announcer).to_contain_text("Done: all 8 workers hold bit-identical sums")
     w.locator('[data-action="back"]').click()
     expect(w.locator('[data-readout="step"]')).to_have_text("13 of 14")
+    expect(announcer).to_have_text("Step 13 of 14: all-gather step 6 of 7, each worker sends one chunk to the next.")
 
 
 def test_ring_refuses_bad_worker_counts_then_recovers(chapter11):

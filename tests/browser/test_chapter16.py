@@ -235,6 +235,10 @@ def test_sft_in_the_page_matches_cpython_and_shows_before_and_after(chapter16, c
     assert r["after"]["scores"]["response_loss"] < r["before"]["scores"]["response_loss"]
     assert w.locator('[data-role="after"] li').count() == len(want["after"]["answers"])
     assert "→" in w.locator('[data-readout="score_a"]').inner_text()
+    # the accuracy beside its chance level: one speaker in the candidates, picked blind
+    from pylib.studies import sft
+    assert r["speakers"] == sft.SFT_SET["speakers"] == 8
+    expect(w.locator('[data-readout="score_b"]')).to_contain_text("(chance: 1 in 8, 0.125)")
 
 
 def test_bad_lines_get_a_message(chapter16):
@@ -268,17 +272,25 @@ def test_bad_dpo_settings_are_refused_visibly(chapter16):
     injected. (Once one test per value.)"""
     w = widget(chapter16, "sft-dpo")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    assert ask(w, "Lo, Rome") == "done"  # an answer on show: a refused run changes no model, so it stays
     w.locator('input[name="method"][value="dpo"]').check()
     for field, raw in DPO_BAD:
         case = f"{field}={raw!r}"
         set_fields(w, **{"steps": "10", "beta": "0.1", "target": "e", "seed": "0", field: raw})
         assert press(w, "run") == "error", case
         assert_refused(w, field, case)
+    assert w.get_attribute("data-answer") is not None
 
 
 def test_dpo_in_the_page_matches_cpython(chapter16, cpython):
+    """DPO against CPython; and the answer on show before the run, from the SFT copy it replaces, is
+    withdrawn with a word why (it went stale), and asking again says the DPO copy is not asked."""
     w = widget(chapter16, "sft-dpo")
+    expect(w.locator('[data-action="ask"]')).to_be_enabled(timeout=TIMEOUT)
+    assert ask(w, "Lo, Rome") == "done"
     assert fine_tune(w, "dpo", DPO_STEPS, beta="0.1", target="e", seed="0") == "done"
+    assert w.get_attribute("data-answer") is None
+    expect(w.locator('[data-role="answer"]')).to_have_text("The models have changed since that answer (a new run started): ask again.")
     r = result(w)
     want = cpython["dpo"]
     assert r["method"] == "dpo" and r["steps"] == DPO_STEPS
@@ -288,6 +300,10 @@ def test_dpo_in_the_page_matches_cpython(chapter16, cpython):
     assert r["after"]["frequency"] > r["before"]["frequency"]
     assert w.locator('[data-role="after"] li').count() == len(want["after"]["samples"])
     assert r["target_margin"] is None and r["pairs_margin"] == pytest.approx(want["pairs_margin"], rel=1e-3, abs=1e-4)
+    assert ask(w, "Lo, Rome") == "done"
+    answer = json.loads(w.get_attribute("data-answer"))
+    assert "tuned" not in answer and answer["tuned_kind"] == "dpo"
+    expect(w.locator('[data-role="answer"]')).to_contain_text("The fine-tuned copy is by DPO, which learns which of two lines to prefer")
 
 
 def test_bad_ipo_tau_is_refused_visibly_and_keeps_the_text(chapter16):
@@ -351,6 +367,16 @@ def test_stop_during_sft_keeps_the_model_as_it_is(chapter16):
 
 def test_every_field_is_labelled_and_described(chapter16):
     assert_fields_labelled(widget(chapter16, "sft-dpo"))
+
+
+def test_the_method_and_sfts_loss_are_two_radio_groups(chapter16):
+    """The method's radios are the fieldset's ("2. Fine-tune a copy by"); SFT's loss-on choice, inside
+    it, is a group of its own with its own name, so a screen reader does not read both as one group."""
+    w = widget(chapter16, "sft-dpo")
+    method = w.get_by_role("group", name="2. Fine-tune a copy by")
+    arm = method.get_by_role("radiogroup", name="SFT's loss on")
+    assert arm.get_by_role("radio").count() == 2 and arm.locator('input[name="arm"]').count() == 2
+    assert arm.locator('input[name="method"]').count() == 0 and method.locator('input[name="method"]').count() == 3
 
 
 def test_beta_slider_works_by_keyboard_and_follows_the_field(chapter16):

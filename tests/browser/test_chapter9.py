@@ -86,6 +86,23 @@ def test_rounding_slider_rounds_its_value(chapter9):
     assert fp16["regime"] == "subnormal"
 
 
+# Every header and cell of the rounding table whose text runs past its box: cut off, or over its neighbour.
+CLIPPED = """t => [...t.querySelectorAll("th, td, .prec-line")].filter((e) => e.scrollWidth > e.clientWidth + 1)
+  .map((e) => e.textContent.trim().slice(0, 40))"""
+
+
+def test_rounding_table_columns_hold_their_widths_and_nothing_is_cut_off(chapter9):
+    """As the value changes, the table's columns keep their widths (they do not jump under the reader's
+    eyes), and no header or cell runs out of its box (the issue saw "UNDERFLOWS" clipped)."""
+    widths = []
+    for raw in ("0.1", "1e-30", "70000", "-3.4e38", "-6.1e-5", "1e-45"):
+        w, status = round_value(chapter9, raw)
+        assert status == "done", raw
+        widths.append(w.locator("table thead th").evaluate_all("els => els.map((e) => e.getBoundingClientRect().width)"))
+        assert not w.locator("table").evaluate(CLIPPED), raw
+    assert all(row == widths[0] for row in widths), widths
+
+
 def test_rounding_table_keeps_every_column_in_view_on_a_phone(chapter9):
     """At 360 px the table stacks, one block per format, so the stored value, its neighbours and the
     limits are on screen instead of scrolled away behind float32's 32 bits."""

@@ -101,8 +101,13 @@ export async function mount(root, client) {
     table.append(exact);
   };
 
-  const show = () => {
+  // announce: the reader moved to this step with a button, so the live region says where they are
+  // (the status line's text is the same at every step; a region that never changes says nothing)
+  const show = (announce = false) => {
     const p = data.workers, step = at >= 0 ? data.steps[at] : null;
+    const where = step
+      ? `Step ${at + 1} of ${data.steps.length}: ${step.phase} step ${step.step + 1} of ${p - 1}, each worker sends one chunk to the next.`
+      : "Before the first step: every worker holds only its own gradient.";
     readouts.phase.textContent = step ? step.phase : "not started";
     readouts.step.textContent = step ? `${at + 1} of ${data.steps.length}` : `0 of ${data.steps.length}`;
     readouts.sent.textContent = fmtBytes((step ? step.sent[0] : 0) * data.itemsize) + ` of ${fmtBytes(data.closed_form_wire)} = 2(p−1)/p × payload`;
@@ -117,11 +122,14 @@ export async function mount(root, client) {
     describeRing();
     drawTable();
     if (at === data.steps.length - 1) {
-      setStatus("done", data.identical
+      const done = data.identical
         ? `Done: all ${p} workers hold bit-identical sums; the largest difference from the exact (float64) sum is ${data.max_abs_error.toExponential(2)}, float32 rounding.`
-        : "Done, but the workers' results differ: this should not happen.");
+        : "Done, but the workers' results differ: this should not happen.";
+      setStatus("done", done, false);
+      setStatus.announcer.say(announce ? `${where} ${done}` : done);
     } else {
       setStatus("ready", `${p} workers, ${data.elements.toLocaleString("en")} numbers each, chunks of about ${Math.round(data.elements / p)}.`, false);
+      if (announce) setStatus.announcer.say(where);
     }
   };
 
@@ -142,6 +150,9 @@ export async function mount(root, client) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (runButton.disabled) return;
+    // disabled while it computes, the pressed button would drop the focus to <body>: it goes on to Step
+    // (the next thing to press), or back to the button if there is nothing to step through
+    const pressed = document.activeElement === runButton;
     runButton.disabled = true;
     fields.clearErrors();
     delete root.dataset.result;
@@ -170,12 +181,14 @@ export async function mount(root, client) {
       focusField = reportError(err, { fields, setStatus });
     } finally {
       runButton.disabled = false;
+      const lost = document.activeElement === document.body || document.activeElement === null;
       if (focusField) fields.focusFirstInvalid();
+      else if (pressed && lost) (next.disabled ? runButton : next).focus();
     }
   });
-  back.addEventListener("click", () => { if (data && at >= 0) { at -= 1; show(); } });
-  next.addEventListener("click", () => { if (data && at < data.steps.length - 1) { at += 1; show(); } });
-  end.addEventListener("click", () => { if (data) { at = data.steps.length - 1; show(); } });
+  back.addEventListener("click", () => { if (data && at >= 0) { at -= 1; show(true); } });
+  next.addEventListener("click", () => { if (data && at < data.steps.length - 1) { at += 1; show(true); } });
+  end.addEventListener("click", () => { if (data) { at = data.steps.length - 1; show(true); } });
   onResize(svg, drawRing); // drawn at its shown width: its text stays 12 px
   if (!(await startPython(client, setStatus, [runButton]))) return;
   runButton.disabled = false;

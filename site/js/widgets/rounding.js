@@ -63,7 +63,7 @@ export async function mount(root, client) {
         cell("below").textContent = fmt(f.below);
         cell("above").textContent = fmt(f.above);
         cell("regime").textContent = REGIME[f.regime] || f.regime;
-        cell("regime").className = `prec-line regime-${f.regime}`;
+        cell("regime").className = `prec-line prec-wraps regime-${f.regime}`;
         cell("max").textContent = fmt(f.max);
         cell("smallest_subnormal").textContent = fmt(f.smallest_subnormal / 2);
         rows.append(tr);

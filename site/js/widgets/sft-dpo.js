@@ -110,6 +110,11 @@ export async function mount(root, client) {
     readouts.score_a.textContent = a;
     readouts.score_b.textContent = b;
   }
+  // A run replaces the model an answer on show came from: the answer goes, and the box says why.
+  const withdrawAnswer = () => {
+    answerEl.textContent = root.dataset.answer ? "The models have changed since that answer (a new run started): ask again." : "";
+    delete root.dataset.answer;
+  };
   // while one run goes on the other part's button and Ask wait; fine-tuning and asking need a pretrained model
   const busy = (on) => {
     preButton.disabled = on;
@@ -133,13 +138,13 @@ export async function mount(root, client) {
     announceStart: "Pretraining started.",
     onStart() {
       pretrained = false;
+      withdrawAnswer();
       busy(true);
       delete root.dataset.pretrained;
       progress.value = 0;
       resetChart("training loss");
       $('[data-role="before"]').replaceChildren();
       $('[data-role="after"]').replaceChildren();
-      answerEl.textContent = "";
     },
     onEvent(ev) {
       if (ev.kind !== "chunk") return null;
@@ -192,6 +197,7 @@ export async function mount(root, client) {
     },
     onEvent(ev) {
       if (ev.kind === "start") {
+        withdrawAnswer(); // the settings were accepted: the fine-tuned copy the answer came from is gone
         if (method === "sft") return null;
         resetMarginChart(ev.info.target_margin);
         return `${METHOD_NAMES[method]} on ${ev.info.pairs} pairs…`;
@@ -208,7 +214,7 @@ export async function mount(root, client) {
       if (method === "sft") {
         const b = r.before.scores, a = r.after.scores;
         setScores(`loss per response token, ${r.eval_pairs} held-out pairs`, `${num(b.response_loss)} → ${num(a.response_loss)}`,
-          "speaker accuracy (before → after)", `${num(b.accuracy, 2)} → ${num(a.accuracy, 2)}`);
+          "speaker accuracy (before → after)", `${num(b.accuracy, 2)} → ${num(a.accuracy, 2)} (chance: 1 in ${r.speakers}, ${num(1 / r.speakers, 3)})`);
         showList($('[data-role="before"]'), answerRows(r.before.answers));
         showList($('[data-role="after"]'), answerRows(r.after.answers));
       } else {
@@ -249,6 +255,7 @@ export async function mount(root, client) {
       const lines = [`Asked: ${v.line}\nWho?` + (v.dropped ? `  (${v.dropped} character${v.dropped > 1 ? "s" : ""} the model does not know left out)` : ""),
         `Pretrained model: ${v.pretrained.text}${v.pretrained.ended ? "" : " …"}`];
       if (v.tuned) lines.push(`Fine-tuned by SFT (${v.arm === "response" ? "response only" : "whole sequence"}): ${v.tuned.text}${v.tuned.ended ? "" : " …"}`);
+      else if (v.tuned_kind) lines.push(`The fine-tuned copy is by ${v.tuned_kind.toUpperCase()}, which learns which of two lines to prefer, not to answer: fine-tune by SFT to compare answers.`);
       else lines.push("No SFT copy yet: fine-tune by SFT to compare.");
       answerEl.textContent = lines.join("\n");
       root.dataset.answer = JSON.stringify(v);
