@@ -722,10 +722,23 @@ def find_chapters():
     return chapters
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def plain_number(x):
+    """A bound as a reader reads it: 0.001 to 1000 plainly, 10⁻⁵ and 10⁶ as powers, else 4 digits."""
+    x = float(x)
+    if x > 0 and not 1e-3 <= x <= 1e3 and math.log10(x) == round(math.log10(x)):
+        return "10" + str(round(math.log10(x))).translate(_SUPERSCRIPT)
+    return f"{int(x):,}" if x == int(x) else f"{x:.4g}"
+
+
 def make_env():
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "site" / "templates"),
-                              undefined=jinja2.StrictUndefined, autoescape=True,
-                              keep_trailing_newline=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "site" / "templates"),
+                             undefined=jinja2.StrictUndefined, autoescape=True,
+                             keep_trailing_newline=True)
+    env.filters["plain_number"] = plain_number
+    return env
 
 
 def render_chapter(env, chapter, results, chapters=(), terms=None):
