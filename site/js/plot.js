@@ -215,12 +215,23 @@ export class Plot {
 
   uplotOptions() {
     const o = this.opts;
+    const fitAxis = (u, values, i, cycle) => {
+      const ax = u.axes[i];
+      if (cycle > 1 && ax._size) return ax._size; // uPlot asks again as the ticks settle: keep the first answer
+      u.ctx.save();
+      u.ctx.font = `${AXIS_FONT_PX}px ${FONT_FAMILY}`;
+      const widest = Math.max(0, ...(values || []).map((v) => u.ctx.measureText(String(v)).width));
+      u.ctx.restore();
+      return Math.ceil(widest) + 4 + 10; // the ticks' 4 px and a 10 px gap
+    };
     const text = cssColor("--chart-text"), axisColor = cssColor("--chart-axis"), grid = cssColor("--chart-grid");
     const font = `${AXIS_FONT_PX}px ${FONT_FAMILY}`;
     const axis = (a = {}, side) => ({
       label: a.label || "", stroke: text, font, labelFont: font, labelSize: 20,
       grid: { stroke: grid, width: 1 }, ticks: { stroke: axisColor, width: 1, size: 4 },
-      size: side === "y" ? (a.size || 60) : 44,
+      // the y axis as wide as its widest tick label (plus the ticks and a gap), so that its title sits
+      // beside the numbers, not a fixed 60 px away on a phone where they read "3" or "2.5"
+      size: side === "y" ? (a.size || fitAxis) : 44,
       ...(a.log ? { splits: (u, i, lo, hi) => decadeTicks(lo, hi) } : {}),
       values: (u, splits) => splits.map((v) => (a.format ? a.format(v) : fmtTick(v))),
     });
@@ -254,6 +265,7 @@ export class Plot {
         ...(o.hooks || {}),
         draw: [
           ...((o.hooks && o.hooks.draw) || []),
+          (u) => { this.el.dataset.yAxisPx = String(Math.round(u.axes[1]._size)); }, // what the tests read
           (u) => {
             if (!refs.length) return;
             const ctx = u.ctx, dpr = window.devicePixelRatio || 1;

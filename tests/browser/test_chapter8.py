@@ -148,6 +148,16 @@ def test_bad_batch_with_skipping_skips_exactly_the_bad_stretch(chapter8):
     table = chart_table(w, "chart-weights-data")
     assert table["header"][0] == "step" and len(table["header"]) == 1 + len(r["layer_weight_norms"])
     assert [float(v) for v in table["rows"][-1][1:]] == pytest.approx(r["layer_weight_norms"], rel=1e-3)
+    # the y axes are as wide as their tick labels (plot.js): on a phone the loss chart's title sits beside
+    # its "2.5"-wide numbers, not at a fixed 60 px (the issue measured 50 px of gap)
+    loss_chart = w.locator('[data-role="chart-loss"]')
+    old = chapter8.viewport_size
+    chapter8.set_viewport_size({"width": 360, "height": 800})
+    try:
+        expect(loss_chart).not_to_have_attribute("data-y-axis-px", "60")
+        assert 14 < int(loss_chart.get_attribute("data-y-axis-px")) <= 14 + 30, loss_chart.get_attribute("data-y-axis-px")
+    finally:
+        chapter8.set_viewport_size(old)
 
 
 def test_bad_batch_inject_now_and_stop_mid_run(chapter8):
