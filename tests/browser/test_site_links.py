@@ -35,6 +35,35 @@ def test_a_terms_definition_shows_on_hover_and_on_focus(page, site_url):
     expect(page.locator("#term-perplexity")).to_be_visible()
 
 
+def test_on_a_touch_screen_the_first_tap_on_a_term_shows_it_and_the_second_follows_it(browser, site_url):
+    """A phone has no hover, and a tap on a link follows it: there the first tap shows the term's
+    sentence (inside the screen), a tap elsewhere hides it, and a second tap on the term opens its entry."""
+    context = browser.new_context(viewport={"width": 360, "height": 780}, has_touch=True, is_mobile=True,
+                                  service_workers="block")
+    page = context.new_page()
+    try:
+        page.goto(f"{site_url}chapters/03-the-objective.html", wait_until="domcontentloaded")
+        assert page.evaluate("matchMedia('(hover: none)').matches")
+        term = page.locator('a.gloss-term[href$="#term-perplexity"]').first
+        definition = term.get_attribute("data-definition")
+        after = "el => getComputedStyle(el, '::after').content"
+        url = page.url
+        term.scroll_into_view_if_needed()
+        term.tap()
+        assert page.url == url and definition in term.evaluate(after)
+        box = term.evaluate("""el => { const r = el.getBoundingClientRect(), s = getComputedStyle(el, '::after');
+            return [r.left + parseFloat(s.left), parseFloat(s.width)]; }""")
+        assert box[0] >= 0 and box[0] + box[1] <= 360, box  # the sentence is inside the screen
+        page.locator("main h1").first.tap()
+        assert term.evaluate(after) in ("none", "normal", "")
+        term.tap()
+        assert definition in term.evaluate(after)
+        term.tap()
+        expect(page).to_have_url(re.compile(r"glossary\.html#term-perplexity$"))
+    finally:
+        context.close()
+
+
 def test_every_glossary_link_lands_on_what_it_names(page, site_url):
     page.goto(f"{site_url}glossary.html", wait_until="domcontentloaded")
     glossary = page_facts(page, f"{site_url}glossary.html")
