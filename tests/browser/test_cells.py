@@ -422,6 +422,20 @@ class NotIsolatedHandler(build.SiteHandler):
         http.server.SimpleHTTPRequestHandler.end_headers(self)  # no COOP/COEP headers
 
 
+def wait_for_python(page, log, timeout=TIMEOUT):
+    """Wait for the page's Python to be ready; if it is not (it failed, or is still loading after
+    `timeout`), fail at once with its state, the page's error line and its console."""
+    try:
+        page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=timeout)
+    except Exception:
+        pass  # reported below, with what the page showed
+    state, shown = page.evaluate("""[document.documentElement.dataset.pyodide ?? null,
+        document.querySelector('[data-role="page-error"]')?.textContent ?? '']""")
+    if state != "ready":
+        pytest.fail(f"the page's Python is {state!r}, not ready; the page says {shown!r}; its console:\n"
+                    + "\n".join(log.console), pytrace=False)
+
+
 def test_cells_run_and_stop_without_cross_origin_isolation(browser):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(NotIsolatedHandler, directory=str(SITE)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -430,7 +444,7 @@ def test_cells_run_and_stop_without_cross_origin_isolation(browser):
         page = context.new_page()
         log = PageLog(page)
         page.goto(chapter_url(f"http://127.0.0.1:{server.server_port}/", "09-"))
-        page.wait_for_selector("html[data-pyodide=ready]", timeout=TIMEOUT)
+        wait_for_python(page, log)
         assert page.evaluate("crossOriginIsolated") is False
         c = cell(page, ROUND)
         type_code(c, edited(ROUND, '"""\n', '"""\n    print("not isolated", fmt)\n'))
