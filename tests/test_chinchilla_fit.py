@@ -2,6 +2,7 @@
 fits to Besiroglu et al.'s 245 runs against their notebook (epoch-research/analyzing-chinchilla at
 9225883, data_analysis.ipynb)."""
 
+import inspect
 import math
 
 import numpy as np
@@ -62,10 +63,18 @@ def test_lbfgs_finds_scipys_minimum_from_the_same_starts(points, loss_name):
 def test_huber_fit_reproduces_the_notebooks_grid_fit(points):
     """The notebook's "Replicate exactly" cell (L-BFGS-B from all 4,500 grid starts, Huber δ = 1e-3 on
     log L, 240 runs) prints A = 477.84, B = 2143.86, E = 1.8172, α = 0.34731, β = 0.36718 at an
-    objective of 0.0010182740346; the page's fit (the 20 best starts) must reach it."""
+    objective of 0.0010182740346; the page's fit (the 20 best starts) must reach it.
+
+    "Reach" is to the resolution of the stopping rule both optimisers use (SciPy L-BFGS-B's, which
+    pylib's copies): they stop once a step lowers the objective by at most ftol = 2.2e-9 times
+    max(|f|, 1), which for an objective near 1e-3 is 2.2e-9 absolute, so the notebook's minimum is
+    itself known only to that. The last digits depend on the CPU's floating point: on one machine
+    the page's fit ended 4e-11 above the notebook's value, on another below it."""
     n, d, loss, keep = points
     f = cf.fit(n[keep], d[keep], loss[keep], keep=20)
-    assert f["objective"] <= 0.0010182740346154362
+    ftol = inspect.signature(cf.lbfgs).parameters["ftol"].default  # SciPy's factr 1e7 times machine epsilon
+    assert ftol == pytest.approx(1e7 * np.finfo(float).eps)
+    assert f["objective"] <= 0.0010182740346154362 + ftol * max(0.0010182740346154362, 1.0)
     assert f["E"] == pytest.approx(1.8172, abs=5e-4)
     assert f["alpha"] == pytest.approx(0.3473, abs=5e-4) and f["beta"] == pytest.approx(0.3672, abs=5e-4)
     assert f["A"] == pytest.approx(477.84, rel=2e-3) and f["B"] == pytest.approx(2143.86, rel=2e-3)
