@@ -43,6 +43,7 @@ import hashlib
 import http.server
 import importlib
 import inspect
+import itertools
 import json
 import math
 import pathlib
@@ -312,14 +313,70 @@ def format_number(value, fmt):
     return format(value, fmt) if fmt else (f"{value:,}" if isinstance(value, int) else f"{value:.4g}")
 
 
-def figure(kind, text, title, href=None):
-    """A number with its provenance label; the template's CSS draws the label. href: where the number
-    links to (a measured one: its row on results.html)."""
+def figure(kind, text, source, href=None):
+    """A number with its provenance: kind ("measured", "derived" or "cited") is drawn as a quiet
+    underline (site.css) and said to screen readers (the visually hidden .fig-tag); source, the
+    label, key and seeds, shows in a popover on hover, focus or tap (static/js/terms.js). href: where
+    the number links to (a measured one: its row on results.html)."""
     if href:
-        return markupsafe.Markup('<span class="fig {k}" title="{t}"><a class="fig-link" href="{h}">{x}</a>'
-                                 '<sup class="fig-tag">{k}</sup></span>').format(k=kind, t=title, x=text, h=href)
-    return markupsafe.Markup('<span class="fig {k}" title="{t}">{x}<sup class="fig-tag">{k}</sup></span>').format(
-        k=kind, t=title, x=text)
+        return markupsafe.Markup('<span class="fig {k}" data-source="{t}"><a class="fig-link" href="{h}">{x}</a>'
+                                 '<sup class="fig-tag">{k}</sup></span>').format(k=kind, t=source, x=text, h=href)
+    return markupsafe.Markup('<span class="fig {k}" data-source="{t}">{x}<sup class="fig-tag">{k}</sup></span>').format(
+        k=kind, t=source, x=text)
+
+
+FIGURE_KIND = re.compile(r'<span class="fig (measured|derived|cited)"')
+TABLE = re.compile(r"<table>.*?</table>", re.S)
+CELL = re.compile(r"<(td|th)((?: [^>]*)?)>(.*?)</\1>", re.S)
+
+
+def mark_figure_columns(html):
+    """One provenance mark per table column instead of one per cell: in a table (markdown-it's) where
+    every body cell of a column holds a figure and all of that column's figures are of one kind, the
+    header gets the kind's mark (.fig-col) and the column's cells class fig-quiet (site.css draws their
+    figures without the underline; each still shows its source on hover, focus or tap)."""
+
+    def table(match):
+        t = match.group(0)
+        head, _, body = t.partition("</thead>")
+        if not body:
+            return t
+        rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
+        heads = CELL.findall(head)
+        columns = {}  # column -> kinds in it; None once a cell has no figure
+        for row in rows:
+            cells = CELL.findall(row)
+            if len(cells) != len(heads):
+                return t
+            for j, (_, _, content) in enumerate(cells):
+                kinds = set(FIGURE_KIND.findall(content))
+                columns[j] = None if not kinds or columns.get(j, set()) is None else columns.get(j, set()) | kinds
+        quiet = {j: kinds.pop() for j, kinds in columns.items() if kinds and len(kinds) == 1}
+        if not quiet:
+            return t
+        return _mark_rows(head, quiet, True) + "</thead>" + _mark_rows(body, quiet, False)
+
+    return TABLE.sub(table, html)
+
+
+def _mark_rows(text, quiet, is_head):
+    """mark_figure_columns's rewrite of one table part's rows (thead or tbody)."""
+
+    def row(r):
+        column = itertools.count()
+
+        def cell(m):
+            j = next(column)
+            tag, attrs, content = m.groups()
+            if j not in quiet:
+                return m.group(0)
+            if is_head:
+                return f'<{tag}{attrs}>{content} <span class="fig-col {quiet[j]}">{quiet[j]}</span></{tag}>'
+            return f'<{tag} class="fig-quiet"{attrs}>{content}</{tag}>'
+
+        return CELL.sub(cell, r.group(0))
+
+    return re.sub(r"<tr>.*?</tr>", row, text, flags=re.S)
 
 
 class ChapterContext:
@@ -761,7 +818,7 @@ def render_chapter(env, chapter, results, chapters=(), terms=None):
         ctx.check_exercises()
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
     links = {c.number: f"{c.slug}.html" for c in chapters if c.number != chapter.number}
-    return ctx.fill_blocks(markdown_to_html(source, links, terms, heading_links=True))
+    return ctx.fill_blocks(mark_figure_columns(markdown_to_html(source, links, terms, heading_links=True)))
 
 
 def render_glossary(env, results, entries):

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import threading
 import urllib.error
@@ -484,3 +485,31 @@ def test_a_verdict_that_survives_says_so_and_a_wrong_adjusted_claim_fails(tmp_pa
         _chapter_with(tmp_path, body.replace('expect="higher"', 'expect="higher", adjusted="unresolved"'), values)
     with pytest.raises(build.BuildError, match="expect one of"):
         _chapter_with(tmp_path, body.replace('expect="higher"', 'expect="higher", adjusted="maybe"'), values)
+
+
+def test_a_table_column_of_one_kind_gets_one_mark_in_its_header_and_quiet_cells():
+    """build.mark_figure_columns: a column whose every body cell holds figures of one kind is marked
+    once, in its header; a column with a plain cell, or with two kinds, keeps each figure's own mark."""
+    m, d = (str(build.figure(k, "1", f"{k}: x")) for k in ("measured", "derived"))
+    html = build.markdown_to_html(
+        "| a | b | c | d |\n| --- | --- | ---: | --- |\n"
+        f"| {m} | {m} | {d} | {m} |\n"
+        f"| {m} | plain | {d} | {d} |\n")
+    out = build.mark_figure_columns(html)
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", out)
+    assert heads == ['a <span class="fig-col measured">measured</span>', "b",
+                     'c <span class="fig-col derived">derived</span>', "d"]
+    rows = re.findall(r"<tr>(.*?)</tr>", out, re.S)[1:]
+    classes = [re.findall(r"<td([^>]*)>", r) for r in rows]
+    assert classes == [[' class="fig-quiet"', "", ' class="fig-quiet" style="text-align:right"', ""]] * 2
+    assert build.mark_figure_columns("<table><thead><tr><th>x</th></tr></thead><tbody></tbody></table>") == \
+        "<table><thead><tr><th>x</th></tr></thead><tbody></tbody></table>"
+
+
+def test_every_chapter_explains_the_marks_once_and_draws_no_badge():
+    pages = sorted((build.OUT / "chapters").glob("*.html"))
+    assert len(pages) == 16, "run the README's setup command to build _site/"
+    for page in pages:
+        html = page.read_text()
+        assert html.count('class="fig-legend"') == 1, page.name
+        assert "title=\"measured:" not in html and "title=\"derived" not in html, page.name

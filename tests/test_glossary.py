@@ -24,7 +24,7 @@ def test_first_use_links_once_and_skips_headings_code_links_and_labels():
     sgd = entry("SGD", ["SGD"])
     source = ("## Seeds everywhere\n\n"
               "A `seed` in code, [a seed](x.html) in a link, "
-              '<span class="fig measured" title="t">seed 0</span> in a label.\n\n'
+              '<span class="fig measured" data-source="t">seed 0</span> in a label.\n\n'
               "Then the seeds, once; a second seed stays plain. sgd in lower case is not SGD's name.\n")
     html = build.markdown_to_html(source, terms=page_terms(seeds, sgd))
     links = re.findall(r'<a class="gloss-term" href="([^"]+)"[^>]*>([^<]+)</a>', html)
@@ -47,7 +47,7 @@ def test_longest_match_wins_and_words_are_whole():
 
 def test_definition_is_plain_text_and_cannot_inject_markup():
     e = entry("Perplexity", ["perplexity"])
-    text = glossary.plain_text('$e^L$ tokens, <span class="fig derived" title="x">5,376<sup class="fig-tag">derived</sup></span> "<b>')
+    text = glossary.plain_text('$e^L$ tokens, <span class="fig derived" data-source="x">5,376<sup class="fig-tag">derived</sup></span> "<b>')
     assert text == 'e^L tokens, 5,376 "'
     html = build.markdown_to_html("perplexity\n", terms=glossary.terms_for_page(
         [e], {e.anchor: '"><script>alert(1)</script>'}, "../glossary.html"))

@@ -12,7 +12,7 @@ from builder import navigation, results_page, search_index
 
 PAGE = """<html><body><nav class="toc"><a href="#a">Contents: skip me</a></nav>
 <article class="chapter"><h1>Chapter 9 The title</h1>
-<p>Intro words, with <code>code</code> and a <span class="fig measured" title="t">2.52<sup class="fig-tag">measured</sup></span> figure.</p>
+<p>Intro words, with <code>code</code> and a <span class="fig measured" data-source="t">2.52<sup class="fig-tag">measured</sup></span> figure.</p>
 <h2 id="first-section">First section <a class="heading-anchor" href="#first-section" aria-label="Link">#</a></h2>
 <p>Alpha <em>beta</em></p><p>gamma.</p>
 <figure class="code"><figcaption>pylib.optim.adamw_step (pylib/optim.py)</figcaption><pre>def secret_code(): pass</pre></figure>
@@ -181,7 +181,7 @@ def ctx():
 ])
 def test_a_measured_figure_links_to_its_row_and_keeps_its_label(ctx, call, href):
     html = str(call(ctx))
-    assert re.fullmatch(r'<span class="fig measured" title="[^"]+"><a class="fig-link" href="([^"]+)">[^<]+</a>'
+    assert re.fullmatch(r'<span class="fig measured" data-source="[^"]+"><a class="fig-link" href="([^"]+)">[^<]+</a>'
                         r'<sup class="fig-tag">measured</sup></span>', html)
     assert f'href="{href}"' in html
 

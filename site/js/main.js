@@ -5,11 +5,12 @@
 import * as client from "./pyodide-client.js";
 import "./offline.js"; // the service worker: the site saved for offline use after this visit
 import { watchScrollers } from "./scrollers.js";
-import { watchTerms } from "./terms.js";
+import { watchFigures, watchTerms } from "./terms.js";
 import { markSettled } from "./widget-kit.js";
 
 watchScrollers(); // code, tables and formulas that scroll sideways take keyboard focus while they overflow
 watchTerms(); // on a touch screen, a glossary term's first tap shows its sentence, the second follows it
+watchFigures(); // a number's source, in a popover on hover, focus or tap
 
 function widgetFailed(root, message) {
   root.dataset.status = "error";

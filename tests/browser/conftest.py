@@ -283,7 +283,7 @@ PAGE_FACTS = """async (url) => {
     links: { a: all("a[href]", (e) => e.href), link: all("link[href]", (e) => e.href), script: all("script[src]", (e) => e.src) },
     glossary_where: all(".glossary-where a", (e) => e.href),
     glossary_entries: doc.querySelectorAll(".glossary-entry").length,
-    figures: all(".fig.measured", (e) => [e.title, e.querySelector("a.fig-link")?.getAttribute("href") ?? null,
+    figures: all(".fig.measured", (e) => [e.dataset.source, e.querySelector("a.fig-link")?.getAttribute("href") ?? null,
                                            !!e.closest("[data-widget]")]),
   };
 }"""

@@ -298,7 +298,7 @@ def test_every_measured_figure_links_to_its_row_on_the_results_page(reader_profi
 def test_a_figure_lands_on_its_row_with_its_value(reader_profile, browser, site_url):
     page = open_page(reader_profile, browser, chapter_url(site_url, "01-"))
     title = "measured: results.json keys ch1.default.final_val.mean, ch1.default.final_val.sd (3 seeds, sample sd)"
-    figure = page.locator(f'.fig.measured[title="{title}"]').first
+    figure = page.locator(f'.fig.measured[data-source="{title}"]').first
     text = figure.locator("a.fig-link").text_content()
     figure.locator("a.fig-link").click()
     expect(page).to_have_url(re.compile(r"/results\.html#key-ch1\.default\.final_val$"))
