@@ -8,7 +8,9 @@
 // Stop: with cross-origin isolation (COOP/COEP headers), Pyodide's interrupt buffer raises
 // KeyboardInterrupt in the running code and the worker stays warm; if the code does not stop
 // within STOP_GRACE_MS, or without isolation, the worker is terminated and a new one started.
-// The editor is PyScript's bundled CodeMirror 6. Tab indents in it; Esc then Tab moves focus on.
+// The editor is PyScript's bundled CodeMirror 6. Tab moves focus on, as everywhere on the page (an editor
+// that kept Tab would trap a keyboard reader in every cell); Ctrl+] and Ctrl+[ indent and un-indent, and
+// Enter keeps the line's indentation.
 //
 // A cell's root gets data-status idle|loading|running|done|error|stopped and, after a run,
 // data-result (the driver's JSON summary, pylib.web.cells). Output is text only (textContent).
@@ -271,9 +273,8 @@ export function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
       { key: "Ctrl-Enter", run, preventDefault: true },
       { key: "Mod-Enter", run, preventDefault: true },
       { key: "Shift-Enter", run, preventDefault: true },
-      ...commands.defaultKeymap,
+      ...commands.defaultKeymap, // with Mod-] and Mod-[ (indent, un-indent) and Enter that keeps the indentation
       ...commands.historyKeymap,
-      commands.indentWithTab, // Tab indents; Esc then Tab leaves (CodeMirror's tab-focus escape)
     ]),
     core.EditorView.contentAttributes.of({ "aria-label": label, "aria-describedby": describedBy }),
     // Long lines wrap and the editor grows with its code: nothing scrolls inside it, and a phone

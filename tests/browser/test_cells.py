@@ -168,23 +168,31 @@ def test_cell_shows_pylibs_own_source_with_named_controls(chapter9):
     expect(c.get_by_role("button", name="Stop")).to_be_disabled()
     editor = c.get_by_role("textbox", name="Code of round_to, editable")
     expect(editor).to_be_visible()
-    assert "Esc and then Tab" in c.locator('[data-role="keys"]').inner_text()
+    assert "Tab moves on to the next control" in c.locator('[data-role="keys"]').inner_text()
     # The static block is the no-JavaScript view: the same code, hidden once the editor is up.
     assert c.locator('[data-role="static"]').inner_text().strip() == pylib_source(ROUND).strip()
     expect(c.locator('[data-role="static"]')).to_be_hidden()
 
 
-def test_tab_indents_in_the_editor_and_esc_then_tab_leaves_it(chapter9):
+def test_tab_leaves_the_editor_and_ctrl_brackets_indent_and_unindent(chapter9):
+    """Tab moves focus on, as everywhere on the page (a keyboard reader is never trapped in a cell);
+    indentation is Ctrl+] and Ctrl+[, and Enter keeps the line's indentation."""
     page = chapter9
     c = cell(page, ROUND)
     c.locator(".cm-content").click()
     page.keyboard.press("Control+Home")
-    page.keyboard.press("Tab")
-    assert code_of(c).startswith("    def round_to"), "Tab should indent inside the editor"
+    page.keyboard.press("Control+BracketRight")
+    assert code_of(c).startswith("    def round_to"), "Ctrl+] should indent the line"
+    page.keyboard.press("Control+BracketLeft")
+    assert code_of(c).startswith("def round_to"), "Ctrl+[ should un-indent it"
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("x = 1")
+    assert "\n    x = 1\n" in code_of(c), "Enter after a def line should indent the new line"
     assert page.evaluate("document.activeElement.classList.contains('cm-content')")
-    page.keyboard.press("Escape")
     page.keyboard.press("Tab")
-    assert not page.evaluate("document.activeElement.closest('.cm-editor')"), "Esc then Tab must leave the editor"
+    assert not page.evaluate("document.activeElement.closest('.cm-editor')"), "Tab must leave the editor"
+    assert "    def round_to" not in code_of(c) and "\tdef" not in code_of(c)  # and insert nothing
     c.get_by_role("button", name="Reset").click()
     assert code_of(c) == pylib_source(ROUND).rstrip("\n")
 
