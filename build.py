@@ -62,9 +62,10 @@ import pygments.formatters
 import pygments.lexers
 from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
+from mdit_py_plugins.anchors.index import slugify
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from builder import glossary, navigation, offline, results_page, search_index
+from builder import glossary, navigation, offline, plans, results_page, search_index, troubleshooting
 
 ROOT = pathlib.Path(__file__).resolve().parent
 OUT = ROOT / "_site"
@@ -73,6 +74,8 @@ NODE_MODULES = ROOT / "node_modules"
 RESULTS_JSON = ROOT / "results.json"
 RESULTS_MD = ROOT / "results.md"
 GLOSSARY = ROOT / "chapters" / "glossary.yaml"
+TROUBLESHOOTING = ROOT / "chapters" / "troubleshooting.yaml"
+PLANS = ROOT / "chapters" / "plans"  # each chapter's plan and ending (builder/plans.py)
 SITE_TITLE = "Training a language model, in the page"
 
 # The Pyodide core comes from npm (package.json pins pyodide 0.27.7). Its NumPy, micropip and
@@ -721,13 +724,15 @@ def link_chapter_references(state, links):
         block.children = children
 
 
-def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False):
+def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False, references=None, linked=None):
     """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML.
 
     Section headings (## and ###) get GitHub-style ids, so the glossary and other pages can link to
     a section. chapter_links: {chapter number: href}; "chapter N" in running text links to it.
     terms: [glossary.Term]; the first use of each on the page links to its glossary entry.
-    heading_links: each section heading also gets a "#" link to itself (a chapter page)."""
+    heading_links: each section heading also gets a "#" link to itself (a chapter page).
+    references: [plans.Reference]; the first use of each one's cite words links to its entry, and its
+    key is added to the set `linked`."""
     maths = []  # (tex, display) in order of first appearance
 
     def collect(content, options):
@@ -745,6 +750,8 @@ def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False
         md.core.ruler.push("glossary_terms", lambda state: glossary.link_terms(state, terms))
     if heading_links:  # a "#" link beside each section heading (builder/navigation.py)
         md.core.ruler.push("heading_links", navigation.heading_links)
+    if references:
+        md.core.ruler.push("references", lambda state: plans.link_references(state, references, linked))
     html = md.render(source)
     rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
     return re.sub("\x00MATH(\\d+)\x00", lambda m: rendered[int(m.group(1))], html)
@@ -798,14 +805,18 @@ def make_env():
     return env
 
 
-def render_chapter(env, chapter, results, chapters=(), terms=None):
+def render_chapter(env, chapter, results, chapters=(), terms=None, plan=None):
     """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body; "chapter N"
     links to the other chapters' pages (siblings in chapters/), and each glossary term's first use
-    to its entry (terms: [glossary.Term])."""
+    to its entry (terms: [glossary.Term]). plan (plans.Plan): the chapter's box, key takeaways and
+    references go into its Markdown first (builder/plans.py)."""
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
                                      keep_trailing_newline=True)
+    text = chapter.path.read_text(encoding="utf-8")
+    if plan is not None:
+        text = plans.add_to_source(text, plan, {c.number: (c.title, f"{c.slug}.html") for c in chapters})
     try:
-        template = chapter_env.from_string(chapter.path.read_text(encoding="utf-8"))
+        template = chapter_env.from_string(text)
         # Two passes: the first collects the chapter's comparisons, so that each compare() in the
         # second knows its family's Holm-adjusted verdicts (code, cells and widgets are skipped in it).
         first = ChapterContext(env, results, _relpath(chapter.path), collecting=True)
@@ -818,7 +829,34 @@ def render_chapter(env, chapter, results, chapters=(), terms=None):
         ctx.check_exercises()
     source = re.sub(r"\A# .+\n", "", source)  # the template renders the title
     links = {c.number: f"{c.slug}.html" for c in chapters if c.number != chapter.number}
-    return ctx.fill_blocks(mark_figure_columns(markdown_to_html(source, links, terms, heading_links=True)))
+    linked = set()
+    body = ctx.fill_blocks(mark_figure_columns(markdown_to_html(
+        source, links, terms, heading_links=True, references=plan.references if plan else None, linked=linked)))
+    if plan is None:
+        return body
+    try:
+        plans.check_linked(_relpath(chapter.path), plan, linked)
+    except plans.PlanError as e:
+        raise BuildError(str(e)) from e
+    return plans.fill_reading_time(body, sum(len(s.text.split()) for s in navigation.sections(body)))
+
+
+def load_plan(chapter, chapters):
+    """The chapter's plan (chapters/plans/NN.yaml); BuildError when it is missing or wrong."""
+    try:
+        return plans.load(PLANS / f"{chapter.number:02d}.yaml", chapter.number, {c.number for c in chapters})
+    except plans.PlanError as e:
+        raise BuildError(str(e)) from e
+
+
+def render_next(env, results, chapter, plan):
+    """The plan's `next` sentence as inline HTML, through the chapter's Jinja helpers."""
+    ctx = ChapterContext(env, results, _relpath(PLANS / f"{chapter.number:02d}.yaml"))
+    try:
+        text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(plan.next).render(ctx.functions())
+    except jinja2.TemplateError as e:
+        raise BuildError(f"{ctx.chapter_name}: next: {e}") from e
+    return markupsafe.Markup(re.sub(r"^<p>|</p>\s*$", "", markdown_to_html(text).strip()))
 
 
 def render_glossary(env, results, entries):
@@ -884,9 +922,11 @@ def build_site(out=OUT, only_chapters=None):
                 if target.exists():
                     pages[chapter.number] = target.read_text(encoding="utf-8")
                 continue
-            body = render_chapter(env, chapter, results, chapters, terms[chapter.number])
+            plan = load_plan(chapter, chapters)
+            body = render_chapter(env, chapter, results, chapters, terms[chapter.number], plan)
             page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
                     "body": body, "contents": navigation.contents(body),
+                    "next_why": render_next(env, results, chapter, plan),
                     "prev": links[i - 1] if i > 0 else None,
                     "next": links[i + 1] if i + 1 < len(chapters) else None}
             html = env.get_template("chapter.html").render(site=dict(site, root="../"), chapters=links, page=page,
@@ -906,6 +946,7 @@ def build_site(out=OUT, only_chapters=None):
                  for e in entries]
         (out / "glossary.html").write_text(env.get_template("glossary.html").render(
             site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
+        write_troubleshooting(out, env, site, links, pages)
         index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links, widgets=True,
                                                       live_run=render_live_run(env, results, links, pages))
         (out / "index.html").write_text(index, encoding="utf-8")
@@ -917,6 +958,25 @@ def build_site(out=OUT, only_chapters=None):
     finally:
         offline.stop(early)
     return chapters
+
+
+def write_troubleshooting(out, env, site, links, pages):
+    """troubleshooting.html (builder/troubleshooting.py), its places checked against the chapter pages;
+    a partial build without a page it links to leaves it as it was."""
+    try:
+        symptoms = troubleshooting.load(TROUBLESHOOTING)
+        if any(p.chapter not in pages for s in symptoms for p in s.see):
+            return
+        resolved = troubleshooting.resolve(symptoms, {c["number"]: c for c in links}, pages)
+    except troubleshooting.TroubleshootingError as e:
+        raise BuildError(str(e)) from e
+    items = []
+    for s, places in resolved:
+        checks = [markupsafe.Markup(re.sub(r"^<p>|</p>\s*$", "", markdown_to_html(c).strip())) for c in s.check]
+        anchor = "symptom-" + slugify(s.symptom)
+        items.append(({"symptom": s.symptom, "anchor": anchor, "checks": checks}, places))
+    (out / "troubleshooting.html").write_text(env.get_template("troubleshooting.html").render(
+        site=dict(site, root=""), chapters=links, symptoms=items), encoding="utf-8")
 
 
 def render_live_run(env, results, links, pages):

@@ -137,6 +137,8 @@ def link_terms(state, terms):
     linked = set()
     tokens = state.tokens
     for i, block in enumerate(tokens):
+        if block.type == "heading_open" and block.attrGet("id") == "references":
+            break  # a chapter's references (builder/plans.py) are titles, not uses of a term
         if block.type != "inline" or not block.children:
             continue
         if i > 0 and tokens[i - 1].type == "heading_open":

@@ -345,6 +345,29 @@ def live_run_is_on_the_first_screen_and_idle(page):
     return w
 
 
+FRAME_STATE = """async (start) => {
+  const t0 = performance.now();
+  const frame = await Promise.race([new Promise((r) => requestAnimationFrame(() => r(performance.now() - t0))),
+                                    new Promise((r) => setTimeout(() => r(null), 2000))]);
+  const box = start.getBoundingClientRect();
+  return {disabled: start.disabled, box: [box.x, box.y, box.width, box.height], scrollY,
+          viewport: [innerWidth, innerHeight], python: document.documentElement.dataset.pyodide,
+          status: start.closest("[data-widget]").dataset.status, frame_ms: frame,
+          hidden_by: document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2)?.outerHTML.slice(0, 120)};
+}"""
+
+
+def press_start(page, w):
+    """Click the live run's Start; if it cannot be clicked, fail with what the page showed (a CI run
+    once timed out here after 30 s, waiting for Start to be visible, enabled and stable)."""
+    start = w.locator('[data-action="run"]')
+    try:
+        start.click(timeout=30_000)
+    except Exception as e:
+        state = start.evaluate(FRAME_STATE)
+        raise AssertionError(f"Start could not be clicked: {state}\nconsole:\n" + "\n".join(page.log.console)) from e
+
+
 def the_link_to_the_full_widget_lands_on_its_section(page, w):
     """On a phone: the live run's link to the full widget lands on its section of chapter 1, which
     holds the full widget, and nothing scrolls sideways there."""
@@ -367,7 +390,7 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     w = live_run_is_on_the_first_screen_and_idle(page)
     page.set_viewport_size(WIDE)
     expect(w.locator("figcaption")).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
-    w.locator('[data-action="run"]').click()
+    press_start(page, w)
     expect(w).to_have_attribute("data-status", "running")
     expect(w.locator(".uplot canvas").first).to_be_visible(timeout=60_000)
     page.wait_for_function("el => ['done', 'error', 'stopped'].includes(el.dataset.status)",
@@ -390,7 +413,7 @@ def test_the_live_run_in_chapter_1_is_idle_until_start_stops_when_asked_and_link
     page = open_page(reader_profile, browser, chapter_url(site_url, "01-"))
     w = live_run_is_on_the_first_screen_and_idle(page)
     page.set_viewport_size(WIDE)
-    w.locator('[data-action="run"]').click()
+    press_start(page, w)
     step = w.locator('[data-readout="step"]').element_handle()
     page.wait_for_function("el => /^[1-9]\\d* of 400$/.test(el.textContent)", arg=step, timeout=60_000)
     w.locator('[data-action="stop"]').click()

@@ -82,7 +82,7 @@ def test_every_glossary_link_lands_on_what_it_names(page, site_url):
 def test_every_link_and_asset_resolves_when_served_under_a_subpath(page, subpath_url):
     """Every page's links and assets, as the build wrote them, resolve under /course/ (the pages are
     parsed by Chromium, not run: page_facts); the index is also opened for real."""
-    pages = [subpath_url + "index.html", subpath_url + "glossary.html"]
+    pages = [subpath_url + "index.html", subpath_url + "glossary.html", subpath_url + "troubleshooting.html"]
     pages += [f"{subpath_url}chapters/{c.slug}.html" for c in build.find_chapters()]
     checked, missing = {}, []
     ids = {}
