@@ -9,6 +9,7 @@ import json
 import re
 import urllib.parse
 
+import pytest
 from playwright.sync_api import expect
 
 import build
@@ -19,10 +20,26 @@ PHONE = {"width": 360, "height": 780}
 RUN_TIMEOUT = 240_000  # ms: the default 400-step run takes ~20-40 s in the page on a quiet machine
 
 
+OPENED = []  # this test's pages (open_page), closed after it even when it fails
+
+
+@pytest.fixture(autouse=True)
+def _close_what_a_test_opened():
+    """A test that fails before close_clean would leave its page open in the returning reader's
+    profile, and the next test of this process would get a fresh context instead of the profile."""
+    yield
+    while OPENED:
+        page = OPENED.pop()
+        if not page.is_closed():
+            close_page(page)
+
+
 def open_page(reader_profile, browser, url, viewport=WIDE):
     """The page at url, in the returning reader's profile (conftest.open_reader_page)."""
     # a chapter's load starts Python: seconds on a busy 2-core machine
-    return open_reader_page(reader_profile, browser, url, viewport=viewport, timeout=120_000)
+    page = open_reader_page(reader_profile, browser, url, viewport=viewport, timeout=120_000)
+    OPENED.append(page)
+    return page
 
 
 def close_clean(page):
