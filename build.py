@@ -947,7 +947,9 @@ def build_site(out=OUT, only_chapters=None):
         (out / "glossary.html").write_text(env.get_template("glossary.html").render(
             site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
         write_troubleshooting(out, env, site, links, pages)
-        index = env.get_template("index.html").render(site=dict(site, root=""), chapters=links, widgets=True,
+        course_map = [dict(c, summary=load_plan(chapter, chapters).summary, minutes=plans.minutes_on(pages.get(chapter.number, "")))
+                      for c, chapter in zip(links, chapters)]
+        index = env.get_template("index.html").render(site=dict(site, root=""), chapters=course_map, widgets=True,
                                                       live_run=render_live_run(env, results, links, pages))
         (out / "index.html").write_text(index, encoding="utf-8")
         write_navigation(out, env, results, site, links, pages, entries, definitions)

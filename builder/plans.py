@@ -11,7 +11,8 @@ the same helpers, measured() and the rest, and a number in them has a source lik
 
 The reading time is counted, not typed: the words of the rendered page's text (navigation.sections:
 no code listings, controls or maths source), at READING_WPM words a minute. The `next` sentence goes
-with the link to the next chapter, at the end of the page (the chapter template).
+with the link to the next chapter, at the end of the page (the chapter template); the `summary` line
+and the reading time go on the index's course map.
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ from markdown_it.token import Token
 
 READING_WPM = 200  # words a minute for technical prose with formulas and tables (a round, stated rate)
 READING_TIME = "READING-TIME-TO-COUNT"  # filled in once the page is rendered and its words counted (no NUL: markdown-it replaces it)
-FIELDS = {"learn", "assumes", "takeaways", "next", "references"}
+FIELDS = {"summary", "learn", "assumes", "takeaways", "next", "references"}
 REFERENCE_FIELDS = {"key", "cite", "entry", "url"}
 URL = re.compile(r"https://(arxiv\.org/abs/\d{4}\.\d{4,5}|doi\.org/10\.\S+|github\.com/[\w.-]+/[\w.-]+/\S+|\S+)$")
 
@@ -44,6 +45,7 @@ class Reference:
 @dataclasses.dataclass
 class Plan:
     number: int
+    summary: str
     learn: list
     assumes: list
     takeaways: list
@@ -72,6 +74,9 @@ def load(path, number, chapter_numbers):
         return [" ".join(s.split()) for s in items]
 
     learn, takeaways = strings("learn", 3, 4), strings("takeaways", 4, 6)
+    summary = raw["summary"]
+    if not isinstance(summary, str) or not summary.strip() or len(summary) > 160 or "\n" in summary.strip():
+        raise PlanError(f"{where}: summary is one line of at most 160 characters (the index's course map)")
     assumes = raw["assumes"]
     if not isinstance(assumes, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in assumes):
         raise PlanError(f"{where}: assumes is a list of chapter numbers")
@@ -94,7 +99,7 @@ def load(path, number, chapter_numbers):
         if cite is not None and (not isinstance(cite, str) or not cite.strip()):
             raise PlanError(f"{where}: reference {key}: cite is the words the text uses for it")
         references.append(Reference(key, " ".join(str(ref["entry"]).split()), ref["url"], cite))
-    return Plan(number, learn, sorted(assumes), takeaways, " ".join(raw["next"].split()), references)
+    return Plan(number, summary.strip(), learn, sorted(assumes), takeaways, " ".join(raw["next"].split()), references)
 
 
 def url_label(url):
@@ -153,6 +158,13 @@ def add_to_source(source, plan, chapters):
 def reading_time(words):
     minutes = max(1, round(words / READING_WPM))
     return f"About {minutes} minutes to read ({words:,} words at {READING_WPM} a minute), longer with the widgets and exercises."
+
+
+def minutes_on(page_html):
+    """The reading time a rendered chapter page states in its box (None if it has none): the index
+    quotes the page, so the two always agree."""
+    m = re.search(r"About (\d+) minutes to read", page_html)
+    return int(m.group(1)) if m else None
 
 
 def fill_reading_time(body, words):

@@ -10,6 +10,7 @@ import build
 from builder import plans
 
 PLAN = {
+    "summary": "The loop, run and checked.",
     "learn": ["Run the loop.", "Read the curve.", "Check the gradient."],
     "assumes": [],
     "takeaways": ["One.", "Two.", "Three.", "Four."],
@@ -33,6 +34,7 @@ def write(tmp_path, plan, name="02.yaml"):
     ({"assumes": [1, 1]}, "each an earlier chapter"),
     ({"assumes": ["1"]}, "assumes is a list of chapter numbers"),
     ({"next": ""}, "next is a sentence"),
+    ({"summary": "x" * 161}, "summary is one line of at most 160 characters"),
     ({"extra": 1}, "expected exactly"),
     ({"references": [{"key": "Bad Key", "entry": "x", "url": "https://arxiv.org/abs/2001.00001"}]}, "[a-z0-9-]+"),
     ({"references": [{"key": "a", "entry": "x", "url": "http://example.org"}]}, "is an https address"),
@@ -124,6 +126,6 @@ def test_a_plan_types_in_no_measurement(chapter):
     {{ ... }}, maths and code, none has the shape of a measurement (a decimal or a percentage).
     Names (Llama 3, LLaMA 7B, 16 bits) and chapter numbers are words, not measurements."""
     plan = build.load_plan(chapter, CHAPTERS)
-    for text in plan.learn + plan.takeaways + [plan.next]:
+    for text in [plan.summary] + plan.learn + plan.takeaways + [plan.next]:
         plain = re.sub(r"\{\{.*?\}\}|\$[^$]*\$|`[^`]*`", "", text)
         assert not MEASUREMENT_SHAPED.search(plain), f"{chapter.slug}: a typed-in measurement in {text!r}"

@@ -138,7 +138,7 @@ export function markIndex() {
     if (!tally) {
       tally = document.createElement("span");
       tally.className = "exercise-tally";
-      item.append(tally);
+      (item.querySelector(".course-meta") || item).append(tally); // beside the chapter's reading time
     }
     // before the reader has started: how many there are; after: how many are done
     tally.textContent = any ? ` · ${done} of ${ids.length} exercises done` : ` · ${ids.length} exercises`;

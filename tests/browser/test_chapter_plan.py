@@ -50,3 +50,24 @@ def test_the_last_chapter_says_where_to_go_after_the_course(page, site_url):
     expect(nxt.locator(".chapter-next-title")).to_have_text("Where to go from here")
     assert len(nxt.locator("p").last.text_content().split()) >= 8
     expect(page.locator("article.chapter > aside.chapter-plan .chapter-plan-meta a").first).to_be_visible()
+
+
+def test_the_index_is_a_course_map_in_two_parts_each_chapter_with_its_summary_and_the_time_its_page_states(page, site_url):
+    import build
+    page.goto(site_url + "index.html", wait_until="domcontentloaded")
+    parts = page.locator("section.course-part")
+    expect(parts).to_have_count(2)
+    expect(parts.nth(0).locator("h3")).to_have_text("Part 1. One device")
+    items = page.locator(".course-map > li")
+    expect(items).to_have_count(16)
+    assert [parts.nth(i).locator(".course-map > li").count() for i in range(2)] == [10, 6]
+    chapters = build.find_chapters()
+    for i, chapter in enumerate(chapters):
+        item = items.nth(i)
+        expect(item.locator("a").first).to_have_text(chapter.title)
+        assert item.locator(".course-summary").text_content() == build.load_plan(chapter, chapters).summary
+        minutes = re.search(r"about (\d+) min", item.locator(".course-meta").text_content()).group(1)
+        html = (build.OUT / "chapters" / f"{chapter.slug}.html").read_text()
+        assert f"About {minutes} minutes to read" in html, chapter.slug
+    # the exercises' tally sits beside the time (progress.js)
+    expect(items.first.locator(".course-meta .exercise-tally")).to_have_text(re.compile(r" · \d+ exercises"))
