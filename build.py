@@ -949,7 +949,7 @@ def build_site(out=OUT, only_chapters=None):
         write_troubleshooting(out, env, site, links, pages)
         course_map = [dict(c, summary=load_plan(chapter, chapters).summary, minutes=plans.minutes_on(pages.get(chapter.number, "")))
                       for c, chapter in zip(links, chapters)]
-        index = env.get_template("index.html").render(site=dict(site, root=""), chapters=course_map, widgets=True,
+        index = env.get_template("index.html").render(site=dict(site, root=""), chapters=course_map, widgets="on-demand",
                                                       live_run=render_live_run(env, results, links, pages))
         (out / "index.html").write_text(index, encoding="utf-8")
         write_navigation(out, env, results, site, links, pages, entries, definitions)
@@ -989,7 +989,7 @@ def render_live_run(env, results, links, pages):
     section = navigation.section_of(page, train[0]) if train else ""
     ctx = ChapterContext(env, results, "site/templates/index.html")
     ctx.results_href = "results.html"
-    return markupsafe.Markup(ctx.fill_blocks(str(ctx.widget("mini-train", level=2, full=first["url"] + (f"#{section}" if section else "")))))
+    return markupsafe.Markup(ctx.fill_blocks(str(ctx.widget("mini-train", level=2, on_demand=True, full=first["url"] + (f"#{section}" if section else "")))))
 
 
 def write_navigation(out, env, results, site, links, pages, entries, definitions):

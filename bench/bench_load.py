@@ -22,6 +22,7 @@ prints figures and asserts nothing; the machine is shared, so it prints the load
     .venv/bin/python bench/bench_load.py --site /tmp/site-before _site --bytes-all   # every chapter once
     .venv/bin/python bench/bench_load.py --site _site _site#nosw   # with and without the service worker
     .venv/bin/python bench/bench_load.py --profile   # each visit pair on a new browser profile (see contexts)
+    .venv/bin/python bench/bench_load.py --site /tmp/site-before _site --page index.html   # another page than a chapter
 """
 
 import argparse
@@ -67,7 +68,9 @@ RECORDER = r"""(() => {
         t.widget = el.dataset.widget;
         const s = el.dataset.status;
         if (s === "loading" && t.widget_loading === undefined) t.widget_loading = now();
-        else if (s !== "loading" && t.widget_loading !== undefined && t.ready === undefined) t.ready = now();
+        // ready: the first status past "idle" and "loading" (a widget whose Python starts on demand,
+        // the index's, goes from idle straight to ready)
+        else if (s !== "loading" && s !== "idle" && t.ready === undefined) t.ready = now();
       } else if (el.nodeType === 3 || r.type === "childList") {
         const box = document.querySelector('[data-role="pyodide-status-text"]');
         if (box && box.contains(el)) t.marks.push([Math.round(now()), box.textContent]);
@@ -175,7 +178,7 @@ def fmt_mb(values):
     return f"{statistics.median(values) / 1e6:.2f} MB" if values else "n/a"
 
 
-def bench_sites(new_context, sites, chapter, runs):
+def bench_sites(new_context, sites, chapter, runs, page=None):
     """runs cold + second visits of chapter on each site, alternating between the sites.
     new_context(service_workers=...): a fresh browser context (see contexts())."""
     out = []
@@ -183,10 +186,10 @@ def bench_sites(new_context, sites, chapter, runs):
         site, _, variant = spec.partition("#")
         log = Log()
         url, server = serve(site, log)
-        page_path = next(pathlib.Path(site, "chapters").glob(f"{chapter}*.html"))
-        out.append({"site": spec, "block_sw": variant == "nosw", "chapter": page_path.name, "cold": [], "warm": [], "cold_bytes": [],
+        path = page or "chapters/" + next(pathlib.Path(site, "chapters").glob(f"{chapter}*.html")).name
+        out.append({"site": spec, "block_sw": variant == "nosw", "chapter": path, "cold": [], "warm": [], "cold_bytes": [],
                     "warm_bytes": [], "saved": [], "marks": None, "steps": {"cold": [], "warm": []}, "log": log, "server": server,
-                    "url": f"{url}chapters/{page_path.name}",
+                    "url": f"{url}{path}",
                     "has_sw": pathlib.Path(site, "sw.js").is_file() and variant != "nosw"})
     try:
         for _ in range(runs):
@@ -257,6 +260,7 @@ def main():
     ap.add_argument("--site", nargs="+", default=[str(build.OUT)],
                     help="built sites to compare; DIR#nosw: that site with service workers blocked")
     ap.add_argument("--chapter", default="01-", help="the chapter's file-name prefix (default 01-)")
+    ap.add_argument("--page", help="a page of the site instead of a chapter, e.g. index.html")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--bytes-all", action="store_true", help="also every chapter once, cold")
     ap.add_argument("--profile", action="store_true",
@@ -272,7 +276,7 @@ def main():
         kind = ("a new profile each (code cache kept)" if args.profile
                 else "an off-the-record context each (no code cache, as in a private window)")
         print(f"visits: {kind}")
-        for r in bench_sites(contexts(p, browser, args.profile), args.site, args.chapter, args.runs):
+        for r in bench_sites(contexts(p, browser, args.profile), args.site, args.chapter, args.runs, args.page):
             print(f"\n{r['site']}: {r['chapter']}, {args.runs} visits each (median, min-max)")
             print(f"  first widget ready, cold:         {fmt_ms(r['cold'])}")
             print(f"  first widget ready, second visit: {fmt_ms(r['warm'])}")

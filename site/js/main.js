@@ -36,7 +36,7 @@ const roots = [...document.querySelectorAll("[data-widget]")];
 for (const form of document.querySelectorAll("[data-widget] form")) {
   form.addEventListener("submit", (event) => event.preventDefault());
 }
-if (roots.length) client.start().catch(() => {}); // failures are shown by the client
+if (roots.length && !client.onDemand()) client.start().catch(() => {}); // failures are shown by the client
 
 for (const root of roots) {
   const name = root.dataset.widget;

@@ -102,6 +102,9 @@ function onMessage(event) {
 
 const CANNOT_RUN = "The live widgets on this page cannot run; the text, the measured numbers and the code are all here.";
 
+/** A page whose widgets start Python only when the reader asks (html[data-widgets=on-demand]: the index). */
+export const onDemand = () => document.documentElement.dataset.widgets === "on-demand";
+
 /** Start the worker (once); resolves with {python: version} when Python and pylib are ready. */
 export function start() {
   if (ready) return ready;
@@ -176,6 +179,7 @@ export function stop() {
 // is loaded async from <head>, so before the body is parsed), else as soon as the parser reaches a
 // widget; main.js starts it too, once the page is parsed, if this has not.
 function startAtFirstWidget() {
+  if (onDemand()) return; // the index: its widget starts Python when the reader presses Start
   if (document.documentElement.hasAttribute("data-widgets") || document.querySelector("[data-widget]")) {
     start().catch(() => {}); // failures are shown on the page
     return;

@@ -3,6 +3,9 @@
 // body is parsed. A module script (pyodide-client.js, async) runs only once the parser yields, which
 // on a long chapter is after the whole body: measured, the worker then started about 0.2 s later.
 //
+// On a page marked data-widgets="on-demand" (the index) nothing starts here: its widget starts Python
+// when the reader presses Start (widget-kit.js's runStreamed).
+//
 // window.__coursePython.start() creates the worker once and returns {worker, takeOver}; takeOver()
 // stops keeping the worker's events and returns those kept so far (message and error events, in
 // order), for pyodide-client.js's listeners to replay. start() throws if a worker cannot be made.
@@ -47,7 +50,7 @@
       return start();
     },
   };
-  if (html.hasAttribute("data-widgets")) {
+  if (html.hasAttribute("data-widgets") && html.dataset.widgets !== "on-demand") {
     try {
       start();
     } catch (err) {

@@ -289,7 +289,8 @@ export function runStreamed(root, client, opts) {
     if (opts.fields) opts.fields.clearErrors();
     delete root.dataset.result;
     if (opts.onStart) opts.onStart();
-    setStatus("running", opts.startText || "Starting…", false);
+    const loading = client.onDemand && client.onDemand() && document.documentElement.dataset.pyodide !== "ready";
+    setStatus("running", loading ? "Loading Python and NumPy into this page, then training…" : (opts.startText || "Starting…"), false);
     ann.say(opts.announceStart || "Run started.");
     const onEvent = (ev) => {
       const text = opts.onEvent ? opts.onEvent(ev) : null;
@@ -339,8 +340,16 @@ export function runStreamed(root, client, opts) {
     setStatus,
     announcer: ann,
     /** Starts Python (Start disabled, "Loading Python…"), runs setUp(), then enables Start and shows
-     *  text. false (the error shown) when Python or setUp failed. */
+     *  text. false (the error shown) when Python or setUp failed. On a page whose Python starts on
+     *  demand (client.onDemand(): the index), Start is enabled at once and its press starts Python
+     *  (client.call waits for it); setUp is not allowed there. */
     async ready(setUp = null, text = "Ready. Press Start.") {
+      if (client.onDemand && client.onDemand()) {
+        if (setUp) throw new Error("runStreamed.ready: a set-up call needs Python before Start; not on an on-demand page");
+        runButton.disabled = false;
+        setStatus("ready", text, false);
+        return true;
+      }
       if (!(await startPython(client, setStatus, [runButton], setUp))) return false;
       runButton.disabled = false;
       setStatus("ready", text, false);

@@ -405,9 +405,18 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     its link opens chapter 1 at the full widget's section."""
     page = open_page(reader_profile, browser, site_url + "index.html")
     w = live_run_is_on_the_first_screen_and_idle(page)
+    # Python too waits for Start (issue 26: the index loaded Pyodide and NumPy before any click while
+    # saying that nothing runs): no worker, no request for Pyodide, no Python state on the page
+    page.mouse.move(200, 300)
+    w.hover()
+    page.wait_for_timeout(500)
+    assert page.get_attribute("html", "data-pyodide") is None
+    assert page.evaluate(r"performance.getEntriesByType('resource').filter(e => /\/(pyodide|wheels|data)\//.test(e.name)).length") == 0
+    expect(w.locator(".mini-train-what")).to_contain_text("Nothing runs until you press it, not even Python")
     page.set_viewport_size(WIDE)
     expect(w.locator("figcaption")).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
     press_start(page, w)
+    expect(w.locator('[data-role="message"]')).to_contain_text(re.compile("Loading Python and NumPy|Training"))
     expect(w).to_have_attribute("data-status", "running")
     expect(w.locator(".uplot canvas").first).to_be_visible(timeout=60_000)
     page.wait_for_function("el => ['done', 'error', 'stopped'].includes(el.dataset.status)",
