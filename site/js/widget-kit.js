@@ -267,6 +267,39 @@ export function reportError(err, { fields, setStatus }) {
  * and disabled, focus (Start → Stop while running → Start after; an input error → the first bad
  * field), the announcer. Returns {start(), stop(), ready(setUp?, text?), running, setStatus, announcer}.
  */
+// The streamed run going in this page ({root, stop}), if any: the worker trains one run at a time, so a
+// second Start elsewhere says which widget is running and offers to stop it from there.
+let activeRun = null;
+
+function widgetTitle(widget) {
+  const title = widget.querySelector(".widget-title, h2, h3, h4, legend");
+  return title ? title.textContent.trim().replace(/\s+/g, " ") : "Another widget";
+}
+
+/** Start refused while another widget trains: say which, with a button that stops it and a link to
+ *  it; once that run has ended, say so and invite Start again. */
+function refuseWhileAnotherRuns(root, setStatus, other) {
+  setStatus("ready", `Not started: “${widgetTitle(other.root)}” is training in this page, and the page trains one run at a time.`, "now");
+  const box = setStatus.message;
+  if (!box) return;
+  const stopIt = document.createElement("button");
+  stopIt.type = "button";
+  stopIt.className = "kit-stop-other";
+  stopIt.textContent = "Stop that run";
+  stopIt.addEventListener("click", () => {
+    other.stop();
+    stopIt.disabled = true;
+    stopIt.textContent = "Stopping it…";
+  });
+  const goTo = document.createElement("a");
+  goTo.href = `#${other.root.id}`;
+  goTo.textContent = "Go to it";
+  box.append(" ", stopIt, " ", goTo);
+  document.addEventListener("course-run-ended", () => {
+    if (box.contains(stopIt)) setStatus("ready", "That run has ended: press Start to run this one.", "now");
+  }, { once: true });
+}
+
 export function runStreamed(root, client, opts) {
   const form = root.querySelector('[data-role="form"]');
   const runButton = root.querySelector('[data-action="run"]');
@@ -279,7 +312,12 @@ export function runStreamed(root, client, opts) {
 
   async function start() {
     if (running) return;
+    if (activeRun && activeRun.root !== root) {
+      refuseWhileAnotherRuns(root, setStatus, activeRun);
+      return;
+    }
     running = true;
+    activeRun = { root, stop };
     const args = opts.args ? opts.args() : {};
     runButton.disabled = true;
     if (stopButton) {
@@ -307,6 +345,10 @@ export function runStreamed(root, client, opts) {
       if (opts.onError) opts.onError(err);
     } finally {
       running = false;
+      if (activeRun && activeRun.root === root) {
+        activeRun = null;
+        document.dispatchEvent(new CustomEvent("course-run-ended"));
+      }
       runButton.disabled = false;
       const hadFocus = stopButton && focusLost(stopButton);
       if (stopButton) {

@@ -444,6 +444,32 @@ def test_stop_mid_run_then_start_again(chapter1):
     assert status == "done" and r["steps"] == 3
 
 
+def test_a_second_run_names_the_widget_that_is_training_and_stops_it_from_there(chapter1):
+    """The page trains one run at a time: Start on the live run at the top while the full widget
+    trains says which widget is running, its button stops that run, and once it has ended this one
+    runs."""
+    w, before = start_run(chapter1, steps=5000)
+    chapter1.wait_for_function(
+        "el => Number(el.querySelector('[data-readout=step]').textContent) >= 1", arg=w.element_handle(),
+        timeout=RUN_TIMEOUT, polling=100)
+    mini = chapter1.locator('[data-widget="mini-train"]')
+    mini.locator('[data-action="run"]').click()
+    message = mini.locator('[data-role="message"]')
+    title = w.locator(".widget-title").first.text_content().strip()
+    expect(message).to_contain_text(f"Not started: “{title}” is training in this page")
+    expect(mini).not_to_have_attribute("data-status", "running")
+    assert w.get_attribute("data-status") == "running"
+    expect(message.locator("a")).to_have_attribute("href", "#" + w.get_attribute("id"))
+    message.get_by_role("button", name="Stop that run").click()
+    assert wait_settled(w, timeout=10_000, after=before) == "stopped"
+    expect(message).to_have_text("That run has ended: press Start to run this one.")
+    before_mini = settles(mini)
+    mini.locator('[data-action="run"]').click()
+    expect(mini).to_have_attribute("data-status", "running")
+    mini.locator('[data-action="stop"]').click()
+    assert wait_settled(mini, timeout=30_000, after=before_mini) == "stopped"
+
+
 def test_learning_rate_100_reports_divergence(chapter1):
     w, status, r = run(chapter1, lr=100)
     assert status == "error"
