@@ -1,4 +1,6 @@
-"""results.html: results.md as a page of the site, and every value of results.json with its own anchor.
+"""results.html: results.md as a page of the site, and every value of results.json with its own anchor,
+one section per chapter (its part of results.md, then its values in a collapsed table), with a filter
+(static/js/results.js).
 
 A measured figure on a chapter page links to `results.html#key-<key>` (build.py's figure()). That id is
 on the row of results.md's summary that names the key in code (`ch1.default.final_val`), where there is
@@ -148,19 +150,55 @@ def page(results, markdown_text):
         row["id"] = None if key in anchored else "key-" + key
         row["summary_id"] = "key-" + key if key in anchored else None
         groups.setdefault(_group_of(key), []).append(row)
-    return {
-        "summary": summary,
-        "groups": [{"title": title, "id": "values-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-"),
-                    "rows": rows} for (_, _, title), rows in sorted(groups.items())],
-        "anchors": {"key-" + k for k in keys},
-    }
+    groups = [{"title": title, "id": "values-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-"),
+               "chapter": number if kind == 0 else None, "rows": rows}
+              for (kind, number, title), rows in sorted(groups.items())]
+    return {"summary": summary, "groups": groups, "anchors": {"key-" + k for k in keys},
+            "intro": split_sections(summary)[0], "sections": chapter_sections(summary, groups)}
+
+
+def split_sections(summary):
+    """(the summary's text before its first ## heading, [(h2 id, h2 title, html from that h2 on)])."""
+    parts = re.split(r'(?=<h2 id=")', summary)
+    sections = []
+    for part in parts[1:]:
+        m = re.match(r'<h2 id="([^"]+)">(.*?)</h2>', part, re.S)
+        title = re.sub(r"<[^>]+>", "", m.group(2)).replace("#", "").strip() if m else ""
+        sections.append((m.group(1) if m else "", title, part))
+    return parts[0], sections
+
+
+def chapter_sections(summary, groups):
+    """The page's sections, one per chapter: its part of results.md and its table of every value
+    (a chapter in only one of them gets that one); then the rest (the timings, keys of no chapter)."""
+    _, parts = split_sections(summary)
+    out, by_chapter = [], {}
+    for hid, title, html in parts:
+        m = re.match(r"Chapter (\d+)\b", title)
+        section = {"id": hid, "title": title, "summary": markupsafe.Markup(html), "table": None,
+                   "chapter": int(m.group(1)) if m else None}
+        out.append(section)
+        if m:
+            by_chapter[int(m.group(1))] = section
+    for group in groups:
+        section = by_chapter.get(group["chapter"])
+        if section is None:
+            title = group["title"] if group["chapter"] is not None else f"Keys of no chapter: {group['title']}"
+            section = {"id": group["id"] + "-section", "title": title, "summary": None, "table": None,
+                       "chapter": group["chapter"]}
+            out.append(section)
+            if group["chapter"] is not None:
+                by_chapter[group["chapter"]] = section
+        section["table"] = group
+    chapters = sorted((s for s in out if s["chapter"] is not None), key=lambda s: s["chapter"])
+    return chapters + [s for s in out if s["chapter"] is None]
 
 
 def render(env, results, markdown_text, **context):
     """results.html, from templates/results.html; context: the page's site and chapters."""
     data = page(results, markdown_text)
-    toc = navigation.contents(data["summary"]) + [{
-        "id": "every-value", "title": "Every value in results.json",
-        "children": [{"id": g["id"], "title": g["title"]} for g in data["groups"]]}]
+    toc = [{"id": "how-to-read", "title": "How to read this page", "children": []}] + [
+        {"id": s["id"], "title": s["title"], "children": []} for s in data["sections"]]
     return env.get_template("results.html").render(
-        summary=markupsafe.Markup(data["summary"]), groups=data["groups"], toc=toc, **context)
+        intro=markupsafe.Markup(data["intro"]), sections=data["sections"], toc=toc,
+        chapter_numbers=sorted(s["chapter"] for s in data["sections"] if s["chapter"] is not None), **context)

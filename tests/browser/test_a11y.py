@@ -16,7 +16,7 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 FAILING = ("serious", "critical")
 
 # Every page of the site, as the build writes it (pages added later are found by the glob).
-PAGES = ["index.html", "glossary.html", "troubleshooting.html"] + sorted(
+PAGES = ["index.html", "glossary.html", "troubleshooting.html", "results.html"] + sorted(
     f"chapters/{p.name}" for p in (SITE / "chapters").glob("*.html"))
 
 # The rules whose outcome depends on the colours: all that the theme changes (its switch sets the colour

@@ -326,6 +326,52 @@ def test_a_figure_lands_on_its_row_with_its_value(reader_profile, browser, site_
     close_clean(page)
 
 
+def test_a_figure_whose_row_is_in_a_folded_table_opens_it(reader_profile, browser, site_url):
+    """A key with no row in a chapter's summary has its row in the chapter's folded table of every
+    value: a link to it opens that table and shows the row (results.js)."""
+    from builder import results_page
+    results = json.loads(build.RESULTS_JSON.read_text())
+    data = results_page.page(results, build.RESULTS_MD.read_text())
+    key = next(row["key"] for s in data["sections"] if s["chapter"] == 5 and s["table"]
+               for row in s["table"]["rows"] if row["id"])
+    page = open_page(reader_profile, browser, site_url + "results.html#key-" + key)
+    row = page.locator(f"[id='key-{key}']")
+    expect(row).to_be_in_viewport()
+    assert row.evaluate("el => el.closest('details').open")
+    assert page.locator("details.results-values-box[open]").count() == 1  # only that one
+    close_clean(page)
+
+
+def test_the_results_page_is_one_section_per_chapter_with_a_filter(reader_profile, browser, site_url):
+    page = open_page(reader_profile, browser, site_url + "results.html")
+    sections = page.locator(".results-chapter[data-chapter]")
+    expect(sections).to_have_count(16)
+    expect(page.locator("#how-to-read")).to_be_visible()
+    assert page.locator("details.results-values-box[open]").count() == 0  # every value: folded
+    # a height a reader can scroll: the tables of every value (thousands of rows) are folded
+    assert page.evaluate("document.documentElement.scrollHeight") < 60_000
+    text, chapter, count = (page.locator(f'[data-role="filter-{r}"]') for r in ("text", "chapter", "count"))
+    text.fill("ch6.noise")
+    expect(count).to_have_text(re.compile(r"^[1-9]\d* rows? match\.$"))
+    shown = page.locator(".results-chapter:not([hidden])")
+    assert shown.count() >= 1 and all(s.get_attribute("data-chapter") in ("6", None) for s in shown.all())
+    rows = page.locator(".results-page tbody tr:not([hidden])")
+    assert rows.count() >= 1 and all("ch6.noise" in r.text_content() for r in rows.all())
+    assert page.locator(".results-chapter[data-chapter='6'] details[open]").count() == 1
+    text.fill("")
+    chapter.select_option("14")
+    expect(count).to_have_text(re.compile(r"^[1-9][\d,]* rows? match\.$"))
+    assert [s.get_attribute("data-chapter") for s in page.locator(".results-chapter:not([hidden])").all()] == ["14"]
+    text.fill("<img src=x onerror=alert(1)> 🙂" * 50)  # nonsense: no row, no markup, nothing breaks
+    expect(count).to_have_text("0 rows match.")
+    assert page.locator("img[src=x]").count() == 0
+    chapter.select_option("")
+    text.fill("")
+    expect(count).to_have_text("")
+    assert page.locator(".results-chapter[hidden]").count() == 0
+    close_clean(page)
+
+
 def test_the_results_page_lists_every_key_of_results_json_once(reader_profile, browser, site_url):
     values = json.loads((build.RESULTS_JSON).read_text())["values"]
     page = open_page(reader_profile, browser, site_url + "results.html")
