@@ -57,6 +57,24 @@ def test_isoflop_fits_every_budget_as_cpython_does(chapter14):
         round_ticks(w.locator("svg[data-role=plot]"))  # the loss axis at round values (the issue saw 2.34, 2.51)
 
 
+def test_isoflop_first_predicts_inside_the_measured_budgets(chapter14):
+    """The reader's first sight is the fit, not an alarm: the default budget lies between the measured
+    ones (the issue saw a red "Extrapolation" on arrival), and dragging out is what extrapolates."""
+    w = widget(chapter14, "isoflop")
+    budgets = [s["budget"] for s in sweep()["series"]]
+    default = float(w.locator('input[name="custom_budget"]').get_attribute("value"))
+    assert min(budgets) <= default <= max(budgets)
+    fresh = chapter14.context.new_page()
+    try:
+        fresh.goto(chapter14.url, wait_until="domcontentloaded")
+        first = widget(fresh, "isoflop")
+        expect(first).to_have_attribute("data-status", "done", timeout=TIMEOUT)
+        assert result(first)["prediction"]["extrapolated"] is False
+        expect(first.locator('[data-role="warn"]')).to_be_hidden()
+    finally:
+        fresh.close()
+
+
 def test_isoflop_flags_an_extrapolated_prediction(chapter14):
     w = widget(chapter14, "isoflop")
     w.locator('input[name="custom_budget"]').fill("1e20")
