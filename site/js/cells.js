@@ -18,7 +18,9 @@
 import { siteRoot } from "./pyodide-client.js";
 import { markSettled, SETTLED } from "./widget-kit.js";
 
-const STOP_GRACE_MS = 1500; // how long an interrupted run may take to stop before the worker is replaced
+// How long an interrupted run may take to stop before the worker is replaced. 1.5 s was exceeded once
+// in a full test run on a busy 2-core machine; a needless restart costs the reader a new Python.
+const STOP_GRACE_MS = 3000;
 const START_TIMEOUT_MS = 180_000; // a worker that is not ready by then has failed
 const OUTPUT_CHARS = 200_000; // characters kept in an output box (pylib.web.cells limits a run to less)
 
