@@ -39,12 +39,14 @@ RUN_AXE = """async (rules) => {
 }"""
 
 # Python ready (or failed) on a page with widgets, then no widget still loading or running, and none
-# with a call or a live update on its way (data-pending, widget-kit.js).
+# with a call or a live update on its way (data-pending, widget-kit.js). On a page whose Python starts
+# only when a Start is pressed (the index: html[data-widgets=on-demand]), Python is not waited for.
 SETTLED = """() => {
   const widgets = document.querySelectorAll("[data-widget]");
   if (!widgets.length) return true;
   const py = document.documentElement.dataset.pyodide;
-  if (py !== "ready" && py !== "error") return false;
+  const onDemand = document.documentElement.dataset.widgets === "on-demand";
+  if (!onDemand && py !== "ready" && py !== "error") return false;
   return [...widgets].every((w) => !["loading", "running"].includes(w.dataset.status) && !("pending" in w.dataset));
 }"""
 
