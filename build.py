@@ -286,7 +286,20 @@ def core_derived_values():
         # the exact sign test's smallest two-sided p with the course's seeds: 2 / 2^n
         "sign_test_min_p": compare.paired_comparison([1.0] * len(SEEDS), [0.0] * len(SEEDS)).sign_test_p(),
         "seed_count": len(SEEDS),
+        "untrained_sample": untrained_sample(),
     }
+
+
+def untrained_sample():
+    """What the default run's model writes before its first step (seed 0's fresh weights, temperature 1):
+    the live run shows it beside what the model writes after training."""
+    import dataclasses
+    from pylib import model, train
+    from pylib.web.session import sample_text
+    c = corpus()
+    model_cfg = dataclasses.replace(model.GPTConfig(), vocab_size=c.vocab.size)
+    params = train.init_train_state(model_cfg, train.TrainConfig())["params"]
+    return sample_text(c.vocab, params, model_cfg, 1.0, train.TrainConfig().seed)
 
 
 def corpus_report():

@@ -19,6 +19,19 @@ from pylib.web.band import band_series, band_verdict
 from pylib.web.inputs import LIMITS, validate_text, validate_train_settings
 
 
+def sample_text(vocab, params, model_cfg, temperature=1.0, seed=0):
+    """What a run's model writes: up to LIMITS["sample_tokens"] characters after an end-of-document
+    token, one document at most, at this temperature and seed (a finished run's sample; the build's
+    sample of the untrained model, shown beside the live run's, is the same call on fresh weights)."""
+    from pylib import sample
+    ids = sample.generate(params, model_cfg, [vocab.eos_id], LIMITS["sample_tokens"], temperature, seed,
+                          stop_at=vocab.eos_id)  # one document at most
+    ids = [int(i) for i in np.asarray(ids).ravel()]
+    if ids and ids[0] == vocab.eos_id:
+        ids = ids[1:]  # the prompt
+    return vocab.decode(ids)
+
+
 def _clean(x):
     """A JSON-safe number: NaN and infinities become None."""
     if x is None:
@@ -244,7 +257,7 @@ class Session:
 
     def finish_run(self):
         """The final figures and a generated sample."""
-        from pylib import sample, train
+        from pylib import train
 
         run = self.run
         if run is None:
@@ -270,19 +283,7 @@ class Session:
         if result["steps_per_s"]:
             result["tokens_per_s"] = result["steps_per_s"] * cfg.batch_size * run["model_cfg"].block_size
         if not result["diverged"]:
-            ids = sample.generate(
-                run["state"]["params"],
-                run["model_cfg"],
-                [self.vocab.eos_id],
-                LIMITS["sample_tokens"],
-                run["temperature"],
-                cfg.seed,
-                stop_at=self.vocab.eos_id,  # one document at most
-            )
-            ids = [int(i) for i in np.asarray(ids).ravel()]
-            if ids and ids[0] == self.vocab.eos_id:
-                ids = ids[1:]  # the prompt
-            result["sample"] = self.vocab.decode(ids)
+            result["sample"] = sample_text(self.vocab, run["state"]["params"], run["model_cfg"], run["temperature"], cfg.seed)
         return result
 
     def export_npz(self):

@@ -463,7 +463,7 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     assert page.evaluate(r"performance.getEntriesByType('resource').filter(e => /\/(pyodide|wheels|data)\//.test(e.name)).length") == 0
     expect(w.locator(".mini-train-what")).to_contain_text("Nothing runs until you press it, not even Python")
     page.set_viewport_size(WIDE)
-    expect(w.locator("figcaption")).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
+    expect(w.locator("figcaption").first).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
     press_start(page, w)
     expect(w.locator('[data-role="message"]')).to_contain_text(re.compile("Loading Python and NumPy|Training"))
     expect(w).to_have_attribute("data-status", "running")
@@ -478,6 +478,11 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     expect(w.locator('[data-role="message"]')).to_contain_text(
         f"validation loss {result['final_val_loss']:.3f} on the 128 fixed validation windows")
     expect(w.locator('[data-readout="step"]')).to_have_text("400 of 400")
+    # the promise made visible: what the model writes before training (pylib's sample of the fresh
+    # weights, taken at build time) beside what it writes after this run (the run's own sample)
+    before, after = (w.locator(f'[data-role="{r}"]').text_content() for r in ("sample-before", "sample"))
+    assert before == build.untrained_sample()
+    assert after.strip() and after != before and "<" not in w.locator('[data-role="sample"]').inner_html()
     the_link_to_the_full_widget_lands_on_its_section(page, w)
     close_clean(page)
 

@@ -12,6 +12,7 @@ export async function mount(root, client) {
   const config = readConfig(root);
   const readouts = readoutMap(root);
   const chartEl = root.querySelector('[data-role="chart"]');
+  const sampleBox = root.querySelector('[data-role="sample"]');
   const windows = `${config.eval_windows} fixed validation windows`;
   let plot = null;
   let data = null;
@@ -52,6 +53,7 @@ export async function mount(root, client) {
     announceStart: "Training started.",
     onStart() {
       for (const el of Object.values(readouts)) el.textContent = "–";
+      sampleBox.textContent = "Training: the text appears here when the run ends.";
     },
     onEvent(ev) {
       if (ev.kind === "start") {
@@ -77,6 +79,8 @@ export async function mount(root, client) {
     },
     onResult(value) {
       const r = value.result;
+      // what the trained model writes, beside what it wrote before training (text only)
+      sampleBox.textContent = r.sample || (r.diverged ? "The run diverged: no text." : "–");
       const summary = { steps: r.steps, final_val_loss: r.final_val_loss, diverged: r.diverged, outside_band: r.outside_band };
       if (r.diverged) return { status: "error", result: summary, text: `The run diverged at step ${r.diverged_at}.` };
       const val = r.final_val_loss == null ? "" : `: validation loss ${r.final_val_loss.toFixed(3)} on the ${windows}`;
