@@ -291,15 +291,14 @@ def core_derived_values():
 
 
 def untrained_sample():
-    """What the default run's model writes before its first step (seed 0's fresh weights, temperature 1):
-    the live run shows it beside what the model writes after training."""
+    """What the default run's model writes before its first step (its seed's fresh weights, the default
+    temperature): the live run shows it beside what the model writes after training."""
     import dataclasses
     from pylib import model, train
     from pylib.web.session import sample_text
-    c = corpus()
+    c, train_cfg = corpus(), train.TrainConfig()
     model_cfg = dataclasses.replace(model.GPTConfig(), vocab_size=c.vocab.size)
-    params = train.init_train_state(model_cfg, train.TrainConfig())["params"]
-    return sample_text(c.vocab, params, model_cfg, 1.0, train.TrainConfig().seed)
+    return sample_text(c.vocab, train.init_train_state(model_cfg, train_cfg)["params"], model_cfg, seed=train_cfg.seed)
 
 
 def corpus_report():
@@ -365,8 +364,8 @@ def mark_figure_columns(html):
             if len(cells) != len(heads):
                 return t
             for j, (_, _, content) in enumerate(cells):
-                kinds = set(FIGURE_KIND.findall(content))
-                columns[j] = None if not kinds or columns.get(j, set()) is None else columns.get(j, set()) | kinds
+                kinds, before = set(FIGURE_KIND.findall(content)), columns.get(j, set())
+                columns[j] = None if before is None or not kinds else before | kinds
         quiet = {j: kinds.pop() for j, kinds in columns.items() if kinds and len(kinds) == 1}
         if not quiet:
             return t
@@ -818,6 +817,11 @@ def make_env():
     return env
 
 
+def markdown_inline(text):
+    """One paragraph of Markdown as inline HTML (its <p> dropped): a plan's or a symptom's line."""
+    return markupsafe.Markup(re.sub(r"^<p>|</p>\s*$", "", markdown_to_html(text).strip()))
+
+
 def render_chapter(env, chapter, results, chapters=(), terms=None, plan=None):
     """Chapter Markdown -> Jinja (numbers, code, widgets) -> markdown-it -> HTML body; "chapter N"
     links to the other chapters' pages (siblings in chapters/), and each glossary term's first use
@@ -869,7 +873,7 @@ def render_next(env, results, chapter, plan):
         text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(plan.next).render(ctx.functions())
     except jinja2.TemplateError as e:
         raise BuildError(f"{ctx.chapter_name}: next: {e}") from e
-    return markupsafe.Markup(re.sub(r"^<p>|</p>\s*$", "", markdown_to_html(text).strip()))
+    return markdown_inline(text)
 
 
 def render_glossary(env, results, entries):
@@ -928,6 +932,7 @@ def build_site(out=OUT, only_chapters=None):
         site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}", "numpy": f"pyodide/{numpy_wheel}"}
         links = [c.as_dict() for c in chapters]
         pages = {}  # chapter number -> rendered page, for the glossary's targets
+        chapter_plans = {c.number: load_plan(c, chapters) for c in chapters}  # the index's map needs every one
         (out / "chapters").mkdir(parents=True, exist_ok=True)
         for i, chapter in enumerate(chapters):
             target = out / "chapters" / f"{chapter.slug}.html"
@@ -935,7 +940,7 @@ def build_site(out=OUT, only_chapters=None):
                 if target.exists():
                     pages[chapter.number] = target.read_text(encoding="utf-8")
                 continue
-            plan = load_plan(chapter, chapters)
+            plan = chapter_plans[chapter.number]
             body = render_chapter(env, chapter, results, chapters, terms[chapter.number], plan)
             page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
                     "body": body, "contents": navigation.contents(body),
@@ -960,8 +965,8 @@ def build_site(out=OUT, only_chapters=None):
         (out / "glossary.html").write_text(env.get_template("glossary.html").render(
             site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
         write_troubleshooting(out, env, site, links, pages)
-        course_map = [dict(c, summary=load_plan(chapter, chapters).summary, minutes=plans.minutes_on(pages.get(chapter.number, "")))
-                      for c, chapter in zip(links, chapters)]
+        course_map = [dict(c, summary=chapter_plans[c["number"]].summary, minutes=plans.minutes_on(pages.get(c["number"], "")))
+                      for c in links]
         index = env.get_template("index.html").render(site=dict(site, root=""), chapters=course_map, widgets="on-demand",
                                                       live_run=render_live_run(env, results, links, pages))
         (out / "index.html").write_text(index, encoding="utf-8")
@@ -987,7 +992,7 @@ def write_troubleshooting(out, env, site, links, pages):
         raise BuildError(str(e)) from e
     items = []
     for s, places in resolved:
-        checks = [markupsafe.Markup(re.sub(r"^<p>|</p>\s*$", "", markdown_to_html(c).strip())) for c in s.check]
+        checks = [markdown_inline(c) for c in s.check]
         anchor = "symptom-" + slugify(s.symptom)
         items.append(({"symptom": s.symptom, "anchor": anchor, "checks": checks}, places))
     (out / "troubleshooting.html").write_text(env.get_template("troubleshooting.html").render(

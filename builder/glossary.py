@@ -19,8 +19,9 @@ import html
 import re
 
 import yaml
-from markdown_it.token import Token
 from mdit_py_plugins.anchors.index import slugify
+
+from builder import navigation
 
 FIELDS = ("term", "sentence", "chapter", "section", "widget", "match")
 # skip: chapters where the term's phrases mean something else, so they are not linked; deck: the seed's
@@ -135,44 +136,18 @@ def _first_match(text, terms, linked):
 def link_terms(state, terms):
     """markdown-it core rule: the first use of each term on the page links to its glossary entry."""
     linked = set()
-    tokens = state.tokens
-    for i, block in enumerate(tokens):
-        if block.type == "heading_open" and block.attrGet("id") == "references":
-            break  # a chapter's references (builder/plans.py) are titles, not uses of a term
-        if block.type != "inline" or not block.children:
-            continue
-        if i > 0 and tokens[i - 1].type == "heading_open":
-            continue  # headings stay plain: they carry the section ids
-        children, depth = [], 0
-        for child in block.children:
-            if child.type in ("link_open", "link_close"):
-                depth += 1 if child.type == "link_open" else -1
-            elif child.type == "html_inline":
-                tag = re.match(r"<(/?)([a-zA-Z][\w-]*)", child.content)
-                if tag and not child.content.rstrip().endswith("/>") and tag.group(2).lower() not in ("br", "img", "wbr"):
-                    depth += -1 if tag.group(1) else 1
-            if child.type != "text" or depth > 0:
-                children.append(child)
-                continue
-            text = child.content
-            while text:
-                found = _first_match(text, terms, linked)
-                if not found:
-                    break
-                start, end, term = found
-                linked.add(term.anchor)
-                if start:
-                    children.append(Token("text", "", 0, content=text[:start]))
-                children.append(Token("html_inline", "", 0, content=(
-                    f'<a class="gloss-term" href="{html.escape(term.href)}" '
-                    f'data-definition="{html.escape(term.definition)}" '
-                    f'aria-description="{html.escape(term.definition)}">')))
-                children.append(Token("text", "", 0, content=text[start:end]))
-                children.append(Token("html_inline", "", 0, content="</a>"))
-                text = text[end:]
-            if text:
-                children.append(Token("text", "", 0, content=text))
-        block.children = children
+
+    def find(text):
+        found = _first_match(text, terms, linked)
+        if not found:
+            return None
+        start, end, term = found
+        linked.add(term.anchor)
+        return start, end, (f'<a class="gloss-term" href="{html.escape(term.href)}" '
+                            f'data-definition="{html.escape(term.definition)}" '
+                            f'aria-description="{html.escape(term.definition)}">')
+
+    navigation.link_first_uses(state, find)
 
 
 # ---------------------------------------------------------------------------

@@ -130,6 +130,48 @@ class _SectionParser(html.parser.HTMLParser):
         self._end_section()
 
 
+def link_first_uses(state, find):
+    """The body of a markdown-it core rule that links first uses in the running text: the glossary's
+    terms (glossary.link_terms) and a chapter's references (plans.link_references). It walks the text
+    tokens outside headings, links and inline HTML, and stops at a "References" heading (its entries are
+    titles, not uses). find(text) -> (start, end, opening <a> tag) of the earliest match in text that is
+    not linked yet, or None; find records what it links. The match is wrapped in that tag and </a>."""
+    tokens = state.tokens
+    for i, block in enumerate(tokens):
+        if block.type == "heading_open" and block.attrGet("id") == "references":
+            break
+        if block.type != "inline" or not block.children:
+            continue
+        if i > 0 and tokens[i - 1].type == "heading_open":
+            continue  # headings stay plain: they carry the section ids
+        children, depth = [], 0
+        for child in block.children:
+            if child.type in ("link_open", "link_close"):
+                depth += 1 if child.type == "link_open" else -1
+            elif child.type == "html_inline":
+                tag = re.match(r"<(/?)([a-zA-Z][\w-]*)", child.content)
+                if tag and not child.content.rstrip().endswith("/>") and tag.group(2).lower() not in ("br", "img", "wbr"):
+                    depth += -1 if tag.group(1) else 1
+            if child.type != "text" or depth > 0:
+                children.append(child)
+                continue
+            text = child.content
+            while text:
+                found = find(text)
+                if not found:
+                    break
+                start, end, opening = found
+                if start:
+                    children.append(Token("text", "", 0, content=text[:start]))
+                children.append(Token("html_inline", "", 0, content=opening))
+                children.append(Token("text", "", 0, content=text[start:end]))
+                children.append(Token("html_inline", "", 0, content="</a>"))
+                text = text[end:]
+            if text:
+                children.append(Token("text", "", 0, content=text))
+        block.children = children
+
+
 def _squash(text):
     return re.sub(r"\s+", " ", text).strip()
 

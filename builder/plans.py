@@ -3,7 +3,7 @@
 What it adds to the chapter's Markdown, before the chapter's Jinja runs (so a plan's strings can call
 the same helpers, measured() and the rest, and a number in them has a source like any other):
 
-- the "In this chapter" box (what the reader will learn, the chapters it builds on, and how long it
+- the "What you will learn" box (what the reader will learn, the chapters it builds on, and how long it
   takes to read), before the chapter's first ## section;
 - "## Key takeaways", before "## Exercises" (or at the end);
 - "## References", at the end: each entry linked, with an id (ref-<key>) that the first use of its
@@ -17,17 +17,17 @@ and the reading time go on the index's course map.
 
 import dataclasses
 import html
-import math
 import re
 
 import yaml
-from markdown_it.token import Token
+
+from builder import navigation
 
 READING_WPM = 200  # words a minute for technical prose with formulas and tables (a round, stated rate)
 READING_TIME = "READING-TIME-TO-COUNT"  # filled in once the page is rendered and its words counted (no NUL: markdown-it replaces it)
 FIELDS = {"summary", "learn", "assumes", "takeaways", "next", "references"}
 REFERENCE_FIELDS = {"key", "cite", "entry", "url"}
-URL = re.compile(r"https://(arxiv\.org/abs/\d{4}\.\d{4,5}|doi\.org/10\.\S+|github\.com/[\w.-]+/[\w.-]+/\S+|\S+)$")
+URL = re.compile(r"https://\S+$")  # an https address; url_label names arXiv, DOI and GitHub ones
 
 
 class PlanError(Exception):
@@ -57,8 +57,7 @@ def load(path, number, chapter_numbers):
     """The plan of chapter `number` (PlanError, naming the file and the field, when it is wrong)."""
     where = f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
     if not path.is_file():
-        raise PlanError(f"{where} is missing: every chapter has a plan (chapters/plans/README.md); to build "
-                        f"some chapters while others have none yet, give their numbers: build.py --chapters N ...")
+        raise PlanError(f"{where} is missing: every chapter has a plan (chapters/plans/README.md)")
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(raw, dict):
         raise PlanError(f"{where}: expected a mapping with {sorted(FIELDS)}")
@@ -157,13 +156,13 @@ def add_to_source(source, plan, chapters):
 
 def reading_time(words):
     minutes = max(1, round(words / READING_WPM))
-    return f"About {minutes} minutes to read ({words:,} words at {READING_WPM} a minute), longer with the widgets and exercises."
+    return f"About {minutes} minute{'s' if minutes != 1 else ''} to read ({words:,} words at {READING_WPM} a minute), longer with the widgets and exercises."
 
 
 def minutes_on(page_html):
     """The reading time a rendered chapter page states in its box (None if it has none): the index
     quotes the page, so the two always agree."""
-    m = re.search(r"About (\d+) minutes to read", page_html)
+    m = re.search(r"About (\d+) minutes? to read", page_html)
     return int(m.group(1)) if m else None
 
 
@@ -178,45 +177,22 @@ def phrase(cite):
 
 def link_references(state, references, linked):
     """markdown-it core rule: the first use of each reference's cite words in the running text (not in
-    a heading, a link, inline HTML or code) links to its entry (#ref-<key>); linked collects their keys."""
+    a heading, a link, inline HTML or code, nor in the references themselves) links to its entry
+    (#ref-<key>); linked collects their keys."""
     pending = [(r, phrase(r.cite)) for r in references if r.cite]
-    tokens = state.tokens
-    for i, block in enumerate(tokens):
-        if block.type == "heading_open" and block.attrGet("id") == "references":
-            break  # the entries themselves: a cite must be used in the text above them
-        if block.type != "inline" or not block.children or not pending:
-            continue
-        if i > 0 and tokens[i - 1].type == "heading_open":
-            continue
-        children, depth = [], 0
-        for child in block.children:
-            if child.type in ("link_open", "link_close"):
-                depth += 1 if child.type == "link_open" else -1
-            elif child.type == "html_inline":
-                tag = re.match(r"<(/?)([a-zA-Z][\w-]*)", child.content)
-                if tag and not child.content.rstrip().endswith("/>") and tag.group(2).lower() not in ("br", "img", "wbr"):
-                    depth += -1 if tag.group(1) else 1
-            if child.type != "text" or depth > 0:
-                children.append(child)
-                continue
-            text = child.content
-            while text and pending:
-                found = min(((m.start(), -m.end(), r, m) for r, p in pending if (m := p.search(text))),
-                            default=None, key=lambda t: (t[0], t[1]))
-                if not found:
-                    break
-                _, _, ref, m = found
-                pending = [(r, p) for r, p in pending if r is not ref]
-                linked.add(ref.key)
-                if m.start():
-                    children.append(Token("text", "", 0, content=text[:m.start()]))
-                children.append(Token("html_inline", "", 0, content=f'<a class="ref-link" href="#ref-{ref.key}">'))
-                children.append(Token("text", "", 0, content=m.group(0)))
-                children.append(Token("html_inline", "", 0, content="</a>"))
-                text = text[m.end():]
-            if text:
-                children.append(Token("text", "", 0, content=text))
-        block.children = children
+
+    def find(text):
+        nonlocal pending
+        found = min(((m.start(), -m.end(), r, m) for r, p in pending if (m := p.search(text))),
+                    default=None, key=lambda t: (t[0], t[1]))
+        if not found:
+            return None
+        _, _, ref, m = found
+        pending = [(r, p) for r, p in pending if r is not ref]
+        linked.add(ref.key)
+        return m.start(), m.end(), f'<a class="ref-link" href="#ref-{ref.key}">'
+
+    navigation.link_first_uses(state, find)
 
 
 def check_linked(where, plan, linked):

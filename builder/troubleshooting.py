@@ -4,7 +4,7 @@ the widgets that show it.
 
 Every place is checked against the rendered chapter pages: the chapter exists, the section heading
 is one of its ## or ### headings, and the widget, when one is named, lies inside that section. A
-partial build (build.py --chapters N) checks the places in the chapters it has."""
+partial build (build.py --chapters N) into a folder without every page leaves the page as it was."""
 
 import dataclasses
 
@@ -57,9 +57,10 @@ def load(path):
 
 
 def resolve(symptoms, chapters, pages):
-    """Each symptom's places as links: [(symptom, [{chapter, section, section_id, href, widget: (id, title)
-    or None}])]. chapters: {number: {url, title, ...}}; pages: {number: rendered page} (a partial build
-    checks what it has). TroubleshootingError names a missing chapter, section or widget."""
+    """Each symptom's places as links: [(symptom, [{chapter, section, href, widget: (id, title) or
+    None}])]. chapters: {number: {url, title, ...}}; pages: {number: rendered page}, every page a
+    place names (build.write_troubleshooting skips a partial build that lacks one).
+    TroubleshootingError names a missing chapter, page, section or widget."""
     out = []
     for s in symptoms:
         links = []
@@ -68,7 +69,7 @@ def resolve(symptoms, chapters, pages):
                 raise TroubleshootingError(f"troubleshooting.yaml: {s.symptom!r}: there is no chapter {p.chapter}")
             page = pages.get(p.chapter)
             chapter = chapters[p.chapter]
-            if page is None:  # a partial build without this chapter's page: linked unchecked
+            if page is None:
                 raise TroubleshootingError(f"troubleshooting.yaml: chapter {p.chapter}'s page is not built")
             ids = {sec.title: sec.id for sec in navigation.sections(page) if sec.id}
             if p.section not in ids:

@@ -48,8 +48,8 @@ def test_a_wrong_plan_fails_with_the_file_and_the_field(tmp_path, change, messag
     assert "02.yaml" in str(e.value)
 
 
-def test_a_missing_plan_says_how_to_build_without_it(tmp_path):
-    with pytest.raises(plans.PlanError, match="is missing.*--chapters"):
+def test_a_missing_plan_fails_and_names_the_format(tmp_path):
+    with pytest.raises(plans.PlanError, match=r"05.yaml is missing: every chapter has a plan \(chapters/plans/README.md\)"):
         plans.load(tmp_path / "05.yaml", 5, {5})
 
 

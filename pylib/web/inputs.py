@@ -110,6 +110,9 @@ def parse_positive(raw, field, hi):
     return value
 
 
+DEFAULT_TEMPERATURE = 1.0  # a run's sample when the form gives no temperature
+
+
 def validate_train_settings(raw):
     """Form values {lr, steps, batch_size, seed, temperature?} -> (TrainConfig, temperature)."""
     from pylib import train
@@ -125,7 +128,7 @@ def validate_train_settings(raw):
     values, errors = {}, {}
     for field, parse in parsers.items():
         if field == "temperature" and raw.get(field) is None:
-            values[field] = 1.0
+            values[field] = DEFAULT_TEMPERATURE
             continue
         try:
             values[field] = parse(raw.get(field))

@@ -16,10 +16,10 @@ import numpy as np
 
 from pylib import data, model
 from pylib.web.band import band_series, band_verdict
-from pylib.web.inputs import LIMITS, validate_text, validate_train_settings
+from pylib.web.inputs import DEFAULT_TEMPERATURE, LIMITS, validate_text, validate_train_settings
 
 
-def sample_text(vocab, params, model_cfg, temperature=1.0, seed=0):
+def sample_text(vocab, params, model_cfg, temperature=DEFAULT_TEMPERATURE, seed=0):
     """What a run's model writes: up to LIMITS["sample_tokens"] characters after an end-of-document
     token, one document at most, at this temperature and seed (a finished run's sample; the build's
     sample of the untrained model, shown beside the live run's, is the same call on fresh weights)."""

@@ -251,22 +251,6 @@ export function reportError(err, { fields, setStatus }) {
 // ---------------------------------------------------------------------------
 // Runs
 
-/**
- * runStreamed(root, client, opts): the one implementation of a streamed run with Start and Stop.
- *   opts.op           the worker op ("train", "run:schedule_sweep", …)
- *   opts.args()       the call's args, read at each Start (e.g. fields.values())
- *   opts.fields       bindFields(root) result: its errors are cleared at Start and shown on input errors
- *   opts.onStart()    reset readouts and charts (before the call)
- *   opts.onEvent(ev)  every streamed event ({kind: "start", info} | {kind: "chunk", chunk}); may return a
- *                     progress text: shown in the message at once, announced at most every 5 s
- *   opts.onResult(value) → {status: "done"|"stopped"|"error", text, result?}: result becomes data-result
- *                     (only when given); value.stopped tells a stopped run
- *   opts.onError(err) extra clean-up after a failed call (the error is shown for you)
- *   opts.startText ("Starting…"), opts.announceStart ("Run started."), opts.stoppingText
- * Handles: data-status (running → done|stopped|error), data-result cleared at Start, Start/Stop enabled
- * and disabled, focus (Start → Stop while running → Start after; an input error → the first bad
- * field), the announcer. Returns {start(), stop(), ready(setUp?, text?), running, setStatus, announcer}.
- */
 // The streamed run going in this page ({root, stop}), if any: the worker trains one run at a time, so a
 // second Start elsewhere says which widget is running and offers to stop it from there.
 let activeRun = null;
@@ -300,6 +284,22 @@ function refuseWhileAnotherRuns(root, setStatus, other) {
   }, { once: true });
 }
 
+/**
+ * runStreamed(root, client, opts): the one implementation of a streamed run with Start and Stop.
+ *   opts.op           the worker op ("train", "run:schedule_sweep", …)
+ *   opts.args()       the call's args, read at each Start (e.g. fields.values())
+ *   opts.fields       bindFields(root) result: its errors are cleared at Start and shown on input errors
+ *   opts.onStart()    reset readouts and charts (before the call)
+ *   opts.onEvent(ev)  every streamed event ({kind: "start", info} | {kind: "chunk", chunk}); may return a
+ *                     progress text: shown in the message at once, announced at most every 5 s
+ *   opts.onResult(value) → {status: "done"|"stopped"|"error", text, result?}: result becomes data-result
+ *                     (only when given); value.stopped tells a stopped run
+ *   opts.onError(err) extra clean-up after a failed call (the error is shown for you)
+ *   opts.startText ("Starting…"), opts.announceStart ("Run started."), opts.stoppingText
+ * Handles: data-status (running → done|stopped|error), data-result cleared at Start, Start/Stop enabled
+ * and disabled, focus (Start → Stop while running → Start after; an input error → the first bad
+ * field), the announcer. Returns {start(), stop(), ready(setUp?, text?), running, setStatus, announcer}.
+ */
 export function runStreamed(root, client, opts) {
   const form = root.querySelector('[data-role="form"]');
   const runButton = root.querySelector('[data-action="run"]');
@@ -327,7 +327,7 @@ export function runStreamed(root, client, opts) {
     if (opts.fields) opts.fields.clearErrors();
     delete root.dataset.result;
     if (opts.onStart) opts.onStart();
-    const loading = client.onDemand && client.onDemand() && document.documentElement.dataset.pyodide !== "ready";
+    const loading = client.onDemand?.() && document.documentElement.dataset.pyodide !== "ready";
     setStatus("running", loading ? "Loading Python and NumPy into this page, then training…" : (opts.startText || "Starting…"), false);
     ann.say(opts.announceStart || "Run started.");
     const onEvent = (ev) => {
@@ -386,7 +386,7 @@ export function runStreamed(root, client, opts) {
      *  demand (client.onDemand(): the index), Start is enabled at once and its press starts Python
      *  (client.call waits for it); setUp is not allowed there. */
     async ready(setUp = null, text = "Ready. Press Start.") {
-      if (client.onDemand && client.onDemand()) {
+      if (client.onDemand?.()) {
         if (setUp) throw new Error("runStreamed.ready: a set-up call needs Python before Start; not on an on-demand page");
         runButton.disabled = false;
         setStatus("ready", text, false);
