@@ -289,7 +289,9 @@ def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
 # or after 5 s of frames (then the test reports the ones still laid out).
 CODE_BLOCKS = """async () => {
     const frames = () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
-    const pres = [...document.querySelectorAll("figure.code pre")];
+    // An exercise's cell is left out: its static block gives way to the editor when it comes into
+    // view (cells.js), so once scrolled to it is hidden, not drawn (test_cells covers the cells)
+    const pres = [...document.querySelectorAll("figure.code:not(.cell-code) pre")];
     // Chromium keeps a content-visibility: auto block laid out while it is within 150% of the
     // viewport's height beyond its edge (measured: laid out 2,328 px below the top of a 1,000 px
     // viewport, skipped at 2,558): "far below" is past three viewport heights
@@ -306,8 +308,11 @@ CODE_BLOCKS = """async () => {
                  held: rect.height, caption: pre.closest("figure")?.querySelector("figcaption")?.textContent.trim() ?? "(no caption)" };
     });
     for (const block of out) {
+        // In view, the block is laid out a frame or more later: wait until it is drawn
         block.pre.scrollIntoView({ block: "center" });
-        await frames();
+        const shown = performance.now();
+        do await frames(); while (skipped(block.pre) && performance.now() - shown < 5000);
+        block.stillSkipped = skipped(block.pre);
         block.drawn = block.pre.getBoundingClientRect().height;
         block.overflows = block.pre.scrollWidth > block.pre.clientWidth + 1;
         delete block.pre;
@@ -318,10 +323,11 @@ CODE_BLOCKS = """async () => {
 
 
 def test_code_blocks_off_screen_are_skipped_and_hold_their_drawn_height(chapter12):
-    """The chapter with the most code (23 blocks): a block far from the viewport is not laid out (its
-    tokens are skipped), yet it holds the height it has once drawn, to a pixel, so nothing below it
-    moves as the reader scrolls; it is in the tab order, while still skipped, exactly when it scrolls
-    sideways once drawn (scrollers.js); and every block says how many lines it shows."""
+    """The chapter with the most code (20 blocks besides the exercises' cells): a block far from the
+    viewport is not laid out (its tokens are skipped), yet it holds the height it has once drawn, to a
+    pixel, so nothing below it moves as the reader scrolls; it is in the tab order, while still
+    skipped, exactly when it scrolls sideways once drawn (scrollers.js); and every block says how many
+    lines it shows."""
     chapter12.evaluate("window.scrollTo(0, 0)")
     blocks = chapter12.evaluate(CODE_BLOCKS)
     assert len(blocks) >= 20, blocks
@@ -329,6 +335,7 @@ def test_code_blocks_off_screen_are_skipped_and_hold_their_drawn_height(chapter1
         assert b["lines"] == str(b["shown"]), b
         if b["offScreen"]:
             assert b["skipped"], b
+        assert not b["stillSkipped"], b  # in view, it was drawn within 5 s
         assert b["focusable"] == b["overflows"], b
         assert abs(b["held"] - b["drawn"]) <= 1, b
     assert sum(b["offScreen"] for b in blocks) >= 15, blocks
