@@ -225,3 +225,46 @@ def enter(w, field, timeout=180_000, click=False, **fields):
         return settle_after(w, run.click, timeout=timeout)
     w.locator(f'input[name="{field}"]').focus()
     return settle_after(w, lambda: w.page.keyboard.press("Enter"), timeout=timeout)
+
+
+SCREENSHOTS = __import__("pathlib").Path(__file__).resolve().parents[2] / ".cache" / "screenshots"
+
+# The widget's box and every descendant that sticks out past the viewport's right edge (a phone's
+# 360 px): a tag, class and how far past, for the message.
+OVERFLOW = """root => {
+    const W = document.documentElement.clientWidth;
+    const out = [...root.querySelectorAll("*")].filter((el) => {
+        const r = el.getBoundingClientRect();
+        if (!r.width || el.closest(".kit-table-scroll, pre")) return false;
+        return r.right > W + 1 && getComputedStyle(el).position !== "fixed";
+    }).slice(0, 5).map((el) => `${el.tagName.toLowerCase()}.${el.className.baseVal ?? el.className} +${Math.round(el.getBoundingClientRect().right - W)} px`);
+    return { page: document.documentElement.scrollWidth - W, out };
+}"""
+
+
+def screenshot_widget(w, name, widths=(1280, 360), height=900):
+    """The done-when of issue 26: the widget photographed at a desktop's and a phone's width
+    (.cache/screenshots/NAME-WIDTH.png, for a person to look at), and at each width nothing of it
+    sticks out past the viewport (a box that scrolls sideways on purpose is left out: a table's
+    scroller, a code block). The page's own viewport is put back afterwards."""
+    page = w.page
+    before = page.viewport_size
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        for width in widths:
+            page.set_viewport_size({"width": width, "height": height})
+            page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            w.scroll_into_view_if_needed()
+            # a chart redraws at its new width in a ResizeObserver callback (plot.js onResize): wait
+            # up to 10 s for everything to fit, then say what does not
+            fitted = f"root => {{ const f = ({OVERFLOW})(root); return f.page <= 1 && !f.out.length; }}"
+            try:
+                page.wait_for_function(f"() => ({fitted})(document.getElementById({w.get_attribute('id')!r}))", timeout=10_000)
+            except Exception:
+                pass
+            fits = w.evaluate(OVERFLOW)
+            assert fits["page"] <= 1 and not fits["out"], f"{name} at {width} px: {fits}"
+            w.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"))
+    finally:
+        if before:
+            page.set_viewport_size(before)
