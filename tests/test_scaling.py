@@ -242,3 +242,29 @@ def test_isoflop_op_refuses_a_malformed_sweep_or_budget():
         with pytest.raises(InputError) as e:
             scaling_ops.isoflop(None, {"series": series, "budget_index": 0, "custom_budget": budget})
         assert set(e.value.errors) == {"custom_budget"}
+
+
+def test_isoflop_op_returns_every_budgets_profile_and_the_power_laws_line():
+    from pylib.web import scaling_ops
+    budgets = (1e10, 3e10, 1e11)
+    series = [{"budget": c, "n": [p["n"] for p in pts], "d": [p["d"] for p in pts], "loss_mean": [p["loss"] for p in pts]}
+              for c, pts in ((c, synthetic_sweep(TRUE, [c])) for c in budgets)]
+    out = scaling_ops.isoflop(None, {"series": series, "budget_index": 2, "custom_budget": "3e10"})
+    assert [f["budget"] for f in out["family"]] == list(budgets)
+    for s, f in zip(series, out["family"]):
+        opt = scaling.isoflop_optimum(s["n"], s["d"], s["loss_mean"])
+        assert f["optimum"]["n"] == pytest.approx(opt["n"], rel=1e-12) and f["optimum"]["loss"] == pytest.approx(opt["loss"], rel=1e-12)
+        assert len(f["curve"]["n"]) == scaling_ops.LIMITS["curve_points"]
+        assert min(f["curve"]["loss"]) >= opt["loss"] - 1e-12  # the drawn parabola's lowest point is the optimum
+        assert f["curve"]["n"][0] == pytest.approx(min(s["n"])) and f["curve"]["n"][-1] == pytest.approx(max(s["n"]))
+    assert {k: out[k] for k in ("budget", "n", "loss", "curve", "optimum")} == {k: out["family"][2][k] for k in ("budget", "n", "loss", "curve", "optimum")}
+    laws, line = out["laws"], out["laws"]["line"]
+    assert line["c"] == [min(budgets), max(budgets)]
+    assert line["n"] == pytest.approx([laws["k_n"] * c ** laws["a"] for c in line["c"]], rel=1e-12)
+    assert laws["optima_n"] == pytest.approx([f["optimum"]["n"] for f in out["family"]], rel=1e-12)
+    assert out["prediction"]["extension"] is None and not out["prediction"]["extrapolated"]
+    for budget, edge in (("1e13", 1e11), ("1e8", 1e10)):  # outside: the line is extended from the nearest measured budget
+        p = scaling_ops.isoflop(None, {"series": series, "budget_index": 0, "custom_budget": budget})["prediction"]
+        assert p["extrapolated"] and p["extension"]["c"] == [edge, float(budget)]
+        assert p["extension"]["n"] == pytest.approx([laws["k_n"] * edge ** laws["a"], p["n"]], rel=1e-12)
+        assert p["decades_out"] == pytest.approx(abs(math.log10(float(budget) / edge)))

@@ -2,9 +2,10 @@
 pylib.studies.scaling, pylib.systems.flops and pylib.systems.memory. No numerics of their own.
 
 Ops (see pylib.web.all_ops):
-  scaling_isoflop     the measured IsoFLOP sweep (from results.json, passed in by the page): one
-                      budget's points, its fitted parabola and minimum, the power laws through every
-                      budget's minimum, and the toy's predicted optimum at a budget the reader types;
+  scaling_isoflop     the measured IsoFLOP sweep (from results.json, passed in by the page): every
+                      budget's points, fitted parabola and minimum (Hoffmann et al. 2022, figure 3,
+                      left), the power laws through the minima with their line (figure 3, centre),
+                      and the toy's predicted optimum at a budget the reader types;
   scaling_calculator  from a compute budget: N_opt and D_opt under the cited fits and the 20-tokens
                       rule; and a LLaMA-7B run's FLOPs, accelerator-days at a stated utilisation and
                       memory per device (chapter 10's calculator);
@@ -64,35 +65,46 @@ def _series(raw):
     return out
 
 
+def _profile(s, opt):
+    """One budget's points, and (with a minimum) its fitted parabola in ln N and its optimum."""
+    out = {"budget": s["budget"], "n": s["n"].tolist(), "loss": s["loss"].tolist(), "curve": None, "optimum": None}
+    if opt is not None:
+        c2, c1, c0 = opt["coef_n"]
+        x = np.linspace(np.log(s["n"]).min(), np.log(s["n"]).max(), LIMITS["curve_points"])
+        out["curve"] = {"n": np.exp(x).tolist(), "loss": (c2 * x * x + c1 * x + c0).tolist()}
+        out["optimum"] = {"n": opt["n"], "d": opt["d"], "loss": opt["loss"], "inside": opt["inside"]}
+    return out
+
+
 def isoflop(session, args):
-    """{series, budget_index, custom_budget?} -> the chosen budget's fit and the toy's power laws."""
+    """{series, budget_index, custom_budget?} -> every budget's profile (points, parabola, optimum), the
+    chosen one's at the top level, the toy's power laws with their line over the measured budgets, and
+    the prediction at the reader's budget with the line's extension out to it when it lies outside."""
     series = _series(args.get("series"))
     index = args.get("budget_index")
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(series):
         raise InputError({"budget_index": "Choose one of the measured budgets."})
-    optima = {s["budget"]: scaling.isoflop_optimum(s["n"], s["d"], s["loss"]) for s in series}
-    found = [c for c in optima if optima[c] is not None]
-    chosen = series[index]
-    opt = optima[chosen["budget"]]
-    out = {"budget": chosen["budget"], "n": chosen["n"].tolist(), "loss": chosen["loss"].tolist(),
-           "optimum": None, "curve": None, "laws": None, "prediction": None}
-    if opt is not None:
-        c2, c1, c0 = opt["coef_n"]
-        x = np.linspace(np.log(chosen["n"]).min(), np.log(chosen["n"]).max(), LIMITS["curve_points"])
-        out["curve"] = {"n": np.exp(x).tolist(), "loss": (c2 * x * x + c1 * x + c0).tolist()}
-        out["optimum"] = {"n": opt["n"], "d": opt["d"], "loss": opt["loss"], "inside": opt["inside"]}
-    if len(found) >= 2:
-        a, k_n = scaling.fit_power_law(found, [optima[c]["n"] for c in found])
-        b, k_d = scaling.fit_power_law(found, [optima[c]["d"] for c in found])
-        out["laws"] = {"a": a, "k_n": k_n, "b": b, "k_d": k_d, "budgets": found,
-                       "optima_n": [optima[c]["n"] for c in found]}
+    optima = [scaling.isoflop_optimum(s["n"], s["d"], s["loss"]) for s in series]
+    family = [_profile(s, opt) for s, opt in zip(series, optima)]
+    found = [(s["budget"], opt) for s, opt in zip(series, optima) if opt is not None]
+    out = {**family[index], "index": index, "family": family, "laws": None, "prediction": None}
+    if len({c for c, _ in found}) >= 2:
+        budgets = [c for c, _ in found]
+        a, k_n = scaling.fit_power_law(budgets, [opt["n"] for _, opt in found])
+        b, k_d = scaling.fit_power_law(budgets, [opt["d"] for _, opt in found])
+        lo, hi = min(budgets), max(budgets)
+        # a power law is a straight line in log-log: its two ends draw it
+        out["laws"] = {"a": a, "k_n": k_n, "b": b, "k_d": k_d, "budgets": budgets,
+                       "optima_n": [opt["n"] for _, opt in found],
+                       "line": {"c": [lo, hi], "n": [k_n * lo ** a, k_n * hi ** a]}}
         custom = args.get("custom_budget")
         if custom is not None and not (isinstance(custom, str) and not custom.strip()):
             c = _in_range(custom, "custom_budget", "The budget", 0.0, LIMITS["compute_max"])
             n_opt, d_opt = k_n * c ** a, k_d * c ** b
-            out["prediction"] = {"budget": c, "n": n_opt, "d": d_opt,
-                                 "extrapolated": not min(found) <= c <= max(found),
-                                 "decades_out": abs(math.log10(c / min(max(c, min(found)), max(found))))}
+            edge = min(max(c, lo), hi)  # the measured budget nearest c
+            out["prediction"] = {"budget": c, "n": n_opt, "d": d_opt, "extrapolated": not lo <= c <= hi,
+                                 "decades_out": abs(math.log10(c / edge)),
+                                 "extension": None if lo <= c <= hi else {"c": [edge, c], "n": [k_n * edge ** a, n_opt]}}
     return out
 
 
