@@ -736,7 +736,8 @@ def link_chapter_references(state, links):
         block.children = children
 
 
-def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False, references=None, linked=None):
+def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False, references=None, linked=None,
+                     paragraph_references=None):
     """Markdown (with $maths$ and raw HTML from the chapter helpers) to HTML.
 
     Section headings (## and ###) get GitHub-style ids, so the glossary and other pages can link to
@@ -744,7 +745,9 @@ def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False
     terms: [glossary.Term]; the first use of each on the page links to its glossary entry.
     heading_links: each section heading also gets a "#" link to itself (a chapter page).
     references: [plans.Reference]; the first use of each one's cite words links to its entry, and its
-    key is added to the set `linked`."""
+    key is added to the set `linked`. paragraph_references: the glossary's, [[(plans.Reference, href)]]
+    per paragraph; a paragraph's first use of each links to that href, and (paragraph, key) is added to
+    `linked`."""
     maths = []  # (tex, display) in order of first appearance
 
     def collect(content, options):
@@ -764,6 +767,8 @@ def markdown_to_html(source, chapter_links=None, terms=None, heading_links=False
         md.core.ruler.push("heading_links", navigation.heading_links)
     if references:
         md.core.ruler.push("references", lambda state: plans.link_references(state, references, linked))
+    if paragraph_references:
+        md.core.ruler.push("references", lambda state: plans.link_glossary_references(state, paragraph_references, linked))
     html = md.render(source)
     rendered = render_maths([{"tex": tex, "display": display} for tex, display in maths])
     return re.sub("\x00MATH(\\d+)\x00", lambda m: rendered[int(m.group(1))], html)
@@ -876,11 +881,15 @@ def render_next(env, results, chapter, plan):
     return markdown_inline(text)
 
 
-def render_glossary(env, results, entries):
+def render_glossary(env, results, entries, chapter_plans, links):
     """Each entry's sentence as HTML, through the chapters' Jinja calls and one markdown-it pass (so
     KaTeX runs once), and as plain text for the chapters' hover definitions; and each entry's section
     heading as HTML, its maths rendered as on the chapter page: ({anchor: html}, {anchor: text},
-    {anchor: section html})."""
+    {anchor: section html}).
+
+    A sentence's first use of a reference's cite words, among its chapter's references
+    (chapter_plans: {number: plans.Plan}), links to that reference on the chapter's page; a sentence
+    that names a paper's authors ("et al.") and links none fails the build."""
     ctx = ChapterContext(env, results, _relpath(GLOSSARY))
     ctx.results_href = "results.html"  # the glossary is at the site's root
     chapter_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
@@ -892,9 +901,20 @@ def render_glossary(env, results, entries):
         raise BuildError(f"{_relpath(GLOSSARY)}: a sentence is one paragraph")
     if any("\n" in e.section for e in entries):
         raise BuildError(f"{_relpath(GLOSSARY)}: a section is one heading's text, on one line")
-    rendered = re.findall(r"<p>(.*?)</p>", markdown_to_html("\n\n".join(sentences + [e.section for e in entries])), re.S)
+    urls = {c["number"]: c["url"] for c in links}
+    per_entry = [[(r, f"{urls[e.chapter]}#ref-{r.key}") for r in chapter_plans[e.chapter].references if r.cite]
+                 if e.chapter in chapter_plans else [] for e in entries]
+    linked = set()
+    rendered = re.findall(r"<p>(.*?)</p>", markdown_to_html("\n\n".join(sentences + [e.section for e in entries]),
+                                                            linked=linked, paragraph_references=per_entry), re.S)
     if len(rendered) != 2 * len(entries):
         raise BuildError(f"{_relpath(GLOSSARY)}: each sentence must render as one paragraph of text")
+    unlinked = [e.term for k, e in enumerate(entries)
+                if "et al." in glossary.plain_text(sentences[k]) and not any(i == k for i, _ in linked)]
+    if unlinked:
+        raise BuildError(f"{_relpath(GLOSSARY)}: {', '.join(unlinked)}: the sentence names a paper's authors but links "
+                         "none of its chapter's references (add the paper to chapters/plans/NN.yaml with cite: "
+                         "the words the sentence uses)")
     return ({e.anchor: markupsafe.Markup(html) for e, html in zip(entries, rendered)},
             {e.anchor: glossary.plain_text(text) for e, text in zip(entries, sentences)},
             {e.anchor: markupsafe.Markup(html) for e, html in zip(entries, rendered[len(entries):])})
@@ -927,12 +947,12 @@ def build_site(out=OUT, only_chapters=None):
             entries = glossary.load(GLOSSARY)
         except glossary.GlossaryError as e:
             raise BuildError(str(e)) from e
-        sentences, definitions, sections = render_glossary(env, results, entries)
+        links = [c.as_dict() for c in chapters]
+        chapter_plans = {c.number: load_plan(c, chapters) for c in chapters}  # the index's map needs every one
+        sentences, definitions, sections = render_glossary(env, results, entries, chapter_plans, links)
         terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
         site = {"title": SITE_TITLE, "wheel": f"wheels/{wheel}", "numpy": f"pyodide/{numpy_wheel}"}
-        links = [c.as_dict() for c in chapters]
         pages = {}  # chapter number -> rendered page, for the glossary's targets
-        chapter_plans = {c.number: load_plan(c, chapters) for c in chapters}  # the index's map needs every one
         (out / "chapters").mkdir(parents=True, exist_ok=True)
         for i, chapter in enumerate(chapters):
             target = out / "chapters" / f"{chapter.slug}.html"
@@ -1013,8 +1033,9 @@ def render_live_run(env, results, links, pages):
 def write_navigation(out, env, results, site, links, pages, entries, definitions):
     """results.html (results.md and every value, each key with its anchor) and search-index.json."""
     markdown = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.is_file() else "# Results\n\nNone yet: run `python build.py --measure`.\n"
+    references = {c["number"]: f"{c['url']}#references" for c in links if 'id="references"' in pages.get(c["number"], "")}
     (out / "results.html").write_text(results_page.render(
-        env, results, markdown, site=dict(site, root=""), chapters=links), encoding="utf-8")
+        env, results, markdown, references=references, site=dict(site, root=""), chapters=links), encoding="utf-8")
     by_number = {c["number"]: c for c in links}
     glossary_items = [{"term": e.term, "anchor": e.anchor, "text": definitions[e.anchor], "chapter": by_number[e.chapter],
                        "section": glossary.plain_text(e.section)} for e in entries]

@@ -130,13 +130,16 @@ class _SectionParser(html.parser.HTMLParser):
         self._end_section()
 
 
-def link_first_uses(state, find):
+def link_first_uses(state, find, paragraph=None):
     """The body of a markdown-it core rule that links first uses in the running text: the glossary's
     terms (glossary.link_terms) and a chapter's references (plans.link_references). It walks the text
     tokens outside headings, links and inline HTML, and stops at a "References" heading (its entries are
     titles, not uses). find(text) -> (start, end, opening <a> tag) of the earliest match in text that is
-    not linked yet, or None; find records what it links. The match is wrapped in that tag and </a>."""
+    not linked yet, or None; find records what it links. The match is wrapped in that tag and </a>.
+    paragraph(k), if given, is called before the k-th block of running text is walked (the glossary
+    links each entry's own first uses: plans.link_glossary_references)."""
     tokens = state.tokens
+    walked = 0
     for i, block in enumerate(tokens):
         if block.type == "heading_open" and block.attrGet("id") == "references":
             break
@@ -144,6 +147,9 @@ def link_first_uses(state, find):
             continue
         if i > 0 and tokens[i - 1].type == "heading_open":
             continue  # headings stay plain: they carry the section ids
+        if paragraph:
+            paragraph(walked)
+        walked += 1
         children, depth = [], 0
         for child in block.children:
             if child.type in ("link_open", "link_close"):

@@ -195,6 +195,31 @@ def link_references(state, references, linked):
     navigation.link_first_uses(state, find)
 
 
+def link_glossary_references(state, per_paragraph, linked):
+    """markdown-it core rule for the glossary's one pass over its sentences: in the k-th paragraph, the
+    first use of each of per_paragraph[k]'s references' cite words ([(Reference, href)]: the entry's
+    chapter's references, href to their entry on that page) links there; linked collects the
+    (paragraph, key) pairs linked. Paragraphs past the list link nothing."""
+    pending = []
+
+    def start(k):
+        nonlocal pending
+        pending = [(r, href, k, phrase(r.cite)) for r, href in (per_paragraph[k] if k < len(per_paragraph) else ())]
+
+    def find(text):
+        nonlocal pending
+        found = min(((m.start(), -m.end(), i, m) for i, (_, _, _, p) in enumerate(pending) if (m := p.search(text))),
+                    default=None, key=lambda t: (t[0], t[1]))
+        if not found:
+            return None
+        _, _, i, m = found
+        ref, href, k, _ = pending.pop(i)
+        linked.add((k, ref.key))
+        return m.start(), m.end(), f'<a class="ref-link" href="{html.escape(href)}">'
+
+    navigation.link_first_uses(state, find, paragraph=start)
+
+
 def check_linked(where, plan, linked):
     missing = [r for r in plan.references if r.cite and r.key not in linked]
     if missing:

@@ -194,9 +194,12 @@ def chapter_sections(summary, groups):
     return chapters + [s for s in out if s["chapter"] is None]
 
 
-def render(env, results, markdown_text, **context):
-    """results.html, from templates/results.html; context: the page's site and chapters."""
+def render(env, results, markdown_text, references=None, **context):
+    """results.html, from templates/results.html; context: the page's site and chapters. references:
+    {chapter number: the address of its references list}; a chapter's section links to it."""
     data = page(results, markdown_text)
+    for section in data["sections"]:
+        section["references"] = (references or {}).get(section["chapter"])
     toc = [{"id": "how-to-read", "title": "How to read this page", "children": []}] + [
         {"id": s["id"], "title": s["title"], "children": []} for s in data["sections"]]
     return env.get_template("results.html").render(

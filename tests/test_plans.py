@@ -129,3 +129,40 @@ def test_a_plan_types_in_no_measurement(chapter):
     for text in [plan.summary] + plan.learn + plan.takeaways + [plan.next]:
         plain = re.sub(r"\{\{.*?\}\}|\$[^$]*\$|`[^`]*`", "", text)
         assert not MEASUREMENT_SHAPED.search(plain), f"{chapter.slug}: a typed-in measurement in {text!r}"
+
+
+def test_the_glossary_links_each_sentences_own_first_use_to_its_chapters_reference(tmp_path):
+    """One pass over the glossary's sentences (plans.link_glossary_references): each paragraph links the
+    first use of its own references' cite words, whatever an earlier paragraph linked; a paragraph past
+    the list links nothing."""
+    ref = plans.load(write(tmp_path, PLAN), 2, {1, 2}).references[0]
+    linked = set()
+    html = build.markdown_to_html("Smith et al. said so, as Smith et al. did.\n\nSmith et al. again.\n\nSmith et al., a third.\n",
+                                  linked=linked, paragraph_references=[[(ref, "chapters/02-x.html#ref-smith2020")]] * 2)
+    assert html.count('<a class="ref-link" href="chapters/02-x.html#ref-smith2020">Smith et al.</a>') == 2
+    assert "as Smith et al. did" in html and "<p>Smith et al., a third.</p>" in html
+    assert linked == {(0, "smith2020"), (1, "smith2020")}
+
+
+def test_a_glossary_sentence_naming_authors_it_cannot_link_fails_the_build():
+    from builder import glossary
+    entry = glossary.Entry("Linear scaling", "Smith et al.'s rule.", 1, "Seeds and spread", ("train",), ("linear scaling",))
+    plan = plans.Plan(1, "s", [], [], [], "n", [])
+    links = [{"number": 1, "url": "chapters/01-x.html"}]
+    with pytest.raises(build.BuildError, match="Linear scaling: the sentence names a paper's authors"):
+        build.render_glossary(build.make_env(), {}, [entry], {1: plan}, links)
+    plan.references.append(plans.Reference("smith2020", "A. Smith (2020).", "https://arxiv.org/abs/2001.00001", "Smith et al."))
+    sentences, _, _ = build.render_glossary(build.make_env(), {}, [entry], {1: plan}, links)
+    assert sentences[entry.anchor] == '<a class="ref-link" href="chapters/01-x.html#ref-smith2020">Smith et al.</a>\'s rule.'
+
+
+def test_the_built_glossary_and_results_pages_link_to_the_chapters_references():
+    site = build.OUT
+    glossary_page = (site / "glossary.html").read_text(encoding="utf-8")
+    cited = re.findall(r'<a class="ref-link" href="(chapters/[^"#]+)#(ref-[a-z0-9-]+)">([^<]+)</a>', glossary_page)
+    assert {name for _, _, name in cited} >= {"McCandlish et al.", "Goyal et al.", "Xiong et al.", "Hoffmann et al."}, cited
+    results_page = (site / "results.html").read_text(encoding="utf-8")
+    sources = re.findall(r'<p class="results-sources">.*?href="(chapters/[^"#]+)#references"', results_page, re.S)
+    assert len(sources) == 16, sources
+    for page, anchor in [(p, a) for p, a, _ in cited] + [(p, "references") for p in sources]:
+        assert f'id="{anchor}"' in (site / page).read_text(encoding="utf-8"), (page, anchor)
