@@ -118,6 +118,32 @@ def test_steps_expose_the_ring():
     assert all(all(h == p for h in row) for row in steps[-1]["have"])
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 8])
+def test_contribution_counts_follow_the_closed_form(p):
+    # Chunk c's running sum starts at worker c+1 and moves one worker on per reduce-scatter step, so
+    # after step k (1-based) the chunk just received holds k+1 workers' values: worker j's copy of
+    # chunk c, d = (j - c - 1) mod p links from where the sum started, holds d+1 once the sum has
+    # reached it (d <= k) and only its own value before. In the
+    # all-gather, worker c's finished chunk moves on one worker per step: after step k every worker
+    # up to k links past c holds all p.
+    steps = list(col.ring_all_reduce_steps(vectors(p, 3 * p)))
+    for s in steps:
+        k = s["step"] + 1
+        for j in range(p):
+            for c in range(p):
+                d = (j - c - 1) % p
+                if s["phase"] == "reduce-scatter":
+                    want = d + 1 if d <= k else 1
+                else:
+                    want = p if (j - c) % p <= k else d + 1
+                assert s["have"][j][c] == want, (s["phase"], k, j, c)
+        received = {(dst, c) for _, dst, c, _ in s["messages"]}
+        if s["phase"] == "reduce-scatter":
+            assert {s["have"][dst][c] for dst, c in received} == {k + 1}
+        else:
+            assert {s["have"][dst][c] for dst, c in received} == {p}
+
+
 def test_one_worker_is_a_no_op():
     v = vectors(1, 5)
     results, sent = col.ring_all_reduce(v)

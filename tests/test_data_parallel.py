@@ -190,6 +190,26 @@ def test_ring_op_is_the_ring_on_real_gradients(session):
     assert [g["sent_whole"] for g in out["all_gather"]] == [4 * (q - 1) * out["elements"] for q in range(2, 9)]
 
 
+def test_ring_op_counts_each_chunks_contributions_step_by_step(session):
+    # The widget draws these counts as they are: they must be the simulator's, and each message
+    # carries the count its chunk held at its sender before the step.
+    out = call("parallel_ring", {"workers": "4"})["value"]
+    sim = list(col.ring_all_reduce_steps(parallel_ops_vectors(session, 4)))
+    assert out["initial_have"] == [[1] * 4 for _ in range(4)]
+    before = out["initial_have"]
+    for got, want in zip(out["steps"], sim, strict=True):
+        assert got["have"] == want["have"]
+        assert got["carried"] == [before[src][c] for src, _, c, _ in want["messages"]]
+        before = got["have"]
+    # reduce-scatter step k (1-based) sends sums of k workers' values; the all-gather sends whole sums
+    assert [s["carried"] for s in out["steps"]] == [[k] * 4 for k in (1, 2, 3)] + [[4] * 4] * 3
+
+
+def parallel_ops_vectors(session, p):
+    from pylib.web import parallel_ops
+    return parallel_ops.worker_gradients(session, p)
+
+
 @pytest.mark.parametrize("raw", ["", "0", "1e9", "NaN", "1.5", "1 2 3 4 5", "<b>2</b>", "two"])
 def test_dp_start_refuses_bad_worker_lists(session, raw):
     out = call("parallel_dp_start", {"workers": raw, "steps": "5"})

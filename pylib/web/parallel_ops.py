@@ -3,7 +3,8 @@ pylib.systems.collectives, data_parallel and overlap. No numerics of their own.
 
 Ops (see pylib.web.all_ops):
   parallel_ring        the ring all-reduce of p workers' real gradients of the course model, every
-                       step: which chunk moves where, each worker's running sums (the first element
+                       step: which chunk moves where and how many workers' values it carries, how
+                       many each worker's chunks hold, each worker's running sums (the first element
                        of every chunk), bytes so far; payload and wire bytes; the naive all-reduce's;
                        the all-gather's bytes per worker for p = 2..8;
   parallel_alpha_beta  the alpha-beta times of ring, tree and naive all-reduce and ring all-gather
@@ -83,10 +84,15 @@ def ring(session, args):
     bounds = col.chunk_bounds(n, p)
     exact = np.sum(np.stack(vectors).astype(np.float64), axis=0)
     steps = []
+    initial_have = [[1] * p for _ in range(p)]  # before the first step each worker holds its own gradient only
+    before = initial_have
     for s in col.ring_all_reduce_steps(vectors):
+        # carried: how many workers' values each message's chunk held as it left its sender
         steps.append({"phase": s["phase"], "step": s["step"], "messages": [list(m) for m in s["messages"]],
+                      "carried": [before[src][c] for src, _, c, _ in s["messages"]],
                       "have": s["have"], "sent": s["sent"],
                       "firsts": [[float(b[a]) for a, _ in bounds] for b in s["buffers"]]})
+        before = s["have"]
     results, sent = col.ring_all_reduce(vectors)
     naive = col.naive_all_reduce(vectors)[1]
     identical = all(r.tobytes() == results[0].tobytes() for r in results)
@@ -94,7 +100,7 @@ def ring(session, args):
     gather = [{"p": q, "sent": col.all_gather([np.zeros(n // q, np.float32) for _ in range(q)])[1][0] * itemsize,
                "sent_whole": col.all_gather([np.zeros(n, np.float32) for _ in range(q)])[1][0] * itemsize}
               for q in range(2, 9)]
-    return {"workers": p, "elements": n, "itemsize": itemsize, "bounds": bounds, "steps": steps,
+    return {"workers": p, "elements": n, "itemsize": itemsize, "bounds": bounds, "steps": steps, "initial_have": initial_have,
             "initial": [[float(v[a]) for a, _ in bounds] for v in vectors],
             "exact_firsts": [float(exact[a]) for a, _ in bounds],
             "identical": identical,
