@@ -330,6 +330,26 @@ def decompose(value, fmt):
             "below": below, "above": above, "regime": regime}
 
 
+def rounding_interval(value, fmt):
+    """Where value sits on fmt's number line: the stored value it rounds to, the neighbours below and
+    above that (None past the largest value), the gaps (ulp) to them with their exponents (a gap is
+    a power of two), and the interval of values that round to the stored value: halfway to each
+    neighbour (past the largest value, the overflow threshold), the halfway points included when the
+    stored value's last bit is 0 (ties to even). None when the stored value is inf or NaN."""
+    d = decompose(value, fmt)
+    s, lo, hi = d["stored"], d["below"], d["above"]
+    if not math.isfinite(s):
+        return None
+    top = overflow_threshold(fmt)
+    gap_lo = None if lo is None else s - lo  # exact: few significant bits each
+    gap_hi = None if hi is None else hi - s
+    log2 = lambda g: None if g is None else math.frexp(g)[1] - 1  # noqa: E731  (g is a power of two)
+    return {"format": fmt, "x": float(value), "stored": s, "below": lo, "above": hi,
+            "gap_below": gap_lo, "gap_above": gap_hi, "gap_below_log2": log2(gap_lo), "gap_above_log2": log2(gap_hi),
+            "round_lo": -top if lo is None else (lo + s) / 2, "round_hi": top if hi is None else (s + hi) / 2,
+            "ties_to_stored": d["mantissa"].endswith("0")}
+
+
 # ---------------------------------------------------------------------------
 # The lost update: a weight stored in fmt, incremented n times
 

@@ -55,12 +55,23 @@ def _shown(x):
 
 
 def round_value(session, args):
-    """{value} -> {value, formats: [{format, name, sign, exponent, mantissa, stored, abs_error,
-    rel_error, below, above, regime, max, smallest_normal, smallest_subnormal, spacing_at_one}]}."""
+    """{value} or {format, bits} -> {value, from_bits, formats: [{format, name, sign, exponent, mantissa,
+    stored, abs_error, rel_error, below, above, regime, line, max, smallest_normal, smallest_subnormal,
+    spacing_at_one}]}. With bits (a string of 0s and 1s, one per bit of format, sign first: the reader
+    flipped one), the value is the number those bits encode in that format (decoded here: it may be a
+    subnormal, zero, inf or NaN), and every format rounds it; from_bits says what the bits were.
+    line: where the value sits on that format's number line (precision.rounding_interval)."""
     args = args or {}
-    v = collect_fields([("value", lambda: parse_field(parse_number, "value", "The value", args.get("value")))])["value"]
-    if abs(v) > LIMITS["value_max"]:
-        raise InputError({"value": f"The value must be at most {LIMITS['value_max']:g} in size; got {v:g}."})
+    from_bits = None
+    if args.get("bits") is not None:
+        fmt, bits = _bits_arg(args.get("format"), args.get("bits"))
+        v = precision.decode(int(bits, 2), fmt)
+        from_bits = {"format": fmt, "name": precision.NAMES[fmt], "bits": bits, "value": _shown(v),
+                     "regime": precision.decompose(v, fmt)["regime"]}
+    else:
+        v = collect_fields([("value", lambda: parse_field(parse_number, "value", "The value", args.get("value")))])["value"]
+        if abs(v) > LIMITS["value_max"]:
+            raise InputError({"value": f"The value must be at most {LIMITS['value_max']:g} in size; got {v:g}."})
     rows = []
     for fmt in precision.FORMATS:
         d = precision.decompose(v, fmt)
@@ -68,9 +79,20 @@ def round_value(session, args):
         rows.append({**{k: d[k] for k in ("format", "sign", "exponent", "mantissa", "regime")},
                      "name": f["name"], "stored": _shown(d["stored"]), "abs_error": d["abs_error"],
                      "rel_error": d["rel_error"], "below": d["below"], "above": d["above"],
+                     "line": precision.rounding_interval(v, fmt),
                      **{k: f[k] for k in ("max", "smallest_normal", "smallest_subnormal", "spacing_at_one",
                                           "exponent_bits", "mantissa_bits")}})
-    return {"value": v, "formats": rows}
+    return {"value": _shown(v), "from_bits": from_bits, "formats": rows}
+
+
+def _bits_arg(fmt, bits):
+    """A format's name and a bit string of its width (sign, exponent, mantissa), checked."""
+    if fmt not in precision.FORMATS:
+        raise InputError({"bits": f"Unknown format {str(fmt)[:20]!r}: one of {', '.join(precision.FORMATS)}."})
+    E, M, _ = precision.FORMATS[fmt]
+    if not isinstance(bits, str) or len(bits) != 1 + E + M or set(bits) - {"0", "1"}:
+        raise InputError({"bits": f"The bits of {precision.NAMES[fmt]} are {1 + E + M} characters, each 0 or 1."})
+    return fmt, bits
 
 
 # ---------------------------------------------------------------------------
