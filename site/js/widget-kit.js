@@ -295,6 +295,9 @@ function refuseWhileAnotherRuns(root, setStatus, other) {
  *   opts.onResult(value) → {status: "done"|"stopped"|"error", text, result?}: result becomes data-result
  *                     (only when given); value.stopped tells a stopped run
  *   opts.onError(err) extra clean-up after a failed call (the error is shown for you)
+ *   opts.confirm(args) a sentence when the run deserves a second thought before it starts (it would run
+ *                     for long): Start then shows it and starts nothing; a second Start with the same
+ *                     args runs (null: start at once)
  *   opts.startText ("Starting…"), opts.announceStart ("Run started."), opts.stoppingText
  * Handles: data-status (running → done|stopped|error), data-result cleared at Start, Start/Stop enabled
  * and disabled, focus (Start → Stop while running → Start after; an input error → the first bad
@@ -316,9 +319,17 @@ export function runStreamed(root, client, opts) {
       refuseWhileAnotherRuns(root, setStatus, activeRun);
       return;
     }
+    const args = opts.args ? opts.args() : {};
+    const warning = opts.confirm ? opts.confirm(args) : null;
+    const asked = JSON.stringify(args);
+    if (warning && root.dataset.confirmFor !== asked) {
+      root.dataset.confirmFor = asked;
+      setStatus("ready", `${warning} Press Start again to run it anyway, or change the settings.`, "now");
+      return;
+    }
+    delete root.dataset.confirmFor;
     running = true;
     activeRun = { root, stop };
-    const args = opts.args ? opts.args() : {};
     runButton.disabled = true;
     if (stopButton) {
       stopButton.disabled = false;

@@ -44,6 +44,9 @@ def start_run(page, **settings):
     count before the press): wait_settled(w, after=that) waits for this run's end."""
     w = train_widget(page)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
+    # no pace remembered from an earlier run, so a long run starts at the first press (the estimate
+    # before a long run has its own test)
+    page.evaluate(f"localStorage.removeItem({PACE_KEY!r})")
     w.locator('[data-action="defaults"]').click()
     for name, value in settings.items():
         w.locator(f'input[name="{name}"]').fill(str(value))
@@ -468,6 +471,47 @@ def test_a_second_run_names_the_widget_that_is_training_and_stops_it_from_there(
     expect(mini).to_have_attribute("data-status", "running")
     mini.locator('[data-action="stop"]').click()
     assert wait_settled(mini, timeout=30_000, after=before_mini) == "stopped"
+
+
+PACE_KEY = "course-train-pace"  # train.js: the tokens/s this browser trained at, kept across visits
+
+
+def test_a_long_run_says_how_long_before_it_starts_and_how_long_is_left(chapter1):
+    """Issue 26 §5: a run larger than the default that would take more than a minute, at the pace this
+    browser trained at last time, says how long and starts only at a second press; once running, it
+    says how long the whole run takes and how long is left, and it remembers its pace."""
+    w = train_widget(chapter1)
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
+    w.locator('[data-action="defaults"]').click()
+    config = widget_config(chapter1)
+    tokens = 5000 * config["defaults"]["batch_size"] * config["model"]["block_size"]
+    chapter1.evaluate(f"localStorage.setItem({PACE_KEY!r}, '1000')")  # 1,000 tokens/s
+    w.locator('input[name="steps"]').fill("5000")
+    before = settles(w)
+    w.locator('[data-action="run"]').click()
+    message = w.locator('[data-role="message"]')
+    minutes = round(tokens / 1000 / 60)
+    expected = f"about {minutes // 60} h {minutes % 60} min" if minutes >= 90 else f"about {minutes} min"
+    expect(message).to_contain_text(f"This run would take {expected} in this page: 5,000 steps")
+    expect(message).to_contain_text("Press Start again to run it anyway")
+    assert w.get_attribute("data-status") != "running"
+    w.locator('input[name="steps"]').fill(str(config["defaults"]["steps"]))  # the default run: no question
+    w.locator('[data-action="run"]').click()
+    expect(w).to_have_attribute("data-status", "running")
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w, timeout=30_000, after=before) == "stopped"
+    w.locator('input[name="steps"]').fill("5000")
+    w.locator('[data-action="run"]').click()
+    expect(message).to_contain_text("This run would take")
+    before = settles(w)
+    w.locator('[data-action="run"]').click()  # the same settings again: it runs
+    expect(w).to_have_attribute("data-status", "running")
+    expect(message).to_contain_text("The whole run takes about", timeout=RUN_TIMEOUT)
+    expect(message).to_contain_text(" left.")
+    pace = float(chapter1.evaluate(f"localStorage.getItem({PACE_KEY!r})"))
+    assert pace > 0 and pace != 1000  # the pace measured by this run replaced the one planted
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w, timeout=30_000, after=before) == "stopped"
 
 
 def test_learning_rate_100_reports_divergence(chapter1):

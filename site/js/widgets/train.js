@@ -14,6 +14,31 @@ function format(key, v) {
   return v.toFixed(3);
 }
 
+// How long a run takes, in words ("about 4 h 10 min"), for the estimate before and during a long run.
+export function duration(seconds) {
+  if (seconds < 90) return `about ${Math.max(1, Math.round(seconds))} s`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 90) return `about ${minutes} min`;
+  const h = Math.floor(minutes / 60), m = minutes % 60;
+  return `about ${h} h${m ? ` ${m} min` : ""}`;
+}
+
+// The pace this browser trained at (tokens per second, measured by the worker over a run: the
+// chunks' steps_per_s × tokens per step), kept across pages and visits, so that a run that would take
+// more than LONG_RUN_S, and is larger than the default run, says so before it starts. Storage may be off (a private window): then the
+// estimate comes from the run's first chunk instead.
+const PACE_KEY = "course-train-pace";
+const LONG_RUN_S = 60;
+const readPace = () => {
+  try {
+    const v = Number(localStorage.getItem(PACE_KEY));
+    return v > 0 && Number.isFinite(v) ? v : null;
+  } catch { return null; }
+};
+const savePace = (v) => {
+  try { if (v > 0 && Number.isFinite(v)) localStorage.setItem(PACE_KEY, String(v)); } catch { /* storage off */ }
+};
+
 export async function mount(root, client) {
   const $ = (sel) => root.querySelector(sel);
   const config = readConfig(root);
@@ -48,6 +73,18 @@ export async function mount(root, client) {
       return { settings, curve: config.curve };
     },
     announceStart: "Training started.",
+    confirm({ settings }) {
+      // steps and batch as the worker will read them (pylib.web.inputs checks them); not a number: no estimate
+      const steps = Number(settings.steps), batch = Number(settings.batch_size), pace = readPace();
+      if (!pace || !(steps > 0) || !(batch > 0)) return null;
+      // the course's default run is the chapter's invitation: it, and anything smaller, starts at once
+      if (steps * batch <= config.defaults.steps * config.defaults.batch_size) return null;
+      const seconds = (steps * batch * config.model.block_size) / pace;
+      if (seconds <= LONG_RUN_S) return null;
+      return `This run would take ${duration(seconds)} in this page: ${steps.toLocaleString("en")} steps × ` +
+        `${(batch * config.model.block_size).toLocaleString("en")} tokens at the ${Math.round(pace).toLocaleString("en")} ` +
+        "tokens/s your browser trained at last time.";
+    },
     onStart() {
       output.hidden = true;
       flag.hidden = true;
@@ -91,7 +128,13 @@ export async function mount(root, client) {
           `(${subset}), band ${b.mean.toFixed(3)} ± ${b.half.toFixed(3)}.`;
       }
       const loss = last && last.loss_smooth != null ? `, train loss ${last.loss_smooth.toFixed(3)}` : "";
-      return `Training… step ${c.step} of ${c.steps}${loss}.`;
+      let left = "";
+      if (c.steps_per_s) {
+        savePace(c.steps_per_s * tokensPerStep);
+        const seconds = c.steps / c.steps_per_s;
+        if (seconds > LONG_RUN_S) left = ` The whole run takes ${duration(seconds)} at this pace; ${duration((c.steps - c.step) / c.steps_per_s)} left.`;
+      }
+      return `Training… step ${c.step} of ${c.steps}${loss}.${left}`;
     },
     onResult(value) {
       const r = value.result;
