@@ -237,3 +237,37 @@ def test_the_course_model_refuses_a_split_backward_schedule_it_cannot_run():
     x, y = _data(cfg)
     with pytest.raises(ValueError, match="split into B and W"):
         pipeline.pipeline_loss_and_grads(params, cfg, x, y, 2, 4, "zb-h1")
+
+
+# ---------------------------------------------------------------------------
+# The page op (pylib.web.model_parallel_ops.pipeline_schedule): the reader's schedule and GPipe in one call
+
+
+@pytest.mark.parametrize("schedule,p,m,v", [("1f1b", 4, 8, 1), ("1f1b", 8, 4, 1), ("interleaved", 4, 8, 2),
+                                            ("zb-h1", 4, 8, 1), ("zb-h1", 4, 3, 1)])
+def test_page_op_returns_the_readers_schedule_and_gpipe_on_the_same_settings(schedule, p, m, v):
+    import json
+    from pylib import web
+    out = json.loads(web.handle("pipeline_schedule", json.dumps(
+        {"schedule": schedule, "stages": str(p), "microbatches": str(m), "chunks": str(v), "ratio": "2"})))
+    assert out["ok"], out
+    mine, ref = out["value"], out["value"]["reference"]
+    assert (mine["schedule"], mine["chunks"]) == (schedule, v) and (ref["schedule"], ref["chunks"]) == ("gpipe", 1)
+    for r in (mine, ref):
+        assert (r["stages"], r["microbatches"], r["ratio"]) == (p, m, 2.0)
+        sim = pipeline.simulate_pipeline(r["schedule"], p, m, r["chunks"], 1.0, 2.0)
+        assert r["makespan"] == sim["makespan"] and r["peak_activations"] == sim["peak_activations"]
+        assert len(r["start"]) == len(sim["events"])
+    assert ref["peak_activations"][0] == m  # GPipe's first stage holds every microbatch
+    if schedule == "1f1b":
+        assert mine["peak_activations"][0] == min(p, m)  # 1F1B's holds at most p
+        assert mine["makespan"] == pytest.approx(ref["makespan"])  # with the same bubble
+
+
+def test_page_op_refuses_a_bad_combination_for_both_charts_with_the_fields_message():
+    import json
+    from pylib import web
+    out = json.loads(web.handle("pipeline_schedule", json.dumps(
+        {"schedule": "interleaved", "stages": "8", "microbatches": "4", "chunks": "2", "ratio": "2"})))
+    assert not out["ok"] and "multiple of the stages" in out["errors"]["microbatches"]
+    assert "value" not in out

@@ -2,7 +2,7 @@
 into pylib.systems.pipeline, .tensor_parallel and .planner. No numerics of their own.
 
 Ops (see pylib.web.all_ops):
-  pipeline_schedule   simulate GPipe / 1F1B / interleaved / ZB-H1 for the Gantt chart;
+  pipeline_schedule   simulate the reader's schedule (1F1B / interleaved / ZB-H1) and GPipe beside it;
   tp_example          seed 000's two-device FFN, every intermediate per device;
   tp_check            the course model with its blocks split over 2 devices against the unsplit model;
   planner_runs        the published runs (names and layouts) and the predicted-against-reported table;
@@ -68,23 +68,26 @@ def validate_pipeline(args):
     return v
 
 
-def pipeline_schedule(args):
-    """The schedule's events as parallel lists (for drawing), its bubble beside the formula, and memory."""
-    v = validate_pipeline(args)
+REFERENCE = "gpipe"  # the schedule drawn under the reader's, on the same p, m and ratio, one chunk
+
+
+def schedule_view(schedule, stages, microbatches, chunks, ratio):
+    """One schedule's events as parallel lists (for drawing), its bubble beside the formula, and memory."""
     t0 = time.perf_counter()
-    r = pipeline.simulate_pipeline(v["schedule"], v["stages"], v["microbatches"], v["chunks"], 1.0, v["ratio"])
+    r = pipeline.simulate_pipeline(schedule, stages, microbatches, chunks, 1.0, ratio)
     seconds = time.perf_counter() - t0
-    if v["schedule"] == "zb-h1":  # the backward split half and half: B = W = ratio / 2
-        f = pipeline.zb_h1_bubble(v["stages"], v["microbatches"], 1.0, r["t_b_input"], r["t_b_weight"])
-        labels = ("formula (p−1)(t_f + t_B − t_W) over the step", "formula (p−1)(t_f + t_B − t_W) / (m (t_f + t_b))")
+    if schedule == "zb-h1":  # the backward split half and half: B = W = ratio / 2
+        f = pipeline.zb_h1_bubble(stages, microbatches, 1.0, r["t_b_input"], r["t_b_weight"])
+        labels = ("formula (p−1)(t_f+t_B−t_W) ÷ step", "formula (p−1)(t_f+t_B−t_W) ÷ work")
         note = None if f else "holds for m ≥ p"
         f = f or {"over_ideal": None, "of_total": None}
     else:
-        f = pipeline.bubble_formula(v["stages"], v["microbatches"], v["chunks"])
+        f = pipeline.bubble_formula(stages, microbatches, chunks)
         labels, note = ("formula (p−1)/(vm+p−1)", "formula (p−1)/(vm)"), None
     ev = r["events"]
     return {
-        **v, "name": SCHEDULE_NAMES[v["schedule"]],
+        "schedule": schedule, "stages": stages, "microbatches": microbatches, "chunks": chunks, "ratio": ratio,
+        "name": SCHEDULE_NAMES[schedule],
         "stage": [e[0] for e in ev], "kind": [e[1] for e in ev], "mb": [e[2] for e in ev],
         "chunk": [e[3] for e in ev], "start": [e[4] for e in ev], "end": [e[5] for e in ev],
         "makespan": r["makespan"], "ideal": r["ideal"],
@@ -95,6 +98,15 @@ def pipeline_schedule(args):
         "peak_in_flight": r["peak_in_flight"], "peak_activations": r["peak_activations"],
         "python_seconds": seconds,
     }
+
+
+def pipeline_schedule(args):
+    """The reader's schedule and, under "reference", GPipe on the same stages, microbatches and ratio
+    (one chunk): both from one call, so the two charts always show the same settings."""
+    v = validate_pipeline(args)
+    out = schedule_view(v["schedule"], v["stages"], v["microbatches"], v["chunks"], v["ratio"])
+    out["reference"] = schedule_view(REFERENCE, v["stages"], v["microbatches"], 1, v["ratio"])
+    return out
 
 
 # ---------------------------------------------------------------------------
