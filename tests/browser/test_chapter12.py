@@ -1,15 +1,17 @@
-"""Chapter 12 in a real browser: the pipeline Gantt chart, tensor parallelism step by step and the
+"""Chapter 12 in a real browser: the pipeline Gantt charts (the reader's schedule above GPipe), tensor parallelism step by step and the
 layout planner, each against the same pylib call in CPython, with bad input refused visibly and
 nothing injected. In-page times are printed (benchmarks, never asserted). One shared page
 (conftest.chapter_fixture); a console error or a request off 127.0.0.1 fails a test."""
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, result, settle_after, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, round_ticks, set_fields
+from conftest import chapter_fixture, chapter_url, close_page, open_reader_page, result, settle_after, wait_settled, widget
+from kit_checks import (assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, round_ticks,
+                        screenshot_widget, set_fields)
 
 chapter12 = chapter_fixture("12-")
 
@@ -42,14 +44,16 @@ def test_gantt_draws_the_default_schedule_and_matches_cpython(chapter12):
     sim = pipeline.simulate_pipeline(r["schedule"], r["stages"], r["microbatches"], r["chunks"], 1.0, r["ratio"])
     assert r["makespan"] == pytest.approx(sim["makespan"]) and r["peak_in_flight"] == sim["peak_in_flight"]
     assert r["bubble_fraction"] == pytest.approx(r["formula_of_total"])
-    assert w.locator("svg rect").count() > r["events"]  # every event, plus the idle rows
-    assert_round_time_ticks(w, r["makespan"])
+    assert w.locator('[data-role="chart"] rect').count() > r["events"]  # every event, plus the idle rows
+    assert_round_time_ticks(w, max(r["makespan"], r["reference"]["makespan"]))
 
 
 def assert_round_time_ticks(w, makespan):
-    """The time axis is labelled at round times, from 0 to the makespan at most (the issue saw 0.0, 4.1, 8.3)."""
-    values = round_ticks(w.locator('[data-role="chart"]'))
-    assert values[0] == 0 and values[-1] <= makespan, values
+    """Each chart's time axis is labelled at round times, from 0 to the longer schedule's makespan at most
+    (the issue saw 0.0, 4.1, 8.3)."""
+    for role in ("chart", "reference"):
+        values = round_ticks(w.locator(f'[data-role="{role}"]'))
+        assert values[0] == 0 and values[-1] <= makespan, (role, values)
 
 
 def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapter12):
@@ -61,7 +65,7 @@ def test_gantt_at_8_stages_by_32_microbatches_interleaved_stays_responsive(chapt
     assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"]) == ("interleaved", 8, 32, 4)
     sim = pipeline.simulate_pipeline("interleaved", 8, 32, 4, 1.0, r["ratio"])
     assert r["bubble_over_ideal"] == pytest.approx(sim["bubble_over_ideal"]) == pytest.approx(7 / (4 * 32))
-    assert_round_time_ticks(w, r["makespan"])
+    assert_round_time_ticks(w, max(r["makespan"], r["reference"]["makespan"]))
     times = []
     for m in (24, 16, 32):  # drags of the microbatch slider
         r = slide(w, "microbatches", m - 1)  # positions 0..63 are 1..64
@@ -88,26 +92,98 @@ def test_gantt_refuses_bad_input_and_recovers(chapter12):
     assert press_run(w) == "done"
 
 
+# Everything the charts show about the settings they were drawn for, read at once: the titles, the stale
+# line, the readouts, the summaries, each chart's box count and its memory bars' values.
+SHOWN = """el => ({
+    titles: [...el.querySelectorAll(".mp-chart-title")].map((t) => t.textContent),
+    stale: el.querySelector('[data-role="stale"]').hidden ? null : el.querySelector('[data-role="stale"]').textContent,
+    readouts: Object.fromEntries([...el.querySelectorAll("[data-readout]")].map((r) => [r.dataset.readout, r.textContent.trim()])),
+    summaries: ["chart", "reference"].map((n) => el.querySelector(`[data-role="${n}-summary"]`).textContent),
+    boxes: ["chart", "reference"].map((n) => el.querySelectorAll(`[data-role="${n}"] rect.mp-box`).length),
+    bars: ["chart", "reference"].map((n) => [...el.querySelectorAll(`[data-role="${n}"] rect.mp-mem`)].map((b) => ({
+        value: +b.dataset.value, width: +b.getAttribute("width"),
+        label: el.querySelector(`[data-role="${n}"] text.mp-mem-label[data-stage="${b.dataset.stage}"]`).textContent }))),
+})"""
+
+
 def test_gantt_says_why_interleaving_needs_a_multiple_of_the_stages(chapter12):
-    """The refused combination says why, and withdraws the schedule drawn before it: no boxes, the
-    readouts "–", an empty data table and a summary that says no schedule is drawn. The next good
-    combination draws again."""
+    """The refused combination says why, under its field, and everything drawn stays at the last good
+    settings together: the charts, their titles (which name those settings), the readouts and the
+    summaries are what they were, and a line says that they show the last good settings, naming them.
+    The next good combination draws again and the line goes."""
     w = widget(chapter12, "pipeline-gantt")
-    set_fields(w, schedule="interleaved", stages="4", microbatches="8", chunks="2")
-    assert press_run(w) == "done" and w.locator("svg rect.mp-box").count() > 0
+    set_fields(w, schedule="interleaved", stages="4", microbatches="8", chunks="2", ratio="2")
+    assert press_run(w) == "done"
+    good = w.evaluate(SHOWN)
+    assert good["stale"] is None and good["boxes"] == [2 * 4 * 8 * 2, 2 * 4 * 8], good
+    assert "4 stages × 8 microbatches × 2 chunks" in good["titles"][0] and "4 stages × 8 microbatches" in good["titles"][1]
     set_fields(w, stages="8", microbatches="4")
     assert press_run(w) == "error"
     assert_error_in_slot(w, "microbatches", "multiple of the stages")
     expect(w.locator('[data-role="message"]')).to_contain_text("Microbatches m")
-    shown = w.evaluate("""el => ({
-        boxes: el.querySelectorAll("svg rect").length, chart: el.querySelector("svg").textContent,
-        readouts: [...el.querySelectorAll("[data-readout]")].map((r) => r.textContent.trim()),
-        summary: el.querySelector('[data-role$="summary"]').textContent })""")
-    assert shown["boxes"] == 0 and "No schedule" in shown["chart"], shown
-    assert shown["readouts"] and all(r == "–" for r in shown["readouts"]), shown
-    assert chart_table(w)["rows"] == [] and "No schedule" in shown["summary"], shown
+    shown = w.evaluate(SHOWN)
+    assert {k: shown[k] for k in shown if k != "stale"} == {k: good[k] for k in good if k != "stale"}, (good, shown)
+    assert shown["stale"] and "last good settings" in shown["stale"], shown
+    assert "interleaved 1F1B and GPipe, 4 stages × 8 microbatches × 2 chunks" in shown["stale"], shown
     set_fields(w, microbatches="16")
-    assert press_run(w) == "done" and w.locator("svg rect.mp-box").count() > 0
+    assert press_run(w) == "done"
+    again = w.evaluate(SHOWN)
+    assert again["stale"] is None and again["boxes"] == [2 * 8 * 16 * 2, 2 * 8 * 16], again
+    assert "8 stages × 16 microbatches × 2 chunks" in again["titles"][0], again
+
+
+def test_gantt_draws_the_schedule_and_gpipe_on_the_same_settings_and_time_scale(chapter12):
+    """One call draws both charts: the reader's schedule above, GPipe below on the same stages,
+    microbatches and ratio (one chunk); a time tick stands at the same x in both, so a schedule that
+    ends sooner (ZB-H1) ends further left than GPipe, by its makespan; 1F1B ends where GPipe does."""
+    w = widget(chapter12, "pipeline-gantt")
+    ends = """el => ["chart", "reference"].map((n) => {
+        const boxes = [...el.querySelectorAll(`[data-role="${n}"] rect.mp-box`)];
+        const ticks = Object.fromEntries([...el.querySelectorAll(`[data-role="${n}"] text[data-tick]`)]
+            .map((t) => [t.dataset.tick, +t.getAttribute("x")]));
+        return { right: Math.max(...boxes.map((b) => +b.getAttribute("x") + +b.getAttribute("width") + 0.6)), ticks };
+    })"""
+    for schedule, ratio in (("1f1b", "2"), ("zb-h1", "1")):
+        set_fields(w, schedule=schedule, stages="4", microbatches="8", chunks="1", ratio=ratio)
+        assert press_run(w) == "done"
+        r = result(w)
+        g = r["reference"]
+        assert (r["schedule"], g["schedule"]) == (schedule, "gpipe")
+        assert (g["stages"], g["microbatches"], g["chunks"], g["ratio"]) == (4, 8, 1, float(ratio))
+        mine, ref = w.evaluate(ends)
+        assert mine["ticks"] == ref["ticks"] and len(mine["ticks"]) >= 3, (mine, ref)
+        t0, t1 = sorted(mine["ticks"], key=float)[:2]
+        left, px = mine["ticks"][t0], (mine["ticks"][t1] - mine["ticks"][t0]) / (float(t1) - float(t0))
+        assert mine["right"] - left == pytest.approx(r["makespan"] * px, abs=1)
+        assert ref["right"] - left == pytest.approx(g["makespan"] * px, abs=1)
+        if schedule == "1f1b":
+            assert r["makespan"] == pytest.approx(g["makespan"]) and r["bubble_fraction"] == pytest.approx(g["bubble_fraction"])
+        else:
+            assert r["makespan"] < g["makespan"] and mine["right"] < ref["right"] - 20
+        titles = w.locator(".mp-chart-title")
+        expect(titles.nth(1)).to_contain_text("GPipe, for reference: 4 stages × 8 microbatches")
+
+
+@pytest.mark.parametrize("p,m", [(4, 8), (8, 4), (2, 16)])
+def test_gantt_memory_bars_are_each_schedules_peak_activations_on_one_scale(chapter12, p, m):
+    """Each stage's bar, under both schedules, is the op's peak_activations (the same call in CPython),
+    labelled with its number: GPipe's stage 1 holds m microbatches, 1F1B's min(p, m); one pixel scale
+    for the bars of both charts, so the longer bar is the larger number."""
+    from pylib.web import model_parallel_ops
+    w = widget(chapter12, "pipeline-gantt")
+    set_fields(w, schedule="1f1b", stages=str(p), microbatches=str(m), chunks="1", ratio="2")
+    assert press_run(w) == "done"
+    ref = model_parallel_ops.pipeline_schedule({"schedule": "1f1b", "stages": str(p), "microbatches": str(m),
+                                                "chunks": "1", "ratio": "2"})
+    shown = w.evaluate(SHOWN)
+    mine, gpipe = shown["bars"]
+    assert [b["value"] for b in mine] == ref["peak_activations"] and len(mine) == p
+    assert [b["value"] for b in gpipe] == ref["reference"]["peak_activations"]
+    assert [float(b["label"]) for b in mine + gpipe] == [b["value"] for b in mine + gpipe]
+    assert gpipe[0]["value"] == m and mine[0]["value"] == min(p, m)
+    px = [b["width"] / b["value"] for b in mine + gpipe]
+    assert max(px) == pytest.approx(min(px), rel=1e-6), px
+    assert shown["readouts"]["peak"] == str(min(p, m)) and shown["readouts"]["gpipe_peak"] == str(m)
 
 
 def test_gantt_zero_bubble_draws_b_and_w_and_matches_cpython(chapter12):
@@ -123,10 +199,10 @@ def test_gantt_zero_bubble_draws_b_and_w_and_matches_cpython(chapter12):
     assert r["bubble_over_ideal"] == pytest.approx(r["formula_over_ideal"]) == pytest.approx(one["bubble_over_ideal"] / 3)
     assert r["events"] == 3 * 4 * 8
     for kind in "FBW":  # every pass drawn, W in its own colour
-        expect(w.locator(f'svg rect[data-kind="{kind}"]')).to_have_count(4 * 8)
-    expect(w.locator('svg rect[data-kind="W"].s3')).to_have_count(4 * 8)
+        expect(w.locator(f'[data-role="chart"] rect[data-kind="{kind}"]')).to_have_count(4 * 8)
+    expect(w.locator('[data-role="chart"] rect[data-kind="W"].s3')).to_have_count(4 * 8)
     expect(w.locator('[data-readout="formula_over_ideal"]').locator("xpath=preceding-sibling::dt")).to_contain_text("t_W")
-    table = chart_table(w)
+    table = chart_table(w, "chart-data")
     assert table["header"][3] == "W boxes" and table["rows"][0][3] == "8"  # stage 1 runs all 8 of its W passes
     w.locator('input[name="microbatches"]').fill("3")  # fewer microbatches than stages: no closed form
     assert press_run(w) == "done"
@@ -255,17 +331,44 @@ def test_gantt_stage_slider_works_by_keyboard_and_follows_the_field(chapter12):
     assert r["bubble_fraction"] == pytest.approx(r["formula_of_total"])
 
 
-def test_gantt_chart_has_a_text_alternative(chapter12):
+def test_gantt_charts_have_a_text_alternative(chapter12):
+    """Both charts: a sentence naming the schedule, its idle share and stage 1's peak against the other's,
+    and a table per stage with the boxes, the busy and idle time and the peak activations."""
     w = widget(chapter12, "pipeline-gantt")
-    set_fields(w, schedule="gpipe", stages="4", microbatches="8", chunks="1", ratio="2")
+    set_fields(w, schedule="1f1b", stages="4", microbatches="8", chunks="1", ratio="2")
     assert press_run(w) == "done"
     r = result(w)
-    assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"], r["ratio"]) == ("gpipe", 4, 8, 1, 2)
-    summary = w.locator('[data-role="chart-summary"]')
+    g = r["reference"]
+    assert (r["schedule"], r["stages"], r["microbatches"], r["chunks"], r["ratio"]) == ("1f1b", 4, 8, 1, 2)
+    summary, ref_summary = w.locator('[data-role="chart-summary"]'), w.locator('[data-role="reference-summary"]')
     expect(summary).to_contain_text(f"idle {100 * r['bubble_fraction']:.1f}%")
-    rows = chart_table(w)["rows"]
-    assert len(rows) == 4
-    assert rows[0][1:3] == ["8", "8"]  # stage 1: 8 forwards and 8 backwards
+    expect(summary).to_contain_text("Stage 1 holds at most 4 microbatches' activations, against 8 under GPipe")
+    expect(ref_summary).to_contain_text(f"idle {100 * g['bubble_fraction']:.1f}%")
+    expect(ref_summary).to_contain_text("Stage 1 holds at most 8 microbatches' activations, against 4 under 1F1B")
+    for role, peaks in (("chart-data", r["peak_activations"]), ("reference-data", g["peak_activations"])):
+        table = chart_table(w, role)
+        assert table["header"][-1] == "peak activations (microbatches)" and len(table["rows"]) == 4
+        assert table["rows"][0][1:3] == ["8", "8"]  # stage 1: 8 forwards and 8 backwards
+        assert [float(row[-1]) for row in table["rows"]] == peaks
+    expect(w.locator('[data-role="chart"]')).to_have_attribute("aria-label", re.compile(r"^1F1B, 4 stages × 8 microbatches"))
+    expect(w.locator('[data-role="reference"]')).to_have_attribute("aria-label", re.compile(r"^GPipe, 4 stages × 8 microbatches"))
+
+
+def test_gantt_fits_a_phone_and_a_desktop(reader_profile, browser, site_url):
+    """Photographed at 1280 and 360 px (.cache/screenshots/pipeline-gantt-*.png) with nothing past the
+    viewport; on the phone the memory bars go under each chart, still one bar per stage. On a page of
+    its own: at 360 px the chapter's code blocks are laid out narrower, and the height each then keeps
+    while off screen would be wrong for the shared page's later tests (test_code_blocks_...)."""
+    page = open_reader_page(reader_profile, browser, chapter_url(site_url, "12-"), viewport={"width": 1100, "height": 1000})
+    try:
+        w = widget(page, "pipeline-gantt")
+        assert wait_settled(w, ["done", "error"], timeout=TIMEOUT) == "done"
+        screenshot_widget(w, "pipeline-gantt")
+        for role in ("chart", "reference"):
+            expect(w.locator(f'[data-role="{role}"] rect.mp-mem')).to_have_count(4)
+        assert not page.log.problems(), page.log.console  # no console error, no request off 127.0.0.1
+    finally:
+        close_page(page)
 
 
 def test_planner_bars_have_a_text_alternative_and_their_own_legends(chapter12):
