@@ -238,7 +238,8 @@ def test_isoflop_op_refuses_a_malformed_sweep_or_budget():
     for index in (-1, 3, "0", True, 1.5):
         with pytest.raises(InputError):
             scaling_ops.isoflop(None, {"series": series, "budget_index": index})
-    for budget in ("NaN", "-3", "1e309", "<b>x</b>", "0"):
+    assert scaling_ops.isoflop(None, {"series": series, "budget_index": 0})["prediction"] is None  # none asked for
+    for budget in ("", "  ", "NaN", "-3", "1e309", "<b>x</b>", "0"):  # the page always asks: empty is refused
         with pytest.raises(InputError) as e:
             scaling_ops.isoflop(None, {"series": series, "budget_index": 0, "custom_budget": budget})
         assert set(e.value.errors) == {"custom_budget"}

@@ -97,8 +97,8 @@ def isoflop(session, args):
         out["laws"] = {"a": a, "k_n": k_n, "b": b, "k_d": k_d, "budgets": budgets,
                        "optima_n": [opt["n"] for _, opt in found],
                        "line": {"c": [lo, hi], "n": [k_n * lo ** a, k_n * hi ** a]}}
-        custom = args.get("custom_budget")
-        if custom is not None and not (isinstance(custom, str) and not custom.strip()):
+        custom = args.get("custom_budget")  # None: no prediction asked for; the page always asks, so empty is refused
+        if custom is not None:
             c = _in_range(custom, "custom_budget", "The budget", 0.0, LIMITS["compute_max"])
             n_opt, d_opt = k_n * c ** a, k_d * c ** b
             edge = min(max(c, lo), hi)  # the measured budget nearest c

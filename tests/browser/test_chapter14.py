@@ -9,8 +9,8 @@ import pathlib
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, no_injected_markup, result, settle_after, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, round_ticks, set_fields
+from conftest import chapter_fixture, no_injected_markup, result, settle_after, wait_settled, widget
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, round_ticks, screenshot_widget, set_fields
 
 chapter14 = chapter_fixture("14-")
 
@@ -36,25 +36,127 @@ def run(w, timeout=TIMEOUT):
 
 
 # ---------------------------------------------------------------------------
-# IsoFLOP explorer
+# IsoFLOP explorer: live, no button; each change (select, slider, typing) asks again
+
+
+def choose(w, index, timeout=TIMEOUT):
+    """Choose measured budget `index` in the select (it refits at once) and wait for the answer; returns its status."""
+    select = w.locator('select[name="budget_index"]')
+    expect(select).to_be_enabled(timeout=timeout)
+    assert select.input_value() != str(index), "choosing the budget already chosen would not ask again"
+    return settle_after(w, lambda: select.select_option(str(index)), timeout=timeout)
+
+
+def predict_at(w, budget, timeout=TIMEOUT):
+    """Type a prediction budget (it predicts again once the keys pause) and wait for the answer; returns its status."""
+    field = w.locator('input[name="custom_budget"]')
+    expect(field).to_be_enabled(timeout=timeout)
+    assert field.input_value() != budget, "typing the budget already there would not ask again"
+    return settle_after(w, lambda: field.fill(budget), timeout=timeout)
+
+
+def budget_name(c):
+    """A budget as the widget names it: 3e9, 1.2e10."""
+    mantissa, exponent = f"{c:.1e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+def test_isoflop_has_no_button_and_its_text_says_it_updates_live(chapter14):
+    """The issue: a Fit button beside text that says the chart updates live. The widget now has no
+    button that computes (no Run, nothing that submits), and its text says the charts follow the fields."""
+    w = widget(chapter14, "isoflop")
+    assert w.locator('[data-action="run"], [type="submit"]').count() == 0
+    assert not [t for t in w.locator("button").all_inner_texts() if "fit" in t.lower()]
+    assert "follow the fields as you change them" in w.locator(".widget-hint").inner_text()
 
 
 def test_isoflop_fits_every_budget_as_cpython_does(chapter14):
     from pylib.web import scaling_ops
     w = widget(chapter14, "isoflop")
     series = sweep()["series"]
-    for index in range(len(series)):
-        w.locator('select[name="budget_index"]').select_option(str(index))
-        assert run(w) == "done"
+    current = int(w.locator('select[name="budget_index"]').input_value())
+    for index in [i for i in range(len(series)) if i != current] + [current]:
+        assert choose(w, index) == "done"
         page = result(w)
-        cpython = scaling_ops.isoflop(None, {"series": series, "budget_index": index, "custom_budget": ""})
-        assert page["budget"] == cpython["budget"]
+        cpython = scaling_ops.isoflop(None, {"series": series, "budget_index": index,
+                                             "custom_budget": w.locator('input[name="custom_budget"]').input_value()})
+        assert page["budget"] == cpython["budget"] and page["index"] == index
         assert page["optimum"]["n"] == pytest.approx(cpython["optimum"]["n"], rel=1e-9)
         assert page["optimum"]["loss"] == pytest.approx(cpython["optimum"]["loss"], rel=1e-9)
         assert page["laws"]["a"] == pytest.approx(cpython["laws"]["a"], rel=1e-9)
-        assert w.locator("svg[data-role=plot] circle.mean").count() == len(series[index]["n"])
-        assert w.locator("svg[data-role=plot] path.fit").count() == 1
+        chosen = w.locator("svg[data-role=plot] g.iso-budget.chosen")
+        assert float(chosen.get_attribute("data-budget")) == page["budget"]
+        assert chosen.locator("circle.mean").count() == len(series[index]["n"])
+        assert chosen.locator("circle.seed").count() == sum(len(row) for row in series[index]["loss_per_seed"])
+        assert chosen.locator("path.fit").count() == 1
+        assert w.locator("svg[data-role=plot] circle.seed").count() == chosen.locator("circle.seed").count()  # seeds: the chosen budget's only
         round_ticks(w.locator("svg[data-role=plot]"))  # the loss axis at round values (the issue saw 2.34, 2.51)
+
+
+def test_isoflop_draws_one_parabola_per_measured_budget_each_named(chapter14):
+    """Hoffmann et al.'s figure 3, left: the whole family at once, each budget's parabola with its
+    points and its minimum, named by its budget (not by its shade alone)."""
+    from pylib.web import scaling_ops
+    w = widget(chapter14, "isoflop")
+    series = sweep()["series"]
+    plot = w.locator("svg[data-role=plot]")
+    expect(plot.locator("g.iso-budget")).to_have_count(len(series), timeout=TIMEOUT)
+    cpython = scaling_ops.isoflop(None, {"series": series, "budget_index": 0})
+    assert plot.locator("path.fit").count() == len(series)
+    assert plot.locator("circle.mean").count() == sum(len(s["n"]) for s in series)
+    inside = [f for f in cpython["family"] if f["optimum"] and f["optimum"]["inside"]]
+    assert plot.locator("circle.iso-min").count() == len(inside)
+    assert sorted(plot.locator("text.iso-name").all_text_contents()) == sorted(budget_name(f["budget"]) for f in inside)
+    # the select names the budgets as the chart does
+    assert w.locator('select[name="budget_index"] option').all_inner_texts() == [budget_name(s["budget"]) for s in series]
+    # each budget its own shade of the ramp: as many colours as budgets
+    strokes = plot.locator("path.fit").evaluate_all("ps => ps.map((p) => getComputedStyle(p).stroke)")
+    assert len(set(strokes)) == len(series), strokes
+
+
+def test_isoflop_right_panel_plots_the_ops_optima_and_its_power_law(chapter14):
+    from pylib.web import scaling_ops
+    w = widget(chapter14, "isoflop")
+    wait_settled(w, timeout=TIMEOUT)
+    page = result(w)
+    cpython = scaling_ops.isoflop(None, {"series": sweep()["series"], "budget_index": page["index"],
+                                         "custom_budget": w.locator('input[name="custom_budget"]').input_value()})
+    laws = w.locator("svg[data-role=laws]")
+    points = laws.locator("circle.optimum").evaluate_all("cs => cs.map((c) => [+c.dataset.c, +c.dataset.n])")
+    assert len(points) == len(cpython["laws"]["budgets"]) >= 2
+    for (c, n), c_op, n_op in zip(points, cpython["laws"]["budgets"], cpython["laws"]["optima_n"]):
+        assert c == c_op and n == pytest.approx(n_op, rel=1e-9)
+    assert laws.locator("path.law").count() == 1
+
+
+def test_isoflop_slider_moves_the_prediction_and_flags_extrapolation_outside_the_budgets(chapter14):
+    w = widget(chapter14, "isoflop")
+    budgets = [s["budget"] for s in sweep()["series"]]
+    laws = w.locator("svg[data-role=laws]")
+    label, warn = laws.locator("text.iso-prediction-label"), w.locator('[data-role="warn"]')
+    inside = f"{budgets[1]:g}"
+    assert predict_at(w, inside) == "done"
+    assert not result(w)["prediction"]["extrapolated"] and result(w)["prediction"]["extension"] is None
+    expect(label).to_have_text("your budget")
+    expect(label).to_have_attribute("data-extrapolated", "false")
+    assert laws.locator("path.law-extension").count() == 0
+    expect(warn).to_be_hidden()
+    at_inside = laws.locator(".iso-prediction path").get_attribute("d")
+    slider = w.locator('[data-slider-for="custom_budget"]')
+    slider.focus()
+    assert settle_after(w, lambda: chapter14.keyboard.press("End"), timeout=TIMEOUT) == "done"
+    p = result(w)["prediction"]
+    assert p["budget"] == 1e25 and p["extrapolated"]
+    assert laws.locator(".iso-prediction path").get_attribute("d") != at_inside  # the diamond moved
+    expect(label).to_have_text("extrapolation")
+    expect(laws.locator("path.law-extension")).to_have_count(1)
+    expect(warn).to_contain_text("Extrapolation")
+    assert settle_after(w, lambda: chapter14.keyboard.press("Home"), timeout=TIMEOUT) == "done"  # 1e9: below the budgets
+    assert result(w)["prediction"]["extrapolated"] and result(w)["prediction"]["budget"] == 1e9
+    expect(label).to_have_text("extrapolation")
+    assert predict_at(w, inside) == "done"
+    expect(label).to_have_text("your budget")
+    expect(warn).to_be_hidden()
 
 
 def test_isoflop_first_predicts_inside_the_measured_budgets(chapter14):
@@ -77,31 +179,56 @@ def test_isoflop_first_predicts_inside_the_measured_budgets(chapter14):
 
 def test_isoflop_flags_an_extrapolated_prediction(chapter14):
     w = widget(chapter14, "isoflop")
-    w.locator('input[name="custom_budget"]').fill("1e20")
-    assert run(w) == "done"
+    assert predict_at(w, "1e20") == "done"
     p = result(w)["prediction"]
     assert p["extrapolated"] and p["n"] > 0
     warn = w.locator('[data-role="warn"]')
     expect(warn).to_be_visible()
     assert "Extrapolation" in warn.inner_text()
-    w.locator('input[name="custom_budget"]').fill(str(sweep()["series"][1]["budget"]))
-    assert run(w) == "done"
+    assert predict_at(w, str(sweep()["series"][1]["budget"])) == "done"
     assert not result(w)["prediction"]["extrapolated"]
     expect(warn).to_be_hidden()
 
 
-def test_isoflop_refuses_a_bad_budget_and_recovers(chapter14):
-    """Each bad budget is refused: the field marked invalid, the reason (naming the budget) in its slot
-    and the status line, nothing injected; then a good budget predicts again, the field unmarked."""
+def test_isoflop_refuses_a_bad_budget_and_keeps_the_last_drawing(chapter14):
+    """Each bad budget, typed, is refused live: the field marked invalid, the reason (naming the budget) in
+    its slot and the status line, nothing injected, the last good charts still drawn; then a good budget,
+    entered with Enter, predicts again and the field is unmarked."""
     w = widget(chapter14, "isoflop")
-    for bad in NASTY[2:] + ["0", "1e31"]:
-        enter(w, "custom_budget", TIMEOUT, custom_budget=bad)
+    field = w.locator('input[name="custom_budget"]')
+    assert predict_at(w, "1e11") == "done"
+    drawn = w.locator("svg[data-role=plot]").inner_html(), w.locator("svg[data-role=laws]").inner_html()
+    for bad in NASTY + ["0", "1e31"]:
+        if field.input_value() == bad:
+            continue
+        assert predict_at(w, bad) == "error", bad
         shown = refused(w, f"budget={bad!r}", "custom_budget", "budget")
         assert "budget" in shown["message"].lower(), f"budget={bad!r}: {shown['message']!r}"
-    field = w.locator('input[name="custom_budget"]')
+        assert (w.locator("svg[data-role=plot]").inner_html(), w.locator("svg[data-role=laws]").inner_html()) == drawn
     field.fill("1e11")
-    assert run(w) == "done"
+    assert settle_after(w, lambda: field.press("Enter"), timeout=TIMEOUT) == "done"
     assert field.get_attribute("aria-invalid") is None
+
+
+def test_isoflop_screenshots(chapter14):
+    """The two charts side by side at 1280 px and stacked at 360 px, nothing past the viewport's edge, in
+    both themes (the photographs are for a person to look at)."""
+    w = widget(chapter14, "isoflop")
+    wait_settled(w, timeout=TIMEOUT)
+    plot, laws = w.locator("svg[data-role=plot]"), w.locator("svg[data-role=laws]")
+    try:
+        for theme in ("light", "dark"):
+            chapter14.evaluate("t => { document.documentElement.dataset.theme = t; }", theme)
+            screenshot_widget(w, f"isoflop-{theme}")
+        chapter14.set_viewport_size({"width": 1280, "height": 900})
+        a, b = plot.bounding_box(), laws.bounding_box()
+        assert abs(a["y"] - b["y"]) < 1 and b["x"] > a["x"] + a["width"], (a, b)  # side by side
+        chapter14.set_viewport_size({"width": 360, "height": 900})
+        a, b = plot.bounding_box(), laws.bounding_box()
+        assert b["y"] > a["y"] + a["height"], (a, b)  # stacked
+    finally:
+        chapter14.evaluate("() => { document.documentElement.dataset.theme = 'light'; }")
+        chapter14.set_viewport_size({"width": 1280, "height": 900})
 
 
 # ---------------------------------------------------------------------------
@@ -164,8 +291,8 @@ def test_every_field_is_labelled_and_described(chapter14, name):
 def test_isoflop_budget_slider_works_by_keyboard_and_predicts_as_it_moves(chapter14):
     from pylib.web import scaling_ops
     w = widget(chapter14, "isoflop")
-    w.locator('input[name="custom_budget"]').fill("1e11")
-    assert run(w) == "done"
+    if w.locator('input[name="custom_budget"]').input_value() != "1e11":
+        assert predict_at(w, "1e11") == "done"
     drive_slider(w, "custom_budget", "1e+25", "1e12", typed_pos=60)  # 320 positions over 16 decades
     w.locator('[data-slider-for="custom_budget"]').focus()
     assert settle_after(w, lambda: chapter14.keyboard.press("End"), timeout=TIMEOUT) == "done"
@@ -177,17 +304,30 @@ def test_isoflop_budget_slider_works_by_keyboard_and_predicts_as_it_moves(chapte
     expect(w.locator('[data-role="warn"]')).to_contain_text("Extrapolation")
 
 
-def test_isoflop_chart_has_a_text_alternative(chapter14):
+def test_isoflop_charts_have_a_text_alternative(chapter14):
+    """Both panels: a sentence each and a table each (left: every budget's points, the chosen one's seeds;
+    right: every budget's optimum and the prediction)."""
     w = widget(chapter14, "isoflop")
     series = sweep()["series"]
-    w.locator('select[name="budget_index"]').select_option("0")
-    w.locator('input[name="custom_budget"]').fill("1e11")
-    assert run(w) == "done"
+    if w.locator('select[name="budget_index"]').input_value() != "0":
+        assert choose(w, 0) == "done"
+    if w.locator('input[name="custom_budget"]').input_value() != "1e20":
+        assert predict_at(w, "1e20") == "done"
     page = result(w)
-    expect(w.locator('[data-role="plot-summary"]')).to_contain_text(f"{min(page['loss']):.3f}")
-    table = chart_table(w)
-    assert len(table["rows"]) == len(series[0]["n"])
-    assert len(table["header"]) == 2 + len(series[0]["loss_per_seed"][0])
+    left = w.locator('[data-role="plot-summary"]')
+    expect(left).to_contain_text(f"{min(page['loss']):.3f}")
+    expect(left).to_contain_text(f"{len(series)} budgets")
+    table = chart_table(w.locator('figure[data-chart="plot"]'))
+    assert len(table["rows"]) == sum(len(s["n"]) for s in series)
+    assert len(table["header"]) == 3 + len(series[0]["loss_per_seed"][0])
+    chosen = [r for r in table["rows"] if "(chosen)" in r[0]]
+    assert len(chosen) == len(series[0]["n"]) and all(r[3] != "–" for r in chosen)
+    right = w.locator('[data-role="laws-summary"]')
+    expect(right).to_contain_text(f"C^{page['laws']['a']:.2f}")
+    expect(right).to_contain_text("extrapolation")
+    table = chart_table(w.locator('figure[data-chart="laws"]'))
+    assert len(table["rows"]) == len(page["laws"]["budgets"]) + 1
+    assert table["rows"][-1][-1] == "prediction (extrapolated)"
 
 
 def test_calculator_mfu_slider_works_by_keyboard(chapter14):
