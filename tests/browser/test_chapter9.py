@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, drive_slider, refused, set_fields
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, refused, screenshot_widget, set_fields
 
 chapter9 = chapter_fixture("09-")
 
@@ -63,8 +63,8 @@ def test_rounding_calculator_matches_pylib(chapter9):
                 assert f["stored"] in ("inf", "-inf"), case
             else:
                 assert f["stored"] == want and f["below"] == d["below"] and f["above"] == d["above"], case
-        rows, bf16_exponent = w.evaluate("""el => [el.querySelectorAll("tbody tr").length,
-            el.querySelector('tr[data-format="bf16"] [data-cell="exponent"]').innerText]""")
+        rows, bf16_exponent = w.evaluate("""el => [el.querySelectorAll("tbody.round-format").length,
+            [...el.querySelectorAll('tbody[data-format="bf16"] .round-bit[data-part="exponent"]')].map((b) => b.innerText).join("")]""")
         assert rows == len(precision.FORMATS), raw
         assert bf16_exponent == precision.decompose(float(raw), "bf16")["exponent"], raw
 
@@ -72,9 +72,9 @@ def test_rounding_calculator_matches_pylib(chapter9):
 def test_rounding_shows_fp16_overflow_and_e4m3_nan(chapter9):
     w, status = round_value(chapter9, "70000")
     assert status == "done"
-    assert w.locator('tr[data-format="fp16"] [data-cell="regime"]').inner_text().startswith("overflow")
-    assert w.locator('tr[data-format="fp8_e4m3"] [data-cell="stored"]').inner_text() == "nan"
-    assert w.locator('tr[data-format="bf16"] [data-cell="regime"]').inner_text() == "normal"
+    assert w.locator('[data-format="fp16"] [data-cell="regime"]').inner_text().startswith("overflow")
+    assert w.locator('[data-format="fp8_e4m3"] [data-cell="stored"]').inner_text() == "nan"
+    assert w.locator('[data-format="bf16"] [data-cell="regime"]').inner_text() == "normal"
 
 
 def test_rounding_slider_rounds_its_value(chapter9):
@@ -84,6 +84,10 @@ def test_rounding_slider_rounds_its_value(chapter9):
     assert result(w)["value"] == 1e-6
     fp16 = [f for f in result(w)["formats"] if f["format"] == "fp16"][0]
     assert fp16["regime"] == "subnormal"
+    # the decade readout beside the slider follows it (and says where the slider's ends are)
+    expect(w.locator('[data-role="decade"]')).to_have_text("10⁻⁶ ≤ |value| < 10⁻⁵ (slider 10⁻⁴⁵ to 10³⁹)")
+    assert settle_after(w, lambda: w.locator('[data-slider-for="value"]').fill("8100")) == "done"  # 10^36
+    expect(w.locator('[data-role="decade"]')).to_have_text("10³⁶ ≤ |value| < 10³⁷ (slider 10⁻⁴⁵ to 10³⁹)")
 
 
 # Every header and cell of the rounding table whose text runs past its box: cut off, or over its neighbour.
@@ -95,11 +99,13 @@ def test_rounding_table_columns_hold_their_widths_and_nothing_is_cut_off(chapter
     """As the value changes, the table's columns keep their widths (they do not jump under the reader's
     eyes), and no header or cell runs out of its box (the issue saw "UNDERFLOWS" clipped)."""
     widths = []
-    for raw in ("0.1", "1e-30", "70000", "-3.4e38", "-6.1e-5", "1e-45"):
+    for raw in ("0.1", "1e-30", "70000", "-3.4e38", "-6.1e-5", "1e-45", "1e300", "-1e-300"):
         w, status = round_value(chapter9, raw)
         assert status == "done", raw
-        widths.append(w.locator("table thead th").evaluate_all("els => els.map((e) => e.getBoundingClientRect().width)"))
-        assert not w.locator("table").evaluate(CLIPPED), raw
+        widths.append(w.locator("table.round-table thead th, table.round-table tbody.round-format > tr:first-child > *").evaluate_all(
+            "els => els.map((e) => Math.round(e.getBoundingClientRect().width * 100) / 100)"))
+        assert not w.locator("table.round-table").evaluate(CLIPPED), raw
+    assert len(widths[0]) == 4 * (1 + 5)  # the header and each format's row: four cells each
     assert all(row == widths[0] for row in widths), widths
 
 
@@ -109,11 +115,15 @@ def test_rounding_table_keeps_every_column_in_view_on_a_phone(chapter9):
     old = chapter9.viewport_size
     chapter9.set_viewport_size({"width": 360, "height": 800})
     try:
-        w, status = round_value(chapter9, "70000")
-        assert status == "done"
-        for cell in ("stored", "above", "max"):
-            box = w.locator(f'tr[data-format="fp32"] [data-cell="{cell}"]').bounding_box()
-            assert box is not None and box["width"] > 0 and box["x"] + box["width"] <= 360, (cell, box)
+        for raw in ("70000", "1e-30", "-3.4e38"):  # overflow, underflow: the words are whole on a phone too
+            w, status = round_value(chapter9, raw)
+            assert status == "done"
+            for cell in ("stored", "above", "max"):
+                box = w.locator(f'[data-format="fp32"] [data-cell="{cell}"]').bounding_box()
+                assert box is not None and box["width"] > 0 and box["x"] + box["width"] <= 360, (cell, box)
+            assert not w.locator("table.round-table").evaluate(CLIPPED), raw
+            last = w.locator('[data-format="fp32"] .round-bit').last.bounding_box()
+            assert last["x"] + last["width"] <= 360, last  # float32's 32 bits wrap inside the screen
     finally:
         chapter9.set_viewport_size(old)
 
@@ -129,6 +139,129 @@ def test_rounding_refuses_bad_input_and_works_after(chapter9):
         assert "value" in s["message"].lower() and s["output_hidden"], f"{case}: {s}"
     w, status = round_value(chapter9, "2.5")
     assert status == "done" and w.locator('input[name="value"]').get_attribute("aria-invalid") is None
+
+
+def bits_of(w, fmt):
+    return w.locator(f'[data-format="{fmt}"] .round-bit').evaluate_all("bs => bs.map((b) => b.innerText).join('')")
+
+
+def flip(w, fmt, part, index, key=None):
+    """Press one bit (by click, or focus and a key), wait for the result; returns the bits the op got."""
+    button = w.locator(f'[data-format="{fmt}"] .round-bit[data-part="{part}"][data-index="{index}"]')
+    before = bits_of(w, fmt)
+    offset = {"sign": 0, "exponent": 1, "mantissa": 1 + w.locator(f'[data-format="{fmt}"] .round-bit[data-part="exponent"]').count()}[part] + index
+    sent = before[:offset] + ("0" if before[offset] == "1" else "1") + before[offset + 1:]
+    if key:
+        button.focus()
+        assert settle_after(w, lambda: w.page.keyboard.press(key)) == "done"
+    else:
+        assert settle_after(w, lambda: button.click()) == "done"
+    return button, sent, offset
+
+
+@pytest.mark.parametrize("start,fmt,part,index,regime", [
+    ("0.1", "bf16", "exponent", 0, "normal"),  # the exponent's top bit: 0.1 becomes a huge number
+    ("32768", "fp16", "exponent", 4, "inf"),  # 0 11110 0000000000 -> all-ones exponent: inf
+    ("6.103515625e-05", "fp16", "exponent", 4, "zero"),  # the smallest normal loses its exponent: zero
+    ("448", "fp8_e4m3", "mantissa", 2, "nan"),  # S.1111.111 is E4M3's NaN
+    ("0.1", "fp32", "sign", 0, "normal"),
+])
+def test_pressing_a_bit_sets_the_value_those_bits_encode(chapter9, start, fmt, part, index, regime):
+    """A bit is a toggle button: pressing it sends the format's bits with that one flipped, the field
+    then holds the value they encode (the op's, as in CPython), the message says what it is, and every
+    format's row is rounded from it. The button keeps the focus and its aria-pressed follows."""
+    from pylib.web import precision_ops as ops
+    w, status = round_value(chapter9, start)
+    assert status == "done"
+    button, sent, offset = flip(w, fmt, part, index, key="Space" if fmt == "fp32" else None)
+    want = ops.round_value(None, {"format": fmt, "bits": sent})
+    assert want["from_bits"]["regime"] == regime
+    got = result(w)
+    assert got["from_bits"] == want["from_bits"] and got["value"] == want["value"]
+    field = w.locator('input[name="value"]').input_value()
+    if isinstance(want["value"], float):
+        assert float(field) == want["value"] and math.copysign(1, float(field)) == math.copysign(1, want["value"])
+    else:
+        assert field == {"nan": "NaN"}.get(want["value"], want["value"])
+    assert got["formats"] == json_round_trip(want["formats"])  # every format rounded from the decoded value
+    if regime != "nan":  # a NaN row shows the format's own NaN, not the pattern pressed
+        assert bits_of(w, fmt) == sent
+        assert button.get_attribute("aria-pressed") == ("true" if sent[offset] == "1" else "false")
+    assert button.evaluate("b => b === document.activeElement")
+    assert {"normal": "a normal number", "inf": "infinity", "zero": "zero", "nan": "NaN"}[regime] in message(w)
+    assert w.locator('[data-role="line-format"]').input_value() == fmt
+
+
+def json_round_trip(x):
+    import json
+    return json.loads(json.dumps(x))
+
+
+def test_bits_are_labelled_toggle_buttons_grouped_by_part(chapter9):
+    w, _ = round_value(chapter9, "-2.5")
+    from pylib.systems import precision
+    d = precision.decompose(-2.5, "fp16")
+    buttons = w.locator('[data-format="fp16"] .round-bit')
+    assert buttons.count() == 16
+    assert buttons.evaluate_all("bs => bs.every((b) => b.tagName === 'BUTTON' && b.type === 'button')")
+    bits = d["sign"] + d["exponent"] + d["mantissa"]
+    labels = buttons.evaluate_all("bs => bs.map((b) => b.getAttribute('aria-label'))")
+    assert labels[:3] == [f"float16 sign bit: {bits[0]}", f"float16 exponent bit 4: {bits[1]}", f"float16 exponent bit 3: {bits[2]}"]
+    assert labels[-1] == f"float16 mantissa bit 0: {bits[-1]}"
+    pressed = buttons.evaluate_all("bs => bs.map((b) => b.getAttribute('aria-pressed') === 'true' ? '1' : '0').join('')")
+    assert pressed == bits
+    groups = w.locator('[data-format="fp16"] [role="group"]').evaluate_all("gs => gs.map((g) => g.getAttribute('aria-label'))")
+    assert groups == ["float16 sign, 1 bit", "float16 exponent, 5 bits", "float16 mantissa, 10 bits"]
+
+
+@pytest.mark.parametrize("raw,fmt", [("0.1", "bf16"), ("1", "bf16"), ("0.1", "fp32"), ("1e-30", "fp16"), ("448", "fp8_e4m3"),
+                                     ("-65504", "fp16"), ("70000", "fp16")])
+def test_number_line_shows_pylibs_neighbours_and_interval(chapter9, raw, fmt):
+    """The number line of the chosen format: its text alternative names the value, where it rounds to,
+    the neighbours below and above and the interval that rounds to the stored value, each pylib's
+    (precision.rounding_interval); a value past the format's range gets no line, and says so."""
+    from pylib.systems import precision
+    w, status = round_value(chapter9, raw)
+    assert status == "done"
+    w.locator('[data-role="line-format"]').select_option(fmt)
+    line = precision.rounding_interval(float(raw), fmt)
+    summary = w.locator('[data-role="line-summary"]')
+    if line is None:
+        expect(summary).to_contain_text("No number line")
+        assert w.locator('[data-role="line"] circle').count() == 0
+        return
+    expect(summary).to_contain_text(f"In {precision.NAMES[fmt]}, x = ")
+    table = {row[0]: row[1] for row in chart_table(w, "line-data")["rows"]}
+    num = lambda t: float(t.split(" ")[0].replace("−", "-"))  # noqa: E731
+    assert num(table["x"]) == float(raw)
+    assert num(table["rounds to (stored value)"]) == line["stored"]
+    assert num(table["rounds to it from"]) == line["round_lo"] and num(table["rounds to it up to"]) == line["round_hi"]
+    for key, name in (("below", "next below"), ("above", "next above")):
+        if line[key] is None:
+            assert table[name].startswith("none")
+        else:
+            assert num(table[name]) == line[key]
+            assert num(table[f"gap {key}"]) == line[f"gap_{key}"]
+            assert table[f"gap {key}"].endswith(f" = 2^{line[f'gap_{key}_log2']}")
+    # drawn: the stored value filled, one hollow dot per neighbour, x a diamond inside the band
+    dots = w.locator('[data-role="line"] circle').evaluate_all("cs => cs.map((c) => [+c.getAttribute('cx'), c.classList.contains('hollow')])")
+    assert sorted(h for _, h in dots) == [False] + [True] * sum(line[k] is not None for k in ("below", "above"))
+    band = w.locator('[data-role="line"] rect.kit-band').evaluate("r => [+r.getAttribute('x'), +r.getAttribute('x') + +r.getAttribute('width')]")
+    xs = w.locator('[data-role="line"] path.kit-dot').evaluate("p => p.getBBox().x + p.getBBox().width / 2")
+    assert band[0] - 0.5 <= xs <= band[1] + 0.5, (band, xs)
+
+
+def test_rounding_screenshots(chapter9):
+    w, status = round_value(chapter9, "1e-7")
+    assert status == "done"
+    w.locator('[data-role="line-format"]').select_option("fp16")
+    screenshot_widget(w, "rounding")
+    # a NaN pressed into E4M3's bits (S.1111.111): every row NaN, no number line, and said briefly
+    w, status = round_value(chapter9, "448")
+    assert status == "done"
+    flip(w, "fp8_e4m3", "mantissa", 2)
+    expect(w.locator('[data-role="line-summary"]')).to_have_text("No number line for FP8 E4M3: x is NaN.")
+    screenshot_widget(w, "rounding-nan")
 
 
 # ---------------------------------------------------------------------------
