@@ -201,6 +201,9 @@ def test_gantt_zero_bubble_draws_b_and_w_and_matches_cpython(chapter12):
     for kind in "FBW":  # every pass drawn, W in its own colour
         expect(w.locator(f'[data-role="chart"] rect[data-kind="{kind}"]')).to_have_count(4 * 8)
     expect(w.locator('[data-role="chart"] rect[data-kind="W"].s3')).to_have_count(4 * 8)
+    # not by colour alone: every B and W box has its hatching over it, forwards none
+    hatched = w.locator('[data-role="chart"] rect.mp-hatch').evaluate_all("els => els.map((e) => e.getAttribute('fill'))")
+    assert len(hatched) == 2 * 4 * 8 and len(set(hatched)) == 2, hatched
     expect(w.locator('[data-readout="formula_over_ideal"]').locator("xpath=preceding-sibling::dt")).to_contain_text("t_W")
     table = chart_table(w, "chart-data")
     assert table["header"][3] == "W boxes" and table["rows"][0][3] == "8"  # stage 1 runs all 8 of its W passes

@@ -11,6 +11,8 @@ import { bindFields, calculator, readoutMap } from "../widget-kit.js";
 
 const pct = (x) => `${(100 * x).toFixed(1)}%`;
 const SERIES = { F: "s1", B: "s2", W: "s3" }; // forward; backward (ZB-H1: its input-gradient half); weight gradient
+// Not by colour alone: a backward (or B) box is hatched with diagonal lines, a W box with level ones; a forward is plain
+const HATCH = { B: { angle: 45 }, W: { angle: 0 } };
 const units = (x) => String(+x.toFixed(x < 10 ? 2 : 1));
 const held = (x) => String(+x.toFixed(3)); // peak activations, in microbatches (a chunk's is 1/v)
 const SHORT = { gpipe: "GPipe", "1f1b": "1F1B", interleaved: "interleaved", "zb-h1": "ZB-H1" };
@@ -40,6 +42,14 @@ function draw(svg, r, tmax, peakMax) {
   text(svg, left, 13, "time →", { cls: "kit-label mp-axis-title" });
   if (wide) text(svg, barX, 13, "peak held", { cls: "kit-label mp-axis-title" });
   const top = head;
+  const ids = {};
+  const defs = el("defs", {}, svg);
+  for (const [kind, { angle }] of Object.entries(HATCH)) {
+    ids[kind] = `${svg.id || (svg.closest("[id]")?.id ?? "gantt")}-${svg.dataset.role}-hatch-${kind}`;
+    const pattern = el("pattern", { id: ids[kind], width: 5, height: 5, patternUnits: "userSpaceOnUse",
+      patternTransform: `rotate(${angle})` }, defs);
+    el("line", { x1: 0, y1: 0.5, x2: 5, y2: 0.5, class: "mp-hatch-line" }, pattern);
+  }
   for (let s = 0; s < p; s++) {
     el("rect", { class: "mp-idle", x: left, y: top + s * rowH + 1, width: r.makespan * scale, height: rowH - 2 }, svg);
     text(svg, 4, top + s * rowH + rowH / 2 + 4, `stage ${s + 1}`);
@@ -52,6 +62,7 @@ function draw(svg, r, tmax, peakMax) {
       x, y, width: Math.max(w - 0.6, 0.4), height: rowH - 2, "fill-opacity": shade.toFixed(2),
       class: `kit-area mp-box ${SERIES[r.kind[i]]}`, "data-kind": r.kind[i],
     }, svg);
+    if (HATCH[r.kind[i]]) el("rect", { x, y, width: Math.max(w - 0.6, 0.4), height: rowH - 2, fill: `url(#${ids[r.kind[i]]})`, class: "mp-hatch" }, svg);
     const label = String(r.mb[i] + 1);
     if (w >= 8 * label.length + 4) text(svg, x + w / 2, y + rowH / 2 + 3, label, { anchor: "middle", cls: "kit-label mp-box-label" });
   }
