@@ -231,13 +231,16 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
 
 /** A failed call, shown: the reader's input errors go to their fields' slots (the message names the
  *  fields; the announcer reads the messages); any other error is the message. */
-export function reportError(err, { fields, setStatus }) {
+export function reportError(err, { fields, setStatus, kept = false }) {
   if (err && err.kind === "input" && err.errors) {
     const unplaced = fields ? fields.setErrors(err.errors) : err.errors;
     const placed = Object.keys(err.errors).filter((k) => !(k in unplaced));
     const labels = placed.map((k) => fields.label(k));
     const lines = [];
-    if (placed.length) lines.push(`Not run: check ${labels.join(", ")} (the message is under the field).`);
+    if (placed.length) {
+      lines.push(`Not run: check ${labels.join(", ")} (the message is under the field).` +
+        (kept ? " What is shown is still the last run's." : ""));
+    }
     lines.push(...Object.values(unplaced));
     setStatus("error", lines.join("\n"), false);
     setStatus.announcer.say(Object.values(err.errors).join(" "));
@@ -289,7 +292,9 @@ function refuseWhileAnotherRuns(root, setStatus, other) {
  *   opts.op           the worker op ("train", "run:schedule_sweep", …)
  *   opts.args()       the call's args, read at each Start (e.g. fields.values())
  *   opts.fields       bindFields(root) result: its errors are cleared at Start and shown on input errors
- *   opts.onStart()    reset readouts and charts (before the call)
+ *   opts.onStart()    at the press, before the call: what must not wait (disable a button)
+ *   opts.onClear()    reset readouts and charts: at the run's first event (or its result), so an input
+ *                     the worker refuses leaves the last good run on show
  *   opts.onEvent(ev)  every streamed event ({kind: "start", info} | {kind: "chunk", chunk}); may return a
  *                     progress text: shown in the message at once, announced at most every 5 s
  *   opts.onResult(value) → {status: "done"|"stopped"|"error", text, result?}: result becomes data-result
@@ -341,18 +346,26 @@ export function runStreamed(root, client, opts) {
     const loading = client.onDemand?.() && document.documentElement.dataset.pyodide !== "ready";
     setStatus("running", loading ? "Loading Python and NumPy into this page, then training…" : (opts.startText || "Starting…"), false);
     ann.say(opts.announceStart || "Run started.");
+    let cleared = false;
+    const clear = () => {
+      if (cleared) return;
+      cleared = true;
+      if (opts.onClear) opts.onClear();
+    };
     const onEvent = (ev) => {
+      clear();
       const text = opts.onEvent ? opts.onEvent(ev) : null;
       if (text) setStatus("running", text, "throttled");
     };
     let focusField = false;
     try {
       const value = await client.call(opts.op, args, { onEvent });
+      clear();
       const out = (opts.onResult && opts.onResult(value)) || { status: value && value.stopped ? "stopped" : "done", text: "Done." };
       if (out.result !== undefined) root.dataset.result = JSON.stringify(out.result);
       setStatus(out.status, out.text);
     } catch (err) {
-      focusField = reportError(err, { fields: opts.fields, setStatus });
+      focusField = reportError(err, { fields: opts.fields, setStatus, kept: !cleared && !!opts.onClear });
       if (opts.onError) opts.onError(err);
     } finally {
       running = false;

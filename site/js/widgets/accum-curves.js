@@ -35,7 +35,7 @@ export async function mount(root, client) {
     fields,
     args: () => ({ seed: fields.input("seed").value }),
     announceStart: "Both runs started.",
-    onStart() {
+    onClear() {
       for (const key of ["step", "loss_big", "loss_accum", "max_diff"]) readout(key, "–");
     },
     onEvent(ev) {

@@ -121,7 +121,7 @@ export async function mount(root, client) {
       return args;
     },
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       flag.hidden = true;
       received = [];
       for (const el of Object.values(readouts)) el.textContent = "–";

@@ -162,8 +162,10 @@ export async function mount(root, client) {
     args: () => ({ ...fields.values(), cure: cure() }),
     announceStart: "Training started.",
     onStart() {
-      flag.hidden = true;
       injectButton.disabled = true;
+    },
+    onClear() {
+      flag.hidden = true;
       counts.clipped = 0;
       counts.skipped = 0;
       divergedAt = null;

@@ -51,6 +51,8 @@ export async function mount(root, client) {
     announceStart: "Learning merges.",
     onStart() {
       excerptButton.disabled = true;
+    },
+    onClear() {
       mergesList.replaceChildren();
       tokensBox.replaceChildren();
       curve = { xs: [], ys: [] };

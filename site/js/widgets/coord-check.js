@@ -53,7 +53,7 @@ export async function mount(root, client) {
     fields,
     args: () => ({ lr: fields.values().lr, seed: fields.values().seed }),
     announceStart: "Coordinate check started.",
-    onStart() {
+    onClear() {
       items = [];
       draw();
     },

@@ -108,6 +108,8 @@ export async function mount(root, client) {
     announceStart: "Training started.",
     onStart() {
       for (const b of exportButtons) b.disabled = true;
+    },
+    onClear() {
       checks.replaceChildren();
       for (const el of Object.values(readouts)) el.textContent = "–";
       logged = 0;

@@ -29,7 +29,7 @@ export async function mount(root, client) {
       return { depth: v.depth, position: v.position, warmup: v.warmup === "yes", seed: v.seed, curves: config.curves };
     },
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       note.hidden = true;
       for (const key of Object.keys(readouts)) set(key, null);
     },

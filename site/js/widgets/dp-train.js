@@ -44,6 +44,8 @@ export async function mount(root, client) {
     announceStart: "Training started.",
     onStart() {
       t0 = performance.now();
+    },
+    onClear() {
       for (const el of Object.values(readouts)) el.textContent = "–";
     },
     onEvent(ev) {

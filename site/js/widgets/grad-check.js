@@ -32,6 +32,8 @@ export async function mount(root, client) {
     stoppingText: "Stopping after this tensor…",
     onStart() {
       weights.disabled = true;
+    },
+    onClear() {
       tbody.replaceChildren();
     },
     onEvent(ev) {

@@ -341,7 +341,7 @@ export async function mount(root, client) {
     fields,
     args: () => fields.values(),
     announceStart: "Sweep started.",
-    onStart() {
+    onClear() {
       for (const r of Object.values(readouts)) r.textContent = "–";
       live = [];
       trace = null;

@@ -51,7 +51,7 @@ export async function mount(root, client) {
     op: "train",
     args: () => ({ settings: config.settings, curve: config.curve }),
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       for (const el of Object.values(readouts)) el.textContent = "–";
       sampleBox.textContent = "Training: the text appears here when the run ends.";
     },

@@ -28,7 +28,7 @@ export async function mount(root, client) {
     fields,
     args: () => ({ ...Object.fromEntries(FIELDS.map((f) => [f, fields.input(f).value])), spans: config.spans }),
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       for (const el of Object.values(readouts)) el.textContent = "–";
       losses = [];
     },

@@ -44,6 +44,8 @@ export async function mount(root, client) {
     announceStart: "Training started.",
     onStart() {
       optimizer.disabled = true;
+    },
+    onClear() {
       divergedAt = null;
       for (const key of Object.keys(readouts)) readout(key, "–");
     },

@@ -35,7 +35,7 @@ export async function mount(root, client) {
     args: () => Object.fromEntries(FIELDS.map((f) => [f, fields.input(f).value])),
     startText: "Building the vocabulary…",
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       output.hidden = true;
       for (const el of Object.values(readouts)) el.textContent = "–";
       loss = { xs: [], ys: [] };

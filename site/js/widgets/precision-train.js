@@ -123,7 +123,7 @@ export async function mount(root, client) {
     fields,
     args: () => fields.values(),
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       flag.hidden = true;
       skipped = 0;
       divergedAt = null;

@@ -26,7 +26,7 @@ export async function mount(root, client) {
         target: config.target, curves: config.curves };
     },
     announceStart: "Training started.",
-    onStart() {
+    onClear() {
       note.hidden = true;
       ema = null;
       for (const key of Object.keys(readouts)) set(key, null);
