@@ -26,10 +26,11 @@ const SUP = { "-": "⁻", 0: "⁰", 1: "¹", 2: "²", 3: "³", 4: "⁴", 5: "⁵
 const pow10 = (k) => "10" + [...String(k)].map((c) => SUP[c]).join("");
 const pow2 = (k) => "2" + [...String(k)].map((c) => SUP[c]).join("");
 
-/** The fewest significant digits (from `fewest` to 17) at which the given numbers all read differently, as text. */
+/** The given numbers as text, each exact if that is short, else at the fewest significant digits (from
+ *  `fewest` to 17) at which they all read differently. */
 function distinctTexts(vals, fewest = 4) {
   const show = (v, p) => {
-    if (v === 0) return Object.is(v, -0) ? "-0" : "0";
+    if (exact(v).length <= 12) return exact(v); // short enough to show every digit: never rounded
     const a = Math.abs(v);
     return a >= 1e6 || a < 1e-4 ? v.toExponential(p - 1).replace(/\.?0+e/, "e") : String(Number(v.toPrecision(p)));
   };
