@@ -129,16 +129,26 @@ def test_rounding_table_keeps_every_column_in_view_on_a_phone(chapter9):
 
 
 def test_rounding_refuses_bad_input_and_works_after(chapter9):
-    """Each bad value is refused under the field (the message names the value, the table is hidden,
-    nothing injected); then a good value rounds and the field is valid again."""
+    """Each bad value is refused under the field (the message names the value, nothing injected); the
+    last good table and number line stay, and a note says which value they show; then a good value
+    rounds, the note goes and the field is valid again."""
+    w, status = round_value(chapter9, "0.75")
+    assert status == "done"
+    line = w.locator('[data-role="line-summary"]').inner_text()
     for raw in NASTY + ["1e301", "-1e305"]:
         case = f"value {raw!r}"
         w, status = round_value(chapter9, raw)
         assert status == "error", case
         s = refused(w, case, "value")
-        assert "value" in s["message"].lower() and s["output_hidden"], f"{case}: {s}"
+        assert "value" in s["message"].lower(), f"{case}: {s}"
+        expect(w.locator("table.round-table")).to_be_visible()
+        expect(w.locator('[data-role="stale"]')).to_have_text(
+            "The table and the number line below still show the last value rounded, 0.75.")
+        assert w.locator('[data-format="bf16"] [data-cell="stored"]').inner_text() == "0.75", case
+        assert w.locator('[data-role="line-summary"]').inner_text() == line, case
     w, status = round_value(chapter9, "2.5")
     assert status == "done" and w.locator('input[name="value"]').get_attribute("aria-invalid") is None
+    expect(w.locator('[data-role="stale"]')).to_be_hidden()
 
 
 def bits_of(w, fmt):

@@ -50,6 +50,7 @@ export async function mount(root, client) {
   const slider = $('[data-slider-for="value"]');
   const decade = $('[data-role="decade"]');
   const lineFormat = $('[data-role="line-format"]');
+  const stale = $('[data-role="stale"]');
   const svg = $('[data-role="line"]');
   const frame = frameOf(svg);
   let negative = false; // the sign of the value typed: the slider moves |value| and keeps it
@@ -161,7 +162,11 @@ export async function mount(root, client) {
       flip = null;
       return a;
     },
-    onError() { table.hidden = true; },
+    onError() { // the last good table and number line stay, and say which value they show
+      if (!last) return;
+      stale.querySelector('[data-role="stale-value"]').textContent = exact(last.value);
+      stale.hidden = false;
+    },
     onResult(r) {
       for (const f of r.formats) {
         if (!rows.has(f.format)) {
@@ -171,9 +176,10 @@ export async function mount(root, client) {
         updateRow(rows.get(f.format), f, r.value);
       }
       table.hidden = false;
+      stale.hidden = true;
       last = r;
       drawLine();
-      let text = `${fmt(r.value)} in each format.`;
+      let text = `${exact(r.value)} in each format.`;
       if (r.from_bits) {
         const b = r.from_bits;
         const f = r.formats.find((x) => x.format === b.format);
