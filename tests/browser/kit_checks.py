@@ -230,12 +230,13 @@ def enter(w, field, timeout=180_000, click=False, **fields):
 SCREENSHOTS = __import__("pathlib").Path(__file__).resolve().parents[2] / ".cache" / "screenshots"
 
 # The widget's box and every descendant that sticks out past the viewport's right edge (a phone's
-# 360 px): a tag, class and how far past, for the message.
+# 360 px): a tag, class and how far past, for the message. Left out: what sits in a box that scrolls
+# sideways on purpose (the chart table's .kit-table-scroll, a widget's own .kit-scroll-x, a code block).
 OVERFLOW = """root => {
     const W = document.documentElement.clientWidth;
     const out = [...root.querySelectorAll("*")].filter((el) => {
         const r = el.getBoundingClientRect();
-        if (!r.width || el.closest(".kit-table-scroll, pre")) return false;
+        if (!r.width || el.closest(".kit-table-scroll, .kit-scroll-x, pre")) return false;
         return r.right > W + 1 && getComputedStyle(el).position !== "fixed";
     }).slice(0, 5).map((el) => `${el.tagName.toLowerCase()}.${el.className.baseVal ?? el.className} +${Math.round(el.getBoundingClientRect().right - W)} px`);
     return { page: document.documentElement.scrollWidth - W, out };

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import SETTLED, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, drive_slider, enter, refused, set_fields
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, enter, refused, screenshot_widget, set_fields
 
 chapter11 = chapter_fixture("11-")
 
@@ -101,6 +101,177 @@ def test_ring_refuses_bad_worker_counts_then_recovers(chapter11):
         assert shown["focused"], f"{case}: the field to fix does not have the focus"
     assert run(w, ("ready", "done", "error"), workers="2") == "ready"
     assert result(w)["workers"] == 2
+
+
+# The drawing's blocks as the reader sees them: each block's worker, chunk, count attribute and the
+# count written on it; the blocks this step sends to; the node labels' boxes; how many sliding copies.
+DRAWN = """w => {
+  const svg = w.querySelector('[data-role="ring"]');
+  const blocks = [...svg.querySelectorAll('[data-role="blocks"] .ring-block')].map((b) => ({
+    worker: Number(b.dataset.worker), chunk: Number(b.dataset.chunk), have: Number(b.dataset.have),
+    text: b.querySelector('.ring-count').textContent, label: b.querySelector('.ring-chunk-label').textContent,
+    receiving: b.classList.contains('receiving'), complete: b.classList.contains('complete') }));
+  return { blocks, step: w.querySelector('[data-readout="step"]').textContent };
+}"""
+
+BOXES = """w => {
+  const svg = w.querySelector('[data-role="ring"]');
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  return { width: svg.getBoundingClientRect().width, viewBox: svg.viewBox.baseVal.width,
+    labels: [...svg.querySelectorAll('[data-node-label]')].map(box),
+    nodes: [...svg.querySelectorAll('[data-node]')].map(box),
+    blocks: [...svg.querySelectorAll('[data-role="blocks"] .ring-block')].map((b) =>
+      ({ box: box(b.querySelector('.ring-block-edge')), texts: [...b.querySelectorAll('text')].map(box) })) };
+}"""
+
+
+def overlap(a, b):
+    return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
+
+
+def inside(a, b):
+    return a[0] >= b[0] - 0.5 and a[1] >= b[1] - 0.5 and a[2] <= b[2] + 0.5 and a[3] <= b[3] + 0.5
+
+
+def start_ring(w, p):
+    assert run(w, ("ready", "done", "error"), workers=str(p)) == "ready"
+    expect(w.locator('[data-readout="step"]')).to_have_text(f"0 of {2 * (p - 1)}")
+
+
+@pytest.mark.parametrize("p", [4, 8])
+def test_ring_blocks_show_the_ops_counts_after_every_step(chapter11, p):
+    """Split and start, then Step from the keyboard through every step: after each, every drawn block's
+    count (its attribute and the k/p written on it) is the op's, computed here in CPython; the blocks
+    this step sends to are outlined, p of them; a count of p draws the block complete; the live region
+    says each step (a new text every step)."""
+    from pylib.web import parallel_ops
+    want = parallel_ops.ring(fake_session(), {"workers": str(p)})
+    w = widget(chapter11, "ring-allreduce")
+    start_ring(w, p)
+    announcer = w.locator('[data-role="announcer"]')
+    said = []
+    for k in range(-1, 2 * (p - 1)):
+        if k >= 0:
+            expect(w.locator('[data-action="next"]')).to_be_focused()  # the focus stays on Step
+            chapter11.keyboard.press("Enter")
+            expect(w.locator('[data-readout="step"]')).to_have_text(f"{k + 1} of {2 * (p - 1)}")
+            expect(announcer).to_contain_text(f"Step {k + 1} of {2 * (p - 1)}: ")
+            said.append(announcer.text_content())
+        drawn = w.evaluate(DRAWN)
+        have = want["initial_have"] if k < 0 else want["steps"][k]["have"]
+        got = {(b["worker"], b["chunk"]): b for b in drawn["blocks"]}
+        assert len(got) == p * p, f"step {k + 1}: {len(got)} blocks drawn"
+        for i in range(p):
+            for c in range(p):
+                b = got[(i, c)]
+                assert b["have"] == have[i][c] and b["text"] == f"{have[i][c]}/{p}", f"step {k + 1}, w{i} c{c}: {b}"
+                assert b["label"] == f"c{c}" and b["complete"] == (have[i][c] == p)
+        receivers = {(b["worker"], b["chunk"]) for b in drawn["blocks"] if b["receiving"]}
+        assert receivers == (set() if k < 0 else {(dst, c) for _, dst, c, _ in want["steps"][k]["messages"]})
+    assert len(set(said)) == len(said) == 2 * (p - 1), said
+    assert all(b["complete"] for b in w.evaluate(DRAWN)["blocks"])
+
+
+def test_ring_node_labels_and_counts_fit_at_eight_workers_on_a_desktop_and_a_phone(chapter11):
+    """At 8 workers, at 1280 and 360 px: no two node labels overlap, each label sits in its node and
+    clear of every block, no two blocks overlap, and every block's text lies inside its block."""
+    w = widget(chapter11, "ring-allreduce")
+    start_ring(w, 8)
+    w.locator('[data-action="next"]').click()
+    before = chapter11.viewport_size
+    try:
+        for width in (1280, 360):
+            chapter11.set_viewport_size({"width": width, "height": 900})
+            # the drawing is redrawn at its shown width (a ResizeObserver): wait until it is
+            chapter11.wait_for_function("""svg => Math.abs(svg.viewBox.baseVal.width - Math.round(svg.getBoundingClientRect().width)) < 1""",
+                                        arg=w.locator('[data-role="ring"]').element_handle(), timeout=10_000)
+            f = w.evaluate(BOXES)
+            labels, nodes, blocks = f["labels"], f["nodes"], f["blocks"]
+            assert len(labels) == len(nodes) == 8 and len(blocks) == 64
+            for i, a in enumerate(labels):
+                assert inside(a, nodes[i]), f"{width} px: label w{i} {a} outside its node {nodes[i]}"
+                for j, b in enumerate(labels[:i]):
+                    assert not overlap(a, b), f"{width} px: labels w{j} and w{i} overlap: {b} {a}"
+                for b in blocks:
+                    assert not overlap(a, b["box"]), f"{width} px: label w{i} overlaps a block"
+            for n, b in enumerate(blocks):
+                for t in b["texts"]:
+                    assert inside(t, b["box"]), f"{width} px: block {n}'s text {t} sticks out of {b['box']}"
+                for o in blocks[:n]:
+                    assert not overlap(b["box"], o["box"]), f"{width} px: blocks overlap: {b['box']} {o['box']}"
+            # the numbers' table: at 8 workers it is wider than the column and says so
+            if width == 360:
+                expect(w.locator('[data-role="scroll-cue"]')).to_be_visible()
+                assert w.locator('[data-role="table-scroll"]').get_attribute("tabindex") == "0"
+    finally:
+        chapter11.set_viewport_size(before)
+
+
+def test_ring_slides_the_sent_blocks_unless_reduced_motion_is_asked(chapter11):
+    """A step makes one sliding copy per message (two for the message that wraps from the last worker
+    to the first), each showing the count it carried; with prefers-reduced-motion none, and the step's
+    outlines and arrows stay."""
+    w = widget(chapter11, "ring-allreduce")
+    start_ring(w, 4)
+    step = """w => { w.querySelector('[data-action="next"]').click();
+        const svg = w.querySelector('[data-role="ring"]');
+        return { ghosts: [...svg.querySelectorAll('.ring-block.ghost')].map((g) => Number(g.dataset.carries)),
+                 arrows: svg.querySelectorAll('[data-role="messages"] line').length,
+                 receiving: svg.querySelectorAll('[data-role="blocks"] .receiving').length }; }"""
+    moved = w.evaluate(step)  # step 1: every chunk leaves its sender holding 1 worker's values
+    assert moved["ghosts"] == [1] * 5 and moved["receiving"] == 4 and moved["arrows"] == 5
+    chapter11.emulate_media(reduced_motion="reduce")
+    try:
+        still = w.evaluate(step)
+        assert still["ghosts"] == [] and still["receiving"] == 4 and still["arrows"] == 5
+    finally:
+        chapter11.emulate_media(reduced_motion="no-preference")
+
+
+def test_ring_play_pause_and_reset(chapter11):
+    """Play steps on by itself and stops at the end; Pause stops it; Reset goes back before the first
+    step; all are buttons the keyboard reaches."""
+    w = widget(chapter11, "ring-allreduce")
+    start_ring(w, 4)
+    play, step = w.locator('[data-action="play"]'), w.locator('[data-readout="step"]')
+    play.focus()
+    chapter11.keyboard.press("Enter")
+    expect(play).to_have_attribute("aria-pressed", "true")
+    expect(play).to_have_text("Pause ❚❚")
+    expect(step).to_have_text("1 of 6", timeout=10_000)
+    chapter11.keyboard.press("Enter")  # Pause
+    expect(play).to_have_attribute("aria-pressed", "false")
+    assert w.get_attribute("data-playing") == "false"
+    paused = step.text_content()
+    w.locator('[data-action="next"]').click()
+    expect(step).to_have_text(f"{int(paused.split()[0]) + 1} of 6")
+    # from here Play runs to the end by itself and stops there
+    assert settle_after(w, lambda: play.click(), ("done",), timeout=30_000) == "done"
+    expect(step).to_have_text("6 of 6")
+    expect(play).to_have_attribute("aria-pressed", "false")
+    reset = w.locator('[data-action="reset"]')
+    reset.focus()
+    chapter11.keyboard.press("Enter")
+    expect(step).to_have_text("0 of 6")
+    expect(w.locator('[data-readout="phase"]')).to_have_text("not started")
+    expect(w.locator('[data-role="announcer"]')).to_have_text("Before the first step: every worker holds only its own gradient.")
+    assert all(b["have"] == 1 for b in w.evaluate(DRAWN)["blocks"])
+    # Reset disabled itself: the focus went on to Step, not to <body>
+    expect(w.locator('[data-action="next"]')).to_be_focused()
+
+
+@pytest.mark.parametrize("p", [4, 8])
+def test_ring_screenshots(chapter11, p):
+    """The ring at 4 and 8 workers, two steps in, photographed at 1280 and 360 px: nothing past the
+    viewport's edge (kit_checks.screenshot_widget)."""
+    w = widget(chapter11, "ring-allreduce")
+    start_ring(w, p)
+    for k in (1, 2):
+        w.locator('[data-action="next"]').click()
+        expect(w.locator('[data-readout="step"]')).to_have_text(f"{k} of {2 * (p - 1)}")
+    # the step's sliding copies gone, so the photograph shows the step's state
+    chapter11.wait_for_function("w => !w.querySelector('.ring-block.ghost')", arg=w.element_handle(), timeout=10_000)
+    screenshot_widget(w, f"ring-{p}")
 
 
 # ---------------------------------------------------------------------------
