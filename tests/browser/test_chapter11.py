@@ -91,14 +91,22 @@ def test_ring_on_eight_workers_matches_pylib(chapter11):
 def test_ring_refuses_bad_worker_counts_then_recovers(chapter11):
     """Each bad worker count, Run clicked: refused, the message and the field's slot name Workers, the
     field marked invalid and given the focus (not <body>), no result (the first case's withdraws the
-    last test's), nothing injected; then two workers are ready again."""
+    3-worker run's), nothing injected, the last good drawing still there, its steps disabled; then two
+    workers are ready again."""
     w = widget(chapter11, "ring-allreduce")
+    start_ring(w, 3)
+    w.locator('[data-action="next"]').click()
+    expect(w.locator('[data-readout="step"]')).to_have_text("1 of 4")
+    good = w.evaluate(DRAWN)["blocks"]
     for value in BAD_WORKERS:
         case = f"workers={value!r}"
         enter(w, "workers", TIMEOUT, click=True, workers=value)
         shown = refused(w, case, "workers", "Workers")  # data-result withdrawn among its checks
         assert "Workers" in shown["message"], f"{case}: {shown}"
         assert shown["focused"], f"{case}: the field to fix does not have the focus"
+        assert w.evaluate(DRAWN)["blocks"] == good, f"{case}: the last good drawing was not kept"
+        for action in ("reset", "back", "next", "play", "end"):
+            expect(w.locator(f'[data-action="{action}"]')).to_be_disabled()
     assert run(w, ("ready", "done", "error"), workers="2") == "ready"
     assert result(w)["workers"] == 2
 

@@ -310,11 +310,8 @@ export async function mount(root, client) {
       markSettled(root); // the call has ended, in "ready" (before the first step), which makeStatus does not count
       setStatus.announcer.say(`Ready: ${value.workers} workers. Press Step to send the first messages.`);
     } catch (err) {
-      data = null;
-      at = -1;
-      drawRing();
-      describeRing();
-      drawTable();
+      // refused: the last good drawing and tables stay as they were, but they can no longer be stepped
+      // (they are not what the field now says) until the reader presses Split and start again
       for (const b of stepButtons) b.disabled = true;
       focusField = reportError(err, { fields, setStatus });
     } finally {
