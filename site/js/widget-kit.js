@@ -4,7 +4,7 @@
 //     const fields = bindFields(root);                 // sliders <-> inputs, error slots, aria-invalid
 //     const run = runStreamed(root, client, {           // a streamed run (training): Start/Stop, states,
 //       op: "train", fields, args: () => fields.values(),  // focus, data-status/-result, announcer
-//       onStart() { …reset readouts and chart… },
+//       onClear() { …reset readouts and chart… },     // at the first event: a refused input keeps the last run
 //       onEvent(ev) { …update readouts/chart…; return "Training… step 40 of 400."; },
 //       onResult(value) { return { status: "done", text: "Done: …", result: {…} }; },
 //     });
@@ -154,6 +154,124 @@ export const fieldText = (v) => String(v);
  *   names shown in a slot (others are returned in .unplaced), clearErrors(), focusFirstInvalid(),
  *   label(name)}.
  */
+// ---------------------------------------------------------------------------
+// Reset and share: every widget with settings gets a small bar under its title with "Reset settings"
+// (each field back to the value the page was built with) and "Link to these settings" (an address
+// that opens the page with this widget's fields filled in: #<widget id>?<name>=<value>&…, as
+// TensorFlow Playground does; a hash, so the saved offline copy of the page still answers it).
+
+const FIELD_TYPES = (el) => el.name && !el.dataset.sliderFor && !["submit", "button", "file", "hidden"].includes(el.type);
+
+/** The widget's forms, in page order, and the key of a field in a link: its name, or with several
+ *  forms (a widget in parts), "<form's index>.<name>". */
+function linkKeys(host) {
+  const forms = [...host.querySelectorAll('[data-role="form"]')];
+  const keys = [];
+  forms.forEach((form, i) => {
+    const seen = new Set();
+    for (const el of form.elements) {
+      if (!FIELD_TYPES(el) || seen.has(el.name)) continue;
+      seen.add(el.name);
+      keys.push({ form, name: el.name, key: forms.length > 1 ? `${i}.${el.name}` : el.name });
+    }
+  });
+  return keys;
+}
+
+function fieldValue(form, name) {
+  const el = form.elements.namedItem(name);
+  if (el instanceof RadioNodeList) return el.value;
+  return el.type === "checkbox" ? (el.checked ? "1" : "0") : el.value;
+}
+
+function setFieldValue(form, name, value) {
+  const el = form.elements.namedItem(name);
+  if (el instanceof RadioNodeList) {
+    for (const r of el) r.checked = r.value === value;
+  } else if (el.type === "checkbox") {
+    el.checked = value === "1";
+  } else {
+    el.value = value;
+  }
+}
+
+function defaultOf(form, name) {
+  const el = form.elements.namedItem(name);
+  if (el instanceof RadioNodeList) return ([...el].find((r) => r.defaultChecked) || {}).value ?? "";
+  if (el.type === "checkbox") return el.defaultChecked ? "1" : "0";
+  if (el.tagName === "SELECT") return ([...el.options].find((o) => o.defaultSelected) || el.options[0] || {}).value ?? "";
+  return el.defaultValue;
+}
+
+/** Sets the widget's fields, then tells the widget as if the reader had typed them (input, then change). */
+function applyValues(host, values) {
+  const touched = [];
+  for (const { form, name, key } of linkKeys(host)) {
+    if (!(key in values)) continue;
+    setFieldValue(form, name, values[key]);
+    touched.push(form.elements.namedItem(name));
+  }
+  for (const el of touched) {
+    for (const target of el instanceof RadioNodeList ? [...el] : [el]) {
+      target.dispatchEvent(new Event("input", { bubbles: true }));
+      target.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  }
+  return touched.length;
+}
+
+/** The settings a link in the address bar gives this widget ({key: value}), or null. */
+function linkedValues(host) {
+  const m = location.hash.match(/^#([^?]+)\?(.*)$/);
+  if (!m || !host.id || decodeURIComponent(m[1]) !== host.id) return null;
+  return Object.fromEntries(new URLSearchParams(m[2]));
+}
+
+const toolbars = new WeakSet();
+
+function widgetTools(host) {
+  if (toolbars.has(host) || !host.id) return;
+  toolbars.add(host);
+  const bar = document.createElement("div");
+  bar.className = "widget-tools";
+  const reset = document.createElement("button");
+  reset.type = "button";
+  reset.className = "button link";
+  reset.dataset.action = "reset-settings";
+  reset.textContent = "Reset settings";
+  const share = document.createElement("button");
+  share.type = "button";
+  share.className = "button link";
+  share.dataset.action = "share-settings";
+  share.textContent = "Link to these settings";
+  const said = document.createElement("span");
+  said.className = "widget-tools-said";
+  said.setAttribute("role", "status");
+  bar.append(reset, share, said);
+  const title = host.querySelector(".widget-title");
+  if (title && title.parentElement === host) title.after(bar);
+  else host.prepend(bar);
+
+  reset.addEventListener("click", () => {
+    const values = Object.fromEntries(linkKeys(host).map(({ form, name, key }) => [key, defaultOf(form, name)]));
+    applyValues(host, values);
+    for (const el of host.querySelectorAll('[data-role="form"] [aria-invalid]')) el.removeAttribute("aria-invalid");
+    for (const slot of host.querySelectorAll("[data-error-for]")) slot.textContent = "";
+    said.textContent = "Settings reset to the page's defaults.";
+  });
+  share.addEventListener("click", async () => {
+    const params = new URLSearchParams(linkKeys(host).map(({ form, name, key }) => [key, fieldValue(form, name)]));
+    const url = `${location.origin}${location.pathname}#${encodeURIComponent(host.id)}?${params}`;
+    history.replaceState(history.state, "", url);
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(url);
+      copied = true;
+    } catch { /* not allowed here: the address bar holds it */ }
+    said.textContent = copied ? "Link copied; the address bar holds it too." : "The address bar now holds the link to these settings.";
+  });
+}
+
 export function bindFields(root, { onSlide = null, onCommit = null, commitDelay = 800 } = {}) {
   const form = root.querySelector('[data-role="form"]');
   const input = (name) => form.elements.namedItem(name);
@@ -194,6 +312,16 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
     field.addEventListener("input", () => sync(slider));
   }
   const names = () => [...form.elements].filter((e) => e.name && !e.dataset.sliderFor && e.type !== "submit" && e.type !== "button").map((e) => e.name);
+  // the widget's Reset and link bar, and the settings a link gives it (applied once its last form is bound)
+  const widget = form.closest("[data-widget]");
+  if (widget) {
+    widgetTools(widget);
+    const forms = widget.querySelectorAll('[data-role="form"]');
+    const linked = form === forms[forms.length - 1] ? linkedValues(widget) : null;
+    if (linked && applyValues(widget, linked)) {
+      requestAnimationFrame(() => widget.scrollIntoView({ block: "start" }));
+    }
+  }
   const api = {
     form,
     input,

@@ -19,7 +19,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from conftest import ROOT, corpus, result, settle_after, settles, wait_settled
+from conftest import ROOT, close_page, corpus, open_reader_page, result, settle_after, settles, wait_settled
 import exercise_checks
 from pylib import exercises
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table
@@ -47,7 +47,7 @@ def start_run(page, **settings):
     # no pace remembered from an earlier run, so a long run starts at the first press (the estimate
     # before a long run has its own test)
     page.evaluate(f"localStorage.removeItem({PACE_KEY!r})")
-    w.locator('[data-action="defaults"]').click()
+    w.locator('[data-action="reset-settings"]').click()
     for name, value in settings.items():
         w.locator(f'input[name="{name}"]').fill(str(value))
     before = settles(w)
@@ -349,8 +349,24 @@ def test_bad_input_gives_a_visible_message(chapter1):
         assert s["images"] == images, f"{case}: {s}"  # nothing was injected as HTML
 
 
+# What the train widget shows of its last run: a readout, the sample, and its chart's summary sentence
+# (from the data drawn: chart.js LossChart.summary).
+SHOWN = """el => ({ step: el.querySelector('[data-readout="step"]').textContent,
+    sample: el.querySelector('[data-role="sample"]').textContent, output: !el.querySelector('[data-role="output"]').hidden,
+    chart: el.querySelector('[data-role="chart"]').closest("figure").querySelector('[data-role$="summary"]').textContent })"""
+
+
 def test_widget_works_after_bad_input(chapter1):
-    run(chapter1, lr="abc")
+    """A refused input leaves the last good run on show (issue 26 §5: its readouts, sample and chart,
+    and the message says so), and the next good input runs."""
+    w, status, r = run(chapter1, steps=3)
+    assert status == "done" and r["steps"] == 3
+    before = w.evaluate(SHOWN)
+    assert before["step"] == "3" and before["output"] and "over 3 steps" in before["chart"], before
+    w, status, _ = run(chapter1, lr="abc")
+    assert status == "error"
+    assert w.evaluate(SHOWN) == before
+    expect(w.locator('[data-role="message"]')).to_contain_text("What is shown is still the last run's.")
     w, status, r = run(chapter1, steps=3)
     assert status == "done" and r["steps"] == 3
     expect(w.locator('[data-error-for="lr"]')).to_be_empty()
@@ -362,7 +378,7 @@ def test_sliders_drive_the_fields_and_typing_moves_the_slider(chapter1):
     moves the slider; text that is not a number leaves the slider where it was (never NaN)."""
     w = train_widget(chapter1)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
-    w.locator('[data-action="defaults"]').click()
+    w.locator('[data-action="reset-settings"]').click()
     lr, slider = w.locator('input[name="lr"]'), w.locator('input[data-slider-for="lr"]')
     slider.focus()
     chapter1.keyboard.press("End")  # keyboard-operable: the top of the log scale
@@ -379,7 +395,7 @@ def test_sliders_drive_the_fields_and_typing_moves_the_slider(chapter1):
     assert pos == round((math.log10(0.0123456789) + 4) / 5 * 200)
     lr.fill("abc")
     assert int(slider.input_value()) == pos
-    w.locator('[data-action="defaults"]').click()
+    w.locator('[data-action="reset-settings"]').click()
     assert int(slider.input_value()) == round((math.log10(float(lr.input_value())) + 4) / 5 * 200)
 
 
@@ -392,7 +408,7 @@ def default_run(chapter1):
     w = train_widget(chapter1)
     run_button, stop_button = w.locator('[data-action="run"]'), w.locator('[data-action="stop"]')
     expect(run_button).to_be_enabled(timeout=RUN_TIMEOUT)
-    w.locator('[data-action="defaults"]').click()
+    w.locator('[data-action="reset-settings"]').click()
     w.evaluate("""el => {
         const region = el.querySelector('[data-role=announcer]');
         el.announced = [];
@@ -473,6 +489,53 @@ def test_a_second_run_names_the_widget_that_is_training_and_stops_it_from_there(
     assert wait_settled(mini, timeout=30_000, after=before_mini) == "stopped"
 
 
+def test_settings_reset_and_travel_in_a_link(chapter1, reader_profile, browser):
+    """Issue 26 §5, 'Reset and share': the bar under the widget's title puts this widget's settings in
+    the address (#<widget id>?name=value…); that address, opened, fills the fields (sliders following)
+    and brings the widget into view; markup in a link stays text; Reset puts the page's defaults back
+    and clears the error messages."""
+    w = train_widget(chapter1)
+    wid = w.get_attribute("id")
+    w.locator('[data-action="reset-settings"]').click()
+    defaults = {n: w.locator(f'input[name="{n}"]').input_value() for n in ("lr", "steps", "batch_size", "seed", "temperature")}
+    set_to = {"lr": "0.003", "steps": "120", "batch_size": "8", "seed": "7"}
+    for name, value in set_to.items():
+        w.locator(f'input[name="{name}"]').fill(value)
+    w.locator('[data-action="share-settings"]').click()
+    expect(w.locator(".widget-tools-said")).to_contain_text("address bar")
+    url = chapter1.url
+    assert url.split("#", 1)[1].startswith(f"{wid}?"), url
+    chapter1.evaluate("history.replaceState(null, '', location.pathname)")  # the shared page's address, back
+
+    page = open_reader_page(reader_profile, browser, url, viewport={"width": 1100, "height": 1000})
+    try:
+        other = page.locator(f"#{wid}")
+        expect(other.locator('[data-action="reset-settings"]')).to_be_visible(timeout=RUN_TIMEOUT)
+        for name, value in set_to.items():
+            expect(other.locator(f'input[name="{name}"]')).to_have_value(value)
+        assert other.locator('input[name="temperature"]').input_value() == defaults["temperature"]
+        slider = other.locator('input[data-slider-for="steps"]')
+        assert slider.get_attribute("aria-valuetext") == "120"
+        expect(other).to_be_in_viewport()
+        # a link's markup is a field's text, never the page's
+        page.goto(url.split("#")[0] + f"#{wid}?lr=%3Cimg%20src%3Dx%3E&steps=%F0%9F%98%80")
+        page.reload()
+        expect(other.locator('input[name="lr"]')).to_have_value("<img src=x>", timeout=RUN_TIMEOUT)
+        expect(other.locator('input[name="steps"]')).to_have_value("😀")
+        assert page.locator("main img[src='x']").count() == 0
+    finally:
+        close_page(page)
+
+    run(chapter1, lr="abc")
+    expect(w.locator('[data-error-for="lr"]')).not_to_be_empty()
+    w.locator('[data-action="reset-settings"]').click()
+    for name, value in defaults.items():
+        expect(w.locator(f'input[name="{name}"]')).to_have_value(value)
+    expect(w.locator('[data-error-for="lr"]')).to_be_empty()
+    assert w.locator('input[name="lr"]').get_attribute("aria-invalid") is None
+    expect(w.locator(".widget-tools-said")).to_have_text("Settings reset to the page's defaults.")
+
+
 PACE_KEY = "course-train-pace"  # train.js: the tokens/s this browser trained at, kept across visits
 
 
@@ -482,7 +545,7 @@ def test_a_long_run_says_how_long_before_it_starts_and_how_long_is_left(chapter1
     says how long the whole run takes and how long is left, and it remembers its pace."""
     w = train_widget(chapter1)
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
-    w.locator('[data-action="defaults"]').click()
+    w.locator('[data-action="reset-settings"]').click()
     config = widget_config(chapter1)
     tokens = 5000 * config["defaults"]["batch_size"] * config["model"]["block_size"]
     chapter1.evaluate(f"localStorage.setItem({PACE_KEY!r}, '1000')")  # 1,000 tokens/s

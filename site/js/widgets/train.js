@@ -85,7 +85,7 @@ export async function mount(root, client) {
         `${(batch * config.model.block_size).toLocaleString("en")} tokens at the ${Math.round(pace).toLocaleString("en")} ` +
         "tokens/s your browser trained at last time.";
     },
-    onStart() {
+    onClear() {
       output.hidden = true;
       flag.hidden = true;
       delete root.dataset.outsideBand;
@@ -160,12 +160,6 @@ export async function mount(root, client) {
       const val = r.final_val_loss == null ? "" : `, last validation loss ${r.final_val_loss.toFixed(3)} (${subset})`;
       return { status: "done", result, text: `Done: ${r.steps} steps, train loss ${r.final_train_loss.toFixed(3)}${val}.` };
     },
-  });
-
-  $('[data-action="defaults"]').addEventListener("click", () => {
-    for (const name of ["lr", "steps", "batch_size", "seed"]) fields.set(name, config.defaults[name]);
-    fields.set("temperature", "1.0");
-    fields.clearErrors();
   });
 
   const drawBand = async () => {
