@@ -985,6 +985,9 @@ def build_site(out=OUT, only_chapters=None):
         (out / "glossary.html").write_text(env.get_template("glossary.html").render(
             site=dict(site, root=""), chapters=links, entries=items), encoding="utf-8")
         write_troubleshooting(out, env, site, links, pages)
+        # the service worker's answer, offline, for an address not in the saved copy (site/sw.js)
+        (out / "offline.html").write_text(env.get_template("offline.html").render(
+            site=dict(site, root=""), chapters=links), encoding="utf-8")
         course_map = [dict(c, summary=chapter_plans[c["number"]].summary, minutes=plans.minutes_on(pages.get(c["number"], "")))
                       for c in links]
         index = env.get_template("index.html").render(site=dict(site, root=""), chapters=course_map, widgets="on-demand",

@@ -402,7 +402,8 @@ def finish(out, started=None):
         raise OfflineError(f"{SW_TEMPLATE.relative_to(ROOT)}: no `const BUILD = …; // builder/offline.py replaces this line`")
     entries = [(url_path(rel), digests[rel]) for rel in files if precached(rel, out)]
     version = build_version(entries, template)
-    build = {"version": version, "files": entries}
+    # bytes: what the saved copy holds, for the page's "saved for offline reading (… MB)"
+    build = {"version": version, "files": entries, "bytes": sum(stat[rel][1] for rel in files if precached(rel, out))}
     sw = SW_BUILD_LINE.sub(lambda m: f"const BUILD = {json.dumps(build, separators=(',', ':'))}; // written by builder/offline.py",
                            template)
     _write_if_changed(out / SW_NAME, sw)

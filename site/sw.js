@@ -8,14 +8,16 @@
 //   the install fails and the browser tries again later. Then it takes over at once (skipWaiting).
 // - activate: deletes the caches of other builds of this site (same scope), so a new build
 //   replaces the old copy and nothing stale is served, and takes control of open pages.
-// - fetch: a file of this build is answered from the cache; anything else from the network.
+// - fetch: a file of this build is answered from the cache; anything else from the network, and a
+//   page the network cannot give (offline, not in the copy) is sent to the copy's offline.html.
 //   Every response it gives carries Cross-Origin-Opener-Policy: same-origin and
 //   Cross-Origin-Embedder-Policy: require-corp, so the pages are cross-origin isolated (the
 //   editable code cells use SharedArrayBuffer to stop a runaway loop) even on a host that cannot
 //   set headers.
-// Pages ask {type: "status"} and get {type: "offline", state: "saving" | "ready", version, done, total}.
+// Pages send {type: "discard"} when the reader removes the copy. Pages ask {type: "status"} and get {type: "offline", state: "saving" | "ready", version, done, total,
+// bytes} (bytes: the whole copy's size).
 
-const BUILD = { version: "unbuilt", files: [] }; // builder/offline.py replaces this line
+const BUILD = { version: "unbuilt", files: [], bytes: 0 }; // builder/offline.py replaces this line
 
 const SCOPE = self.registration.scope; // the site's root, e.g. https://example.org/course/
 const PREFIX = `course-site:${new URL(SCOPE).pathname}:`;
@@ -33,6 +35,7 @@ const ISOLATION = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-E
 const PARALLEL = 4; // files fetched at once while saving the site
 
 let saved = 0; // files in this build's cache, while installing
+let discarded = false; // the reader chose not to keep a copy (offline.js): stop saving, delete it
 
 async function broadcast(message) {
   for (const client of await self.clients.matchAll({ includeUncontrolled: true })) client.postMessage(message);
@@ -63,7 +66,7 @@ async function saveSite() {
   let next = 0;
   let failed = false; // once one file fails, the install has failed: the other lanes stop, and say nothing
   async function lane() {
-    while (next < todo.length && !failed) {
+    while (next < todo.length && !failed && !discarded) {
       const [path, sha256] = todo[next++];
       try {
         const { body, type } = await fetchChecked(path, sha256);
@@ -73,10 +76,16 @@ async function saveSite() {
         throw err;
       }
       saved += 1;
-      if (saved % 10 === 0 && !failed) broadcast({ type: "offline", state: "saving", version: BUILD.version, done: saved, total: FILES.size });
+      if (saved % 10 === 0 && !failed) {
+        broadcast({ type: "offline", state: "saving", version: BUILD.version, done: saved, total: FILES.size, bytes: BUILD.bytes });
+      }
     }
   }
   await Promise.all(Array.from({ length: PARALLEL }, lane));
+  if (discarded) {
+    await caches.delete(CACHE); // again: a file being stored when the reader chose may have re-made it
+    throw new Error("the reader chose not to keep a copy");
+  }
 }
 
 self.addEventListener("install", (event) => {
@@ -96,11 +105,16 @@ self.addEventListener("activate", (event) => {
 /** What the page shows in <html data-offline>: this build's copy is "ready" once every file is in. */
 async function status() {
   const done = (await (await caches.open(CACHE)).keys()).length;
-  return { type: "offline", state: done >= FILES.size ? "ready" : "saving", version: BUILD.version, done, total: FILES.size };
+  return { type: "offline", state: done >= FILES.size ? "ready" : "saving", version: BUILD.version, done, total: FILES.size,
+           bytes: BUILD.bytes };
 }
 
 self.addEventListener("message", (event) => {
   if (event.data?.type === "status") event.waitUntil(status().then((s) => event.source?.postMessage(s)));
+  if (event.data?.type === "discard") {
+    discarded = true;
+    event.waitUntil(caches.delete(CACHE));
+  }
 });
 
 /** response with the cross-origin-isolation headers added (a same-origin response only). */
@@ -120,7 +134,15 @@ async function respond(request) {
     const hit = await caches.match(new URL(file[0], SCOPE).href, { cacheName: CACHE });
     if (hit) return hit;
   }
-  return isolated(await fetch(request));
+  try {
+    return isolated(await fetch(request));
+  } catch (err) {
+    // offline (or the host unreachable): a page goes to the copy's offline page rather than the browser's
+    // error (a redirect: its styles and links are relative to the site's root, not to the address asked for)
+    const fallback = request.mode === "navigate" && FILES.get("offline.html");
+    if (!fallback || !(await caches.match(new URL(fallback[0], SCOPE).href, { cacheName: CACHE }))) throw err;
+    return Response.redirect(new URL(fallback[0], SCOPE).href, 302);
+  }
 }
 
 self.addEventListener("fetch", (event) => {

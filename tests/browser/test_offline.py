@@ -8,6 +8,7 @@ so the cross-origin-isolation headers the page ends up with come from the servic
 import functools
 import http.server
 import json
+import re
 import shutil
 import threading
 import urllib.parse
@@ -111,10 +112,23 @@ def test_after_one_visit_every_page_opens_from_the_saved_copy_and_a_chapter_trai
         caches = cache_state(page)
         # the site's files, and the worker's memory snapshot of the booted interpreter (worker.js)
         assert caches == {f"course-site:{PREFIX}:{site['version']}": len(site["files"]), "course-python-snapshot": 1}
+        # the footer says so, with the copy's size (issue 26 §3: the reader is told, not saved on silently)
+        expect(page.locator('[data-role="offline-text"]')).to_have_text(
+            f"Saved in this browser for offline reading ({round(site['bytes'] / 1e6)} MB): every page and widget works without a network.")
+        expect(page.locator('[data-action="offline-choice"]')).to_have_text("Remove the saved copy")
     finally:
         server.stop()
     with pytest.raises(OSError):  # the server is really gone
         urllib.request.urlopen(server.url + "index.html", timeout=5)
+
+    # an address that is not in the copy: the copy's offline page, not the browser's error
+    page.goto(server.url + "chapters/no-such-page.html")
+    assert page.url == server.url + "offline.html"
+    expect(page.locator("h1")).to_have_text("You are offline")
+    chapter_links = page.locator(".offline-chapters a")
+    assert chapter_links.count() == len(build.find_chapters())
+    chapter_links.first.click()  # and its links open from the copy
+    expect(page.locator("h1").first).to_contain_text(build.find_chapters()[0].title)
 
     page.goto(server.url + "chapters/" + next(p.name for p in (SITE / "chapters").glob("01-*.html")))
     wait_ready(page, log)
@@ -171,6 +185,43 @@ def test_after_one_visit_every_page_opens_from_the_saved_copy_and_a_chapter_trai
         assert not failed, (path, failed)
     assert not log.problems(), log.problems()
     context.close()
+
+
+def test_the_reader_chooses_whether_the_browser_keeps_a_copy(browser):
+    """Issue 26 §3: the footer's button declines the copy while it is being saved (the worker stops and
+    deletes what it saved), the choice holds on the next visit (nothing registers), and the same button
+    then saves it."""
+    site = manifest(SITE)
+    server = Server(SITE, PlainHandler)
+    context = browser.new_context()
+    page = context.new_page()
+    log = PageLog(page)
+    registrations = "async () => (await navigator.serviceWorker.getRegistrations()).length"
+    copies = "async () => (await caches.keys()).filter((n) => n.startsWith('course-site:')).length"
+    try:
+        page.goto(server.url + "glossary.html")  # no widgets: the worker registers once the page has loaded
+        page.wait_for_function("() => ['saving', 'ready'].includes(document.documentElement.dataset.offline)", timeout=60_000)
+        button = page.locator('[data-action="offline-choice"]')
+        expect(button).to_have_text(re.compile("Don't keep a copy|Remove the saved copy"))
+        button.click()
+        expect(page.locator("html")).to_have_attribute("data-offline", "declined")
+        expect(page.locator('[data-role="offline-text"]')).to_have_text(
+            "Not saved for offline reading: this browser keeps no copy of the course.")
+        wait_until(page, f"async () => (await ({registrations})()) === 0 && (await ({copies})()) === 0",
+                   what="the worker unregistered and the copy deleted", timeout=60_000)
+
+        page.reload()
+        expect(page.locator("html")).to_have_attribute("data-offline", "declined", timeout=60_000)
+        assert page.evaluate(registrations) == 0 and page.evaluate(copies) == 0
+        expect(button).to_have_text("Save it for offline reading")
+        button.click()
+        wait_saved(page, site["version"])
+        assert cache_state(page)[f"course-site:{PREFIX}:{site['version']}"] == len(site["files"])
+        expect(button).to_have_text("Remove the saved copy")
+        assert not log.problems(), log.problems()
+    finally:
+        context.close()
+        server.stop()
 
 
 def copy_site(tmp_path):
