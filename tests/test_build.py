@@ -266,7 +266,8 @@ def test_offline_manifest_lists_every_file_the_pages_use_with_its_sha256(tmp_pat
     sw = (site / "sw.js").read_text()
     build_line = next(line for line in sw.splitlines() if line.startswith("const BUILD = "))
     written = json.loads(build_line[len("const BUILD = "):build_line.index("; // written by builder/offline.py")])
-    assert written == {"version": manifest["version"], "files": [[p, manifest["files"][p]] for p in sorted(expected)]}
+    assert written == {"version": manifest["version"], "files": [[p, manifest["files"][p]] for p in sorted(expected)],
+                       "bytes": sum((site / urllib.parse.unquote(p)).stat().st_size for p in expected)}
     assert (site / "_headers").read_text() == ("/*\n  Cross-Origin-Opener-Policy: same-origin\n"
                                                "  Cross-Origin-Embedder-Policy: require-corp\n")
 
