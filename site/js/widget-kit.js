@@ -474,10 +474,14 @@ export function runStreamed(root, client, opts) {
     const loading = client.onDemand?.() && document.documentElement.dataset.pyodide !== "ready";
     setStatus("running", loading ? "Loading Python and NumPy into this page, then training…" : (opts.startText || "Starting…"), false);
     ann.say(opts.announceStart || "Run started.");
+    // data-run-started: "false" from the press to the run's first event (the readouts still show the last
+    // run's), "true" after it, and gone once the run has ended
     let cleared = false;
+    root.dataset.runStarted = "false";
     const clear = () => {
       if (cleared) return;
       cleared = true;
+      root.dataset.runStarted = "true";
       if (opts.onClear) opts.onClear();
     };
     const onEvent = (ev) => {
@@ -497,6 +501,7 @@ export function runStreamed(root, client, opts) {
       if (opts.onError) opts.onError(err);
     } finally {
       running = false;
+      delete root.dataset.runStarted;
       if (activeRun && activeRun.root === root) {
         activeRun = null;
         document.dispatchEvent(new CustomEvent("course-run-ended"));

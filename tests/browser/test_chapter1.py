@@ -448,7 +448,7 @@ def test_focus_moves_to_stop_and_back_and_progress_is_announced_rarely(chapter1,
 def test_stop_mid_run_then_start_again(chapter1):
     w, before = start_run(chapter1, steps=5000)
     chapter1.wait_for_function(
-        "el => Number(el.querySelector('[data-readout=step]').textContent) >= 5", arg=w.element_handle(),
+        "el => el.dataset.runStarted !== 'false' && Number(el.querySelector('[data-readout=step]').textContent) >= 5", arg=w.element_handle(),
         timeout=RUN_TIMEOUT, polling=100)
     t0 = time.perf_counter()
     w.locator('[data-action="stop"]').click()
@@ -469,7 +469,7 @@ def test_a_second_run_names_the_widget_that_is_training_and_stops_it_from_there(
     runs."""
     w, before = start_run(chapter1, steps=5000)
     chapter1.wait_for_function(
-        "el => Number(el.querySelector('[data-readout=step]').textContent) >= 1", arg=w.element_handle(),
+        "el => el.dataset.runStarted !== 'false' && Number(el.querySelector('[data-readout=step]').textContent) >= 1", arg=w.element_handle(),
         timeout=RUN_TIMEOUT, polling=100)
     mini = chapter1.locator('[data-widget="mini-train"]')
     mini.locator('[data-action="run"]').click()

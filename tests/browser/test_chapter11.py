@@ -332,7 +332,7 @@ def test_dp_train_stop_and_bad_input(chapter11):
     the first chunk); bad worker lists are refused in the field's slot; then a short run is done."""
     w = widget(chapter11, "dp-train")
     before = submit(w, workers="1 2", steps="300")
-    w.page.wait_for_function("el => el.querySelector('[data-readout=step]').textContent.includes('of')",
+    w.page.wait_for_function("el => el.dataset.runStarted !== 'false' && el.querySelector('[data-readout=step]').textContent.includes('of')",
                              arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"

@@ -53,7 +53,7 @@ def test_slow_train_matches_cpython_and_stops(chapter13):
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         reference = pool.submit(cpython_slow_run, "quant", 1, FIRST_STEPS)
         before = submit(w, method="quant", seed="1")
-        w.page.wait_for_function("([el, n]) => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= n",
+        w.page.wait_for_function("([el, n]) => el.dataset.runStarted !== 'false' && Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= n",
                                  arg=[w.element_handle(), FIRST_STEPS], timeout=TIMEOUT)
         w.locator('[data-action="stop"]').click()
         assert wait_settled(w, after=before) == "stopped"
@@ -75,7 +75,7 @@ def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
         shown = refused(w, f"seed={bad!r}", "seed", "Seed")
         assert "Seed" in shown["message"], f"seed={bad!r}: the status line says {shown['message']!r}"
     before = submit(w, method="diloco", seed="0")
-    w.page.wait_for_function("el => Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
+    w.page.wait_for_function("el => el.dataset.runStarted !== 'false' && Number((el.querySelector('[data-readout=step]').textContent || '0').replace(/,/g, '')) >= 10",
                              arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"

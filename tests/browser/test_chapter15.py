@@ -48,7 +48,7 @@ def run_ckpt(page, steps=STEPS, seed=0):
 def stop_after(page, w, before, step):
     """Once the run pressed after settles() count `before` shows step `step`, press Stop and wait
     for that run to stop."""
-    page.wait_for_function("([el, n]) => Number(el.querySelector('[data-readout=step]').textContent) >= n",
+    page.wait_for_function("([el, n]) => el.dataset.runStarted !== 'false' && Number(el.querySelector('[data-readout=step]').textContent) >= n",
                            arg=[w.element_handle(), step], timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"
@@ -386,7 +386,7 @@ def test_dashboard_says_when_a_run_diverges_and_stop_keeps_the_log(chapter15, tm
     w.locator('input[name="steps"]').fill("2000")
     before = settles(w)
     w.locator('[data-action="run"]').click()
-    chapter15.wait_for_function("el => Number(el.querySelector('[data-readout=step]').textContent) >= 5",
+    chapter15.wait_for_function("el => el.dataset.runStarted !== 'false' && Number(el.querySelector('[data-readout=step]').textContent) >= 5",
                                 arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"

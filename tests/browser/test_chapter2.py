@@ -394,7 +394,7 @@ def test_mixture_widget_stops(chapter2):
     w = widget(chapter2, "mixture")
     handle = w.element_handle()  # taken while the page is idle (see test_bpe_widget_stops)
     before = press(w, weight="0.5", steps="2000", seed="0")
-    chapter2.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'", arg=handle, timeout=TIMEOUT)
+    chapter2.wait_for_function("el => el.dataset.runStarted !== 'false' && el.querySelector('[data-readout=step]').textContent !== '–'", arg=handle, timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"
     assert json.loads(w.get_attribute("data-result"))["steps"] < 2000
@@ -445,7 +445,7 @@ def test_own_text_stops(chapter2):
     w.locator("textarea").fill(OWN_TEXT)
     handle = w.element_handle()  # taken while the page is idle (see test_bpe_widget_stops)
     before = press(w, steps="2000")
-    chapter2.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'", arg=handle, timeout=TIMEOUT)
+    chapter2.wait_for_function("el => el.dataset.runStarted !== 'false' && el.querySelector('[data-readout=step]').textContent !== '–'", arg=handle, timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"
     expect(w.locator('[data-role="sample"]')).not_to_be_empty()

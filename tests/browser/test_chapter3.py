@@ -397,7 +397,7 @@ def test_accum_curves_run_lies_on_top_and_stop_works(chapter3):
     # Stop mid-run: status "stopped", no data-result, and the widget runs again afterwards.
     before = settles(w)
     w.locator('[data-action="run"]').click()
-    chapter3.wait_for_function("el => el.querySelector('[data-readout=step]').textContent !== '–'",
+    chapter3.wait_for_function("el => el.dataset.runStarted !== 'false' && el.querySelector('[data-readout=step]').textContent !== '–'",
                                arg=w.element_handle(), timeout=TIMEOUT)
     w.locator('[data-action="stop"]').click()
     assert wait_settled(w, after=before) == "stopped"
