@@ -144,15 +144,21 @@ async function register() {
     // An install that fails (a file missing or changed while it was saved) leaves the old copy, if any.
     // When this worker turns redundant, Chromium may not yet have cleared it from
     // registration.installing, so "another worker on its way" means one that is not this one.
-    worker.addEventListener("statechange", () => {
+    const failed = () => {
       const next = [registration.installing, registration.waiting].filter((w) => w && w !== worker);
       if (worker.state === "redundant" && !next.length) setState({ state: "error" });
-    });
+    };
+    worker.addEventListener("statechange", failed);
+    failed(); // it may have failed already, before this page could listen (a file that fails at once)
   };
   registration.addEventListener("updatefound", () => follow(registration.installing));
   follow(registration.installing || registration.waiting);
   const active = registration.active;
-  if (!active) return; // the new worker says "ready" when it has saved the site and taken over
+  if (!active) {
+    // no worker at all: its install failed before this page could follow it
+    if (!registration.installing && !registration.waiting) setState({ state: "error" });
+    return; // otherwise the new worker says "ready" when it has saved the site and taken over
+  }
   active.postMessage({ type: "status" }); // answered with {type: "offline", state, version}
   // A new build? (The browser also checks on navigation; this makes it certain on every visit.)
   registration.update().catch(() => {}); // offline: keep the saved copy
