@@ -274,8 +274,16 @@ def test_a_file_that_does_not_match_its_build_is_never_saved(browser, tmp_path):
     context = browser.new_context()
     page = context.new_page()
     try:
+        log = PageLog(page)
         page.goto(server.url + "glossary.html")
-        page.wait_for_function("document.documentElement.dataset.offline === 'error'", timeout=SAVE_TIMEOUT)
+        try:
+            page.wait_for_function("document.documentElement.dataset.offline === 'error'", timeout=SAVE_TIMEOUT)
+        except Exception:
+            shown = page.evaluate("""async () => ({ offline: document.documentElement.dataset.offline ?? null,
+              said: document.querySelector('[data-role="offline-text"]')?.textContent,
+              workers: (await navigator.serviceWorker.getRegistrations()).map((r) => [r.installing?.state, r.waiting?.state, r.active?.state]),
+              caches: await caches.keys() })""")
+            pytest.fail(f"no data-offline=error: {shown}\n" + "\n".join(log.console), pytrace=False)
         assert page.evaluate("navigator.serviceWorker.getRegistration().then((r) => !!(r && r.active))") is False
         page.goto(server.url + "glossary.html")
         assert page.evaluate("!!navigator.serviceWorker.controller") is False
