@@ -143,17 +143,6 @@ function sliderScale(slider) {
 /** A number as the reader would type it (no float noise): 0.003, 1e-7, 2048. */
 export const fieldText = (v) => String(v);
 
-/**
- * bindFields(root, {onSlide, onCommit, commitDelay}): wires every field macro in root's form.
- *  - dragging (or arrow keys on) a slider writes its value into the field and calls onSlide(name, value);
- *    letting go of it calls onCommit(name, value) (with the keyboard: once the keys have been quiet for
- *    commitDelay ms, 800 by default). Typing moves the slider to the nearest position
- *    and leaves the typed text exactly as typed; text that is not a finite number leaves the slider
- *    where it is (a slider never produces NaN).
- * Returns {form, input(name), values() → {name: raw text}, set(name, value), setErrors({name: msg}) →
- *   names shown in a slot (others are returned in .unplaced), clearErrors(), focusFirstInvalid(),
- *   label(name)}.
- */
 // ---------------------------------------------------------------------------
 // Reset and share: every widget with settings gets a small bar under its title with "Reset settings"
 // (each field back to the value the page was built with) and "Link to these settings" (an address
@@ -272,6 +261,18 @@ function widgetTools(host) {
   });
 }
 
+/**
+ * bindFields(root, {onSlide, onCommit, commitDelay}): wires every field macro in root's form.
+ *  - dragging (or arrow keys on) a slider writes its value into the field and calls onSlide(name, value);
+ *    letting go of it calls onCommit(name, value) (with the keyboard: once the keys have been quiet for
+ *    commitDelay ms, 800 by default). Typing moves the slider to the nearest position
+ *    and leaves the typed text exactly as typed; text that is not a finite number leaves the slider
+ *    where it is (a slider never produces NaN).
+ * Returns {form, input(name), values() → {name: raw text}, set(name, value), setErrors({name: msg}) →
+ *   names shown in a slot (others are returned in .unplaced), clearErrors(), focusFirstInvalid(),
+ *   label(name)}. Also adds the widget's Reset and link bar (widgetTools) and applies the
+ *   settings a link gives the widget.
+ */
 export function bindFields(root, { onSlide = null, onCommit = null, commitDelay = 800 } = {}) {
   const form = root.querySelector('[data-role="form"]');
   const input = (name) => form.elements.namedItem(name);

@@ -549,6 +549,12 @@ def test_a_long_run_says_how_long_before_it_starts_and_how_long_is_left(chapter1
     config = widget_config(chapter1)
     tokens = 5000 * config["defaults"]["batch_size"] * config["model"]["block_size"]
     chapter1.evaluate(f"localStorage.setItem({PACE_KEY!r}, '1000')")  # 1,000 tokens/s
+    # out of bounds: no estimate first, the worker's refusal at once
+    _, status, _ = run(chapter1, steps=str(config["limits"]["steps_max"] + 1))
+    assert status == "error"
+    expect(w.locator('[data-error-for="steps"]')).to_contain_text("between")
+    chapter1.evaluate(f"localStorage.setItem({PACE_KEY!r}, '1000')")  # run() reset it
+    w.locator('[data-action="reset-settings"]').click()
     w.locator('input[name="steps"]').fill("5000")
     before = settles(w)
     w.locator('[data-action="run"]').click()

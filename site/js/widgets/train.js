@@ -15,7 +15,7 @@ function format(key, v) {
 }
 
 // How long a run takes, in words ("about 4 h 10 min"), for the estimate before and during a long run.
-export function duration(seconds) {
+function duration(seconds) {
   if (seconds < 90) return `about ${Math.max(1, Math.round(seconds))} s`;
   const minutes = Math.round(seconds / 60);
   if (minutes < 90) return `about ${minutes} min`;
@@ -25,8 +25,8 @@ export function duration(seconds) {
 
 // The pace this browser trained at (tokens per second, measured by the worker over a run: the
 // chunks' steps_per_s × tokens per step), kept across pages and visits, so that a run that would take
-// more than LONG_RUN_S, and is larger than the default run, says so before it starts. Storage may be off (a private window): then the
-// estimate comes from the run's first chunk instead.
+// more than LONG_RUN_S, and is larger than the default run, says so before it starts. Storage may be
+// off (a private window): then the estimate comes from the run's first chunk instead.
 const PACE_KEY = "course-train-pace";
 const LONG_RUN_S = 60;
 const readPace = () => {
@@ -74,9 +74,11 @@ export async function mount(root, client) {
     },
     announceStart: "Training started.",
     confirm({ settings }) {
-      // steps and batch as the worker will read them (pylib.web.inputs checks them); not a number: no estimate
+      // steps and batch as the worker will read them (pylib.web.inputs checks them); not a whole number: no estimate
       const steps = Number(settings.steps), batch = Number(settings.batch_size), pace = readPace();
-      if (!pace || !(steps > 0) || !(batch > 0)) return null;
+      if (!pace || !Number.isInteger(steps) || !Number.isInteger(batch) || steps < 1 || batch < 1) return null;
+      // out of bounds: no estimate, the worker's message says why at once
+      if (steps > config.limits.steps_max || batch > config.limits.batch_max) return null;
       // the course's default run is the chapter's invitation: it, and anything smaller, starts at once
       if (steps * batch <= config.defaults.steps * config.defaults.batch_size) return null;
       const seconds = (steps * batch * config.model.block_size) / pace;
