@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pylib import data, model, train, web
+from pylib.web.inputs import DEFAULT_TEMPERATURE
 
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east.\n" * 40
 
@@ -213,5 +214,103 @@ def test_handle_returns_input_errors_as_json(session):
         assert out == {"ok": False, "kind": "input", "message": out["message"], "errors": {"lr": out["errors"]["lr"]}}
         ok = json.loads(web.handle("tokenize", json.dumps({"text": "ab"})))
         assert ok["ok"] and ok["value"]["n_tokens"] == 2
+    finally:
+        web.SESSION = web.Session()
+
+
+# ---------------------------------------------------------------------------
+# Live samples: the run's text as it trains
+
+
+def run_with_live_samples(session, s):
+    """A run with live samples, one step per chunk: (records, samples, finish result)."""
+    session.start_run(s, live_samples=True)
+    records, samples = [], []
+    while True:
+        chunk = session.train_chunk(seconds=0.0)
+        records += chunk["records"]
+        samples += chunk["samples"]
+        if chunk["done"]:
+            break
+    return records, samples, session.finish_run()
+
+
+def test_live_sample_steps_are_evenly_spaced_evaluations_ending_at_the_last_step():
+    d = train.TrainConfig()
+    assert web.session.live_sample_steps(d) == [80, 160, 240, 320, 400]  # the default run: 400 steps, evals every 10
+    for steps in (1, 2, 11, 23, 399, 401, 5000):
+        cfg = dataclasses.replace(d, steps=steps)
+        at = web.session.live_sample_steps(cfg)
+        assert at[-1] == steps and at == sorted(set(at)) and len(at) <= web.LIMITS["live_samples"]
+        # every mid-run one is at an evaluation before its step's update (a multiple of the interval, not the last step)
+        assert all(s % d.eval_interval == 0 and 0 < s < steps - 1 for s in at[:-1]), (steps, at)
+    assert web.session.live_sample_steps(dataclasses.replace(d, steps=5000)) == [1000, 2000, 3000, 4000, 5000]
+
+
+def test_live_samples_are_sample_text_on_the_weights_their_loss_was_scored_on(session):
+    """Each live sample is pylib.web.session.sample_text on the weights after `step` updates, at the run's
+    temperature and seed, with the validation loss of those weights; the last is the finished run's
+    sample; sampling does not change the run (the records are those of a run without samples)."""
+    s = settings(steps="23", batch_size="4", seed="3")
+    records, samples, result = run_with_live_samples(session, s)
+    cfg = dataclasses.replace(train.TrainConfig(), steps=23, batch_size=4, seed=3)
+    assert [x["step"] for x in samples] == web.session.live_sample_steps(cfg) == [10, 20, 23]
+    val = {r["step"]: r["val"] for r in records if r.get("val") is not None}
+    assert [x["val"] for x in samples] == [val[10], val[20], val[22]]  # the last evaluation follows step 22's update
+    assert result["sample"] == samples[-1]["text"]
+    assert result["sample_seconds"] > 0
+
+    # the same run without samples, stopped at each sample's step: the same records, the same text
+    other = web.Session()
+    other.vocab, other.train_tokens, other.val_tokens = session.vocab, session.train_tokens, session.val_tokens
+    other.start_run(s)
+    assert other.run["sample_at"] == []
+    plain, texts = [], []
+    for x in samples:
+        while other.run["state"]["step"] < x["step"]:
+            chunk = other.train_chunk(seconds=0.0)
+            assert chunk["samples"] == []
+            plain += chunk["records"]
+        texts.append(web.session.sample_text(session.vocab, other.run["state"]["params"], other.run["model_cfg"],
+                                             DEFAULT_TEMPERATURE, 3))
+    assert [x["text"] for x in samples] == texts
+    assert [r["loss"] for r in plain] == [r["loss"] for r in records]
+    assert other.finish_run()["sample"] == result["sample"]
+    assert len(set(texts)) > 1  # the text changes as it trains
+
+
+def test_a_stopped_run_keeps_its_live_samples_and_samples_where_it_stopped(session):
+    session.start_run(settings(steps="40", batch_size="4", seed="1"), live_samples=True)
+    samples = []
+    while session.run["state"]["step"] < 25:
+        samples += session.train_chunk(seconds=0.0)["samples"]
+    result = session.finish_run()  # what the worker calls after a Stop
+    assert [x["step"] for x in samples] == [10, 20]
+    params, mc = session.run["state"]["params"], session.run["model_cfg"]
+    assert result["steps"] == 25 and result["sample"] == web.session.sample_text(session.vocab, params, mc, DEFAULT_TEMPERATURE, 1)
+
+
+def test_a_live_sample_reaches_the_page_as_its_own_characters(tmp_path):
+    """Markup the model writes is text: a model trained on '<b>bold</b>' writes '<b>' in its live samples,
+    and the chunk's JSON carries those characters unchanged (the page sets them with textContent)."""
+    text = "<b>bold</b> & <i>it</i>\n" * 200
+    vocab = data.build_char_vocab(text)
+    ids, _ = data.pack_documents([text] * 3, vocab)
+    for name in ("train.bin", "val.bin"):
+        (tmp_path / name).write_bytes(ids.tobytes())
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab.to_json()))
+    web.SESSION = web.Session()
+    try:
+        web.SESSION.load_corpus(tmp_path)
+        start = json.loads(web.handle("train_start", json.dumps({"settings": settings(steps="60", batch_size="8"), "live_samples": True})))
+        assert start["ok"] and start["value"]["sample_steps"] == [10, 20, 40, 50, 60]
+        samples = []
+        while True:
+            out = json.loads(web.handle("train_chunk", "{}"))
+            samples += out["value"]["samples"]
+            if out["value"]["done"]:
+                break
+        assert any("<b>" in x["text"] for x in samples), [x["text"] for x in samples]
+        assert samples[-1]["text"] == json.loads(web.handle("train_finish", "{}"))["value"]["sample"]
     finally:
         web.SESSION = web.Session()

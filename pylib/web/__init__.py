@@ -57,7 +57,7 @@ _OPS = {
     "vocab": lambda s, a: s.vocab_table(),
     "tokenize": lambda s, a: s.tokenize(a.get("text")),
     "band": lambda s, a: band_series(a.get("curve"), int(a.get("n_steps", 0)), a.get("shade", "sd")),
-    "train_start": lambda s, a: s.start_run(a.get("settings") or {}, a.get("curve")),
+    "train_start": lambda s, a: s.start_run(a.get("settings") or {}, a.get("curve"), bool(a.get("live_samples"))),
     "train_chunk": lambda s, a: s.train_chunk(a.get("seconds")),
     "train_finish": lambda s, a: s.finish_run(),
     "bench_step": lambda s, a: _bench_step(a),

@@ -17,6 +17,9 @@ LIMITS = {
     "seed_max": 2**32 - 1,
     "temperature_max": 5.0,
     "sample_tokens": 240,  # characters generated at the end of a run
+    # samples a live run takes as it trains, evenly spaced, the last at its end (session.py); in Chromium's
+    # Pyodide the four before the end took 0.5-0.7 s of a 15-18 s default run (~4%; in CPython ~9%)
+    "live_samples": 5,
     "text_max": 20000,  # characters accepted by the tokenizer widget
     "ids_shown": 2000,  # token ids returned to the page (the count is always exact)
     "band_k": 3.0,  # the band is mean ± max(band_k * sd, band_floor); a run outside it is flagged

@@ -32,6 +32,17 @@ def sample_text(vocab, params, model_cfg, temperature=DEFAULT_TEMPERATURE, seed=
     return vocab.decode(ids)
 
 
+def live_sample_steps(train_cfg, n=None):
+    """The steps (updates done) after which a run with live samples samples its model: n of them
+    (LIMITS["live_samples"]), evenly spaced, each at one of the run's evaluations so that it comes with
+    the validation loss of the same weights, the last at the run's end (the finished run's own sample)."""
+    n = LIMITS["live_samples"] if n is None else n
+    every, steps = train_cfg.eval_interval, train_cfg.steps
+    # a mid-run evaluation comes before its step's update, at multiples of eval_interval, never at the last step
+    mid = {round(i * steps / n / every) * every for i in range(1, n)}
+    return sorted(s for s in mid if 0 < s < steps - 1) + [steps]
+
+
 def _clean(x):
     """A JSON-safe number: NaN and infinities become None."""
     if x is None:
@@ -160,8 +171,9 @@ class Session:
 
     # --- training
 
-    def start_run(self, settings, curve=None):
-        """Validate settings and set up a fresh run; returns the config the run uses."""
+    def start_run(self, settings, curve=None, live_samples=False):
+        """Validate settings and set up a fresh run; returns the config the run uses. With live_samples,
+        the run samples its model as it trains, at live_sample_steps (train_chunk's "samples")."""
         from pylib import train
 
         self._need_corpus()
@@ -183,6 +195,9 @@ class Session:
             "curve": curve if is_default else None,  # the band is compared only with default runs
             "elapsed": 0.0,
             "steps_timed": 0,
+            "sample_at": live_sample_steps(train_cfg) if live_samples else [],
+            "final_sample": None,  # the live sample taken at the run's end: the finished run's sample
+            "sample_seconds": 0.0,  # time spent on live samples (not in elapsed: steps_per_s is training's)
         }
         return {
             "config": dataclasses.asdict(train_cfg),
@@ -191,10 +206,13 @@ class Session:
             "band_applies": bool(is_default and curve),
             "tokens_per_step": train_cfg.batch_size * model_cfg.block_size,
             "band": band_series(curve, max(train_cfg.steps, int(((curve or {}).get("steps") or [0])[-1]) + 1), "flag"),
+            "sample_steps": list(self.run["sample_at"]),
         }
 
     def train_chunk(self, seconds=None):
-        """Run steps for about `seconds` (at least one step); returns the new records and the run's state."""
+        """Run steps for about `seconds` (at least one step); returns the new records and the run's state,
+        and, for a run with live samples, the samples taken in this chunk: [{step, val, text}], step the
+        updates done, val the validation loss of the same weights (the curves' evaluation)."""
         from pylib import train
         from pylib.web.chunks import chunk_steps
 
@@ -202,10 +220,13 @@ class Session:
         if run is None:
             raise RuntimeError("no run: start one first")
         cfg = run["train_cfg"]
-        out = []
+        out, samples = [], []
         state = run["state"]
         done = lambda: state["step"] >= cfg.steps or state["diverged"]  # noqa: E731
         for _ in chunk_steps(done, None if seconds is None else float(seconds)):
+            step = state["step"]
+            # a mid-run evaluation scores the weights the step starts from: sample those, before the update
+            text = self._live_sample() if step in run["sample_at"] and step < cfg.steps else None
             t_step = time.perf_counter()
             records = train.train_steps(
                 run["state"], run["model_cfg"], cfg, self.train_tokens, self.val_tokens, 1
@@ -213,9 +234,18 @@ class Session:
             run["elapsed"] += time.perf_counter() - t_step
             run["steps_timed"] += 1
             for rec in records:
-                out.append(self._record(rec))
+                r = self._record(rec)
+                out.append(r)
+                if text is not None and r.get("val") is not None and not r.get("diverged"):
+                    samples.append({"step": step, "val": r["val"], "text": text})
+            # the last step's evaluation comes after its update: the finished model's sample, with that loss
+            if state["step"] == cfg.steps and cfg.steps in run["sample_at"] and not state["diverged"] and out \
+                    and out[-1].get("val") is not None and run["final_sample"] is None:
+                run["final_sample"] = self._live_sample()
+                samples.append({"step": cfg.steps, "val": out[-1]["val"], "text": run["final_sample"]})
         return {
             "records": out,
+            "samples": samples,
             "step": state["step"],
             "steps": cfg.steps,
             "done": done(),
@@ -251,6 +281,14 @@ class Session:
         run["last"] = r
         return r
 
+    def _live_sample(self):
+        """sample_text on the run's current weights, at its temperature and seed (as finish_run's), timed."""
+        run = self.run
+        t0 = time.perf_counter()
+        text = sample_text(self.vocab, run["state"]["params"], run["model_cfg"], run["temperature"], run["train_cfg"].seed)
+        run["sample_seconds"] += time.perf_counter() - t0
+        return text
+
     def _steps_per_s(self):
         run = self.run
         return run["steps_timed"] / run["elapsed"] if run["elapsed"] > 0 else None
@@ -279,10 +317,13 @@ class Session:
             "outside_band": run["outside_band"],
             "left_band": run["left_band"],
             "sample": None,
+            "sample_seconds": run["sample_seconds"],
         }
         if result["steps_per_s"]:
             result["tokens_per_s"] = result["steps_per_s"] * cfg.batch_size * run["model_cfg"].block_size
-        if not result["diverged"]:
+        if run["final_sample"] is not None:  # taken at the run's end, on these weights: the same call
+            result["sample"] = run["final_sample"]
+        elif not result["diverged"]:
             result["sample"] = sample_text(self.vocab, run["state"]["params"], run["model_cfg"], run["temperature"], cfg.seed)
         return result
 
