@@ -489,6 +489,39 @@ def test_a_second_run_names_the_widget_that_is_training_and_stops_it_from_there(
     assert wait_settled(mini, timeout=30_000, after=before_mini) == "stopped"
 
 
+def test_the_live_run_keeps_its_samples_when_stopped_and_steps_through_them(chapter1):
+    """The live run at the top samples the model as it trains (every few evaluations, with the step and
+    the validation loss); Stop mid-run keeps the samples taken so far, the newest on show, and Earlier and
+    Later step through them; the text after the run is the stopped model's."""
+    mini = chapter1.locator('[data-widget="mini-train"]')
+    live, position = mini.locator('[data-role="sample-live"]'), mini.locator('[data-role="sample-position"]')
+    earlier, later = mini.locator('[data-action="sample-earlier"]'), mini.locator('[data-action="sample-later"]')
+    expect(mini.locator('[data-action="run"]')).to_be_enabled(timeout=RUN_TIMEOUT)
+    before = settles(mini)
+    mini.locator('[data-action="run"]').click()
+    # the second sample (step 160 of 400): stopped well before the run's end
+    chapter1.wait_for_function("el => el.dataset.runStarted === 'true' && Number(el.querySelector('[data-role=sample-live]').dataset.step) >= 160",
+                               arg=mini.element_handle(), timeout=RUN_TIMEOUT, polling=100)
+    expect(earlier).to_be_disabled()  # while it trains the newest replaces the last
+    mini.locator('[data-action="stop"]').click()
+    assert wait_settled(mini, timeout=60_000, after=before) == "stopped"
+    stopped_at = int(re.search(r"Stopped at step (\d+)", mini.locator('[data-role="message"]').text_content())[1])
+    shown = int(live.get_attribute("data-step"))
+    n = int(re.fullmatch(r"Sample (\d+) of \1", position.text_content())[1])
+    assert 160 <= shown <= stopped_at < 400 and n >= 2
+    assert mini.locator('[data-role="sample-at"]').text_content().startswith(f"Step {shown} of 400: validation loss ")
+    newest = live.text_content()
+    after = mini.locator('[data-role="sample"]').text_content()
+    assert newest.strip() and after.strip() and not after.startswith("Training")
+    expect(later).to_be_disabled()
+    earlier.click()
+    expect(position).to_have_text(f"Sample {n - 1} of {n}")
+    assert int(live.get_attribute("data-step")) < shown and live.text_content() != newest
+    later.click()
+    expect(live).to_have_attribute("data-step", str(shown))
+    assert live.text_content() == newest
+
+
 def test_settings_reset_and_travel_in_a_link(chapter1, reader_profile, browser):
     """Issue 26 §5, 'Reset and share': the bar under the widget's title puts this widget's settings in
     the address (#<widget id>?name=value…); that address, opened, fills the fields (sliders following)

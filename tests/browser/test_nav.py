@@ -13,7 +13,8 @@ import pytest
 from playwright.sync_api import expect
 
 import build
-from conftest import SITE, chapter_url, close_page, open_reader_page, page_facts
+from conftest import SITE, chapter_url, close_page, new_reader_page, open_reader_page, page_facts
+from kit_checks import screenshot_widget
 
 WIDE = {"width": 1280, "height": 800}
 PHONE = {"width": 360, "height": 780}
@@ -434,6 +435,78 @@ def press_start(page, w):
         raise AssertionError(f"Start could not be clicked: {state}\nconsole:\n" + "\n".join(page.log.console)) from e
 
 
+# The samples as the loss falls: every change of the live sample box, as the page shows it, recorded in
+# the page (window.liveSamples) with the widget's status at that moment
+WATCH_SAMPLES = """(w) => {
+  const box = w.querySelector('[data-role="sample-live"]');
+  window.liveSamples = [];
+  new MutationObserver(() => {
+    if (!box.dataset.step) return;
+    const seen = window.liveSamples, last = seen[seen.length - 1];
+    const now = {step: Number(box.dataset.step), text: box.textContent, status: w.dataset.status,
+                 at: w.querySelector('[data-role="sample-at"]').textContent, elements: box.children.length};
+    if (!last || last.step !== now.step || last.text !== now.text) seen.push(now);
+  }).observe(box, {childList: true, characterData: true, subtree: true, attributes: true});
+}"""
+
+# the id of "e" shown as "<b>e</b>": the same ids, so the same run, but every "e" the model writes is markup
+RELABEL = {"e": "<b>e</b>"}
+
+
+def open_index_with_markup_in_its_vocabulary(reader_profile, browser, site_url):
+    """The index, its vocabulary (data/vocab.json) relabelled by RELABEL on its way to the page: each "e"
+    the model writes reaches the page as "<b>e</b>", which must stay text."""
+    url = site_url + "index.html"
+    page = new_reader_page(reader_profile, browser, url, viewport=WIDE)
+    OPENED.append(page)
+
+    def relabel(route):
+        vocab = json.loads(route.fetch().text())
+        assert not {"<", ">"} & set(vocab["chars"])
+        vocab["chars"] = [RELABEL.get(c, c) for c in vocab["chars"]]
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(vocab))
+
+    page.route("**/data/vocab.json", relabel)
+    page.goto(url, timeout=120_000)
+    return page
+
+
+def samples_fell_with_the_loss_and_stayed_text(page, w):
+    """After a default run watched with WATCH_SAMPLES: at least two different samples were shown while
+    it trained, at increasing steps, each with its step and validation loss; the last, at the last
+    step, is the "after" sample; "<b>" the model wrote is text in both boxes, never an element; the
+    reader steps back and forth through the samples with the keyboard."""
+    seen = page.evaluate("window.liveSamples")
+    print("live samples:", [(x["step"], x["status"], x["text"][:40]) for x in seen])
+    during = [x for x in seen if x["status"] == "running"]
+    assert len({x["text"] for x in during}) >= 2 and len(during) >= 2
+    steps = [x["step"] for x in during]
+    assert steps == sorted(set(steps)) and steps[-1] == 400, steps
+    assert all(re.fullmatch(r"Step \d+ of 400: validation loss \d\.\d{3} on the 128 fixed validation windows \(as the chart's dots\)", x["at"])
+               for x in during), [x["at"] for x in during]
+    assert all(x["elements"] == 0 for x in seen)
+    live, after = w.locator('[data-role="sample-live"]'), w.locator('[data-role="sample"]')
+    assert during[-1]["text"] == after.text_content() == live.text_content()
+    for box in (live, after):  # the markup is characters on the page, never an element
+        assert "<b>e</b>" in box.text_content()
+        assert box.evaluate("el => el.children.length") == 0
+        assert "<b>" not in box.inner_html() and "&lt;b&gt;e&lt;/b&gt;" in box.inner_html()
+    # after the run: Earlier and Later step through them (real buttons, from the keyboard)
+    position = w.locator('[data-role="sample-position"]')
+    expect(position).to_have_text(f"Sample {len(during)} of {len(during)}")
+    later, earlier = w.locator('[data-action="sample-later"]'), w.locator('[data-action="sample-earlier"]')
+    expect(later).to_be_disabled()
+    earlier.focus()
+    page.keyboard.press("Enter")
+    expect(position).to_have_text(f"Sample {len(during) - 1} of {len(during)}")
+    expect(live).to_have_attribute("data-step", str(steps[-2]))
+    assert live.text_content() == during[-2]["text"]
+    later.focus()
+    page.keyboard.press("Space")
+    expect(live).to_have_attribute("data-step", "400")
+    assert w.locator('[data-role="sample-live"][aria-live], [data-role="samples-live"] [aria-live]').count() == 0
+
+
 def the_link_to_the_full_widget_lands_on_its_section(page, w):
     """On a phone: the live run's link to the full widget lands on its section of chapter 1, which
     holds the full widget, and nothing scrolls sideways there."""
@@ -451,8 +524,9 @@ def the_link_to_the_full_widget_lands_on_its_section(page, w):
 def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_links_to_chapter_1(reader_profile, browser, site_url):
     """The index's live run: on the first screen and idle until Start (live_run_is_on_the_first_screen_and_idle);
     Start trains the default 400 steps inside the measured band and says which loss it shows; then
-    its link opens chapter 1 at the full widget's section."""
-    page = open_page(reader_profile, browser, site_url + "index.html")
+    its link opens chapter 1 at the full widget's section. As it trains, it shows samples of what the model
+    writes (samples_fell_with_the_loss_and_stayed_text; the vocabulary relabelled so that they hold markup)."""
+    page = open_index_with_markup_in_its_vocabulary(reader_profile, browser, site_url)
     w = live_run_is_on_the_first_screen_and_idle(page)
     # Python too waits for Start (issue 26: the index loaded Pyodide and NumPy before any click while
     # saying that nothing runs): no worker, no request for Pyodide, no Python state on the page
@@ -464,6 +538,7 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     expect(w.locator(".mini-train-what")).to_contain_text("Nothing runs until you press it, not even Python")
     page.set_viewport_size(WIDE)
     expect(w.locator("figcaption").first).to_contain_text("128 fixed, evenly spaced windows of the held-out plays")
+    w.evaluate(WATCH_SAMPLES)
     press_start(page, w)
     expect(w.locator('[data-role="message"]')).to_contain_text(re.compile("Loading Python and NumPy|Training"))
     expect(w).to_have_attribute("data-status", "running")
@@ -483,6 +558,8 @@ def test_the_live_run_on_the_index_is_idle_until_start_trains_the_model_and_link
     before, after = (w.locator(f'[data-role="{r}"]').text_content() for r in ("sample-before", "sample"))
     assert before == build.untrained_sample()
     assert after.strip() and after != before and "<" not in w.locator('[data-role="sample"]').inner_html()
+    samples_fell_with_the_loss_and_stayed_text(page, w)
+    screenshot_widget(w, "mini-train-samples")
     the_link_to_the_full_widget_lands_on_its_section(page, w)
     close_clean(page)
 
