@@ -33,8 +33,12 @@ import os
 
 # One BLAS thread unless the caller says otherwise, set before NumPy is first imported: the
 # measurements' timings then use the same thread count as the benchmark, and a --measure run next
-# to other processes (a browser, the tests) does not oversubscribe the 2 cores.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# to other processes (a browser, the tests) does not oversubscribe the 2 cores. And the BLAS kernels
+# results.json was measured with, where the CPU runs them: other kernels round differently
+# (builder/blas.py).
+from builder import blas  # noqa: E402 (imports nothing but os)
+
+blas.pin()
 
 import base64  # noqa: E402 (after the thread setting)
 import dataclasses

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from builder import blas
 from experiments import common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository's root
@@ -357,7 +358,7 @@ def main(measure=True, bench=False, only=None, workers=None, scheduler=None):
             "date": datetime.date.today().isoformat(),
             "versions": library_versions(),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-                       f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}",
+                       f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, {blas.setting()}",
             "seeds": list(common.SEEDS),
         }
     if bench:

@@ -1,4 +1,4 @@
-"""Shared by every test: one BLAS thread, as build.py uses (set before NumPy is first imported).
+"""Shared by every test: one BLAS thread and the BLAS kernels build.py uses (set before NumPy is first imported).
 
 With the default thread count, the process pools of tests/test_measure.py oversubscribe the two
 cores and one task can take several times as long.
@@ -13,7 +13,9 @@ And how the tests are shared out among pytest-xdist's processes (xdist_group, at
 import os
 import re
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from builder import blas  # noqa: E402 (imports nothing but os)
+
+blas.pin()  # OPENBLAS_NUM_THREADS=1 and, with AVX-512, the kernels results.json was measured with
 
 import pytest  # noqa: E402
 

@@ -16,6 +16,8 @@ distributed = pytest.importorskip("distributed")
 # Two chapters' quickest parts (under a second each in results.json's measure.task.* timings):
 # chapter 12's float32 split (values) and chapter 15's goodput (values, curves and settings).
 FAST_TASKS = [("ch12", "part_split"), ("ch15", "part_goodput")]
+# the same BLAS thread count and kernels as the local pool (tests/conftest.py set them: builder/blas.py)
+BLAS_ENV = {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE") if k in os.environ}
 TIMEOUT = 120  # seconds for anything that waits on the cluster; the test takes about 10
 
 
@@ -39,7 +41,7 @@ def test_a_dask_cluster_gives_the_local_pools_results(monkeypatch, restored_envi
     # non-daemonic workers, which may start processes of their own (cluster_executor checks it)
     with dask.config.set({"distributed.worker.daemon": False}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address=":0", env={"OPENBLAS_NUM_THREADS": "1"},
+                                     dashboard_address=":0", env=BLAS_ENV,
                                      timeout=TIMEOUT) as cluster, \
             measure.cluster_executor(cluster.scheduler_address, timeout=TIMEOUT) as executor:
         assert measure.executor_slots(executor) == 2

@@ -1,0 +1,55 @@
+"""builder/blas.py: the BLAS kernels that results.json was measured with, asked for only where the
+CPU can run them, and never over the caller's own choice."""
+
+import os
+import subprocess
+import sys
+
+from builder import blas
+
+AVX512 = blas.CORE_NEEDS | {"sse2", "avx2", "fma"}
+
+
+def test_a_cpu_with_avx512_gets_the_measured_kernels_and_one_thread():
+    env = {}
+    assert blas.pin(env, flags=AVX512) == blas.MEASURED_CORE
+    assert env == {"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": blas.MEASURED_CORE}
+
+
+def test_a_cpu_without_avx512_is_left_to_openblas():
+    for missing in sorted(blas.CORE_NEEDS):  # any one of the instructions missing is enough
+        env = {}
+        assert blas.pin(env, flags=AVX512 - {missing}) is None
+        assert "OPENBLAS_CORETYPE" not in env and env["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_the_callers_own_setting_is_kept():
+    env = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "2"}
+    assert blas.pin(env, flags=AVX512) == "Haswell"
+    assert env == {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "2"}
+
+
+def test_the_flags_are_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512bw\nbogomips\t: 1\n")
+    assert blas.cpu_flags(str(info)) == {"fpu", "sse2", "avx512f", "avx512bw"}
+    assert blas.cpu_flags(str(tmp_path / "absent")) == frozenset()
+
+
+def test_build_py_pins_before_numpy_and_openblas_uses_the_kernels():
+    """Imported the way build.py does, the pin reaches OpenBLAS: NumPy's bundled library reports the
+    core it runs (its DYNAMIC_ARCH build has openblas_get_corename)."""
+    script = ("import build, ctypes, glob, os, numpy\n"
+              "lib = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, 'numpy.libs', '*openblas*'))\n"
+              "l = ctypes.CDLL(lib[0])\n"
+              "f = next(getattr(l, n) for n in ('scipy_openblas_get_corename64_', 'openblas_get_corename') if hasattr(l, n))\n"
+              "f.restype = ctypes.c_char_p\n"
+              "print(os.environ.get('OPENBLAS_CORETYPE'), f().decode())\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, check=True)
+    pinned, core = out.stdout.split()
+    if blas.CORE_NEEDS <= blas.cpu_flags():
+        assert pinned == blas.MEASURED_CORE and core.lower() == blas.MEASURED_CORE.lower()
+    else:
+        assert pinned == "None"
