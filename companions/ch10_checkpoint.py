@@ -185,7 +185,8 @@ def pylib_minus_torch(cfg, B, T, recompute="none", itemsize=4):
         terms = {
             "gelu_tanh": L * 4 * btc,  # pylib keeps tanh; PyTorch's GELU backward computes it again from the input
             "qkv": L * btc,  # pylib: qkv (3 BTC) and the scaled q (BTC); PyTorch: matmul's copies of q, k^T, v (3 BTC)
-            "heads_output": L * btc if memory.heads_merge_is_copy(cfg.n_head, T) else 0,  # pylib: before and after merging
+            # pylib keeps the heads' output before and after merging
+            "heads_output": L * btc if memory.heads_merge_is_copy(cfg.n_head, T) else 0,
             "ln_mean": -L * 2 * bt,  # PyTorch's LayerNorm keeps mean and rstd, pylib's rstd only
             "causal_mask": -L * T * T,  # masked_fill keeps its mask (bool); pylib's attention backward needs none
         }
@@ -193,7 +194,7 @@ def pylib_minus_torch(cfg, B, T, recompute="none", itemsize=4):
         terms = {
             "gelu_tanh": L * 4 * btc,
             "ln_mean": -L * 2 * bt,
-            "proj_outputs": -L * 2 * btc,  # the policy saves attn.c_proj's and mlp.c_proj's outputs; no backward needs them
+            "proj_outputs": -L * 2 * btc,  # the policy saves both c_proj's outputs, which no backward needs
         }
     else:
         terms = {}
@@ -208,7 +209,7 @@ def profiler_minus_hooks(cfg, B, T, recompute="none", itemsize=4):
     return {"ids_targets": -2 * B * T * 8,  # allocated before the forward: kept, but not allocated in it
             "loss": itemsize,  # the loss itself, which no backward node saves
             "wrapped_scale": cfg.n_layer * 8,  # 1/sqrt(D): a float64 wrapped number MulBackward0 keeps unhooked
-            "rng_state": cfg.n_layer * rng_state_bytes() if recompute != "none" else 0}  # checkpoint's CPU generator state
+            "rng_state": cfg.n_layer * rng_state_bytes() if recompute != "none" else 0}  # checkpoint's CPU RNG state
 
 
 # ---------------------------------------------------------------------------
