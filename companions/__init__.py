@@ -13,7 +13,7 @@ them (tests/test_layering.py). The page stays NumPy-only.
     model.py      the course model as a torch.nn.Module, loading pylib's weights (nanoGPT's layout)
     launch.py     start a gloo process group of W processes on this machine and collect their results
     ch9_autocast.py        torch.autocast (CPU, bf16) and GradScaler beside pylib's recipes and scaler
-    ch10_checkpoint.py     torch.utils.checkpoint per block; saved bytes against pylib's count
+    ch10_checkpoint.py     torch.utils.checkpoint per block, full and selective; saved bytes against pylib's count
     ch11_ddp.py            DDP, ZeroRedundancyOptimizer and FSDP2 beside pylib's data parallelism and ZeRO
     ch12_pipeline.py       torch.distributed.pipelining's schedules against pylib's device orders
     ch12_tensor_parallel.py  DTensor's Colwise/RowwiseParallel against pylib's split

@@ -12,10 +12,12 @@
    derived from them, go in the "timings" section: they are the one thing a second run does not
    reproduce (the chapter quotes them as timings).
 3. PyTorch's engine (part_torch, companions/ch10_checkpoint.py): the same models, weights and batches
-   through torch.utils.checkpoint per block, float32 and float64. The gradients against pylib's
-   (checkpointing.step, "none" and "full") and checkpointed against plain; the bytes autograd keeps
-   for the backward, by saved-tensor hooks and by torch.profiler on the CPU, against pylib's count and
-   against the companion's prediction (the difference must be 0). One torch thread: deterministic.
+   through torch.utils.checkpoint per block, float32 and float64, fully and selectively (a policy
+   through create_selective_checkpoint_contexts that recomputes the attention core only). The
+   gradients against pylib's (checkpointing.step, "none", "selective" and "full") and recomputed
+   against plain; the bytes autograd keeps for the backward (and the policy saves), by saved-tensor
+   hooks and by torch.profiler on the CPU, against pylib's count and against the companion's
+   prediction (the difference must be 0). One torch thread: deterministic.
 
 Everything is deterministic apart from the timings (fixed windows, init seed 0; no training, so
 no seeds to average: the counts are exact and the gradients are compared element by element).
@@ -31,7 +33,9 @@ so an idle run is well inside the chapter's 30 s.
   torch:  3 shapes x 2 dtypes x (2 pylib steps + 2 PyTorch steps, and in float32 one more forward under
           the profiler); importing torch, checkpoint's first call (torch._dynamo) and the profiler's first
           start (torch._inductor) are fixed costs. Measured at a load of 11-19 on two cores: 52-78 s of task
-          time; not yet timed on a quiet machine.
+          time; not yet timed on a quiet machine. The selective mode (one more pylib step and PyTorch step
+          per shape and dtype, one more profiled forward in float32) added 1.6-2.5 s to the compare calls
+          at a load of 9-12 (old 2.4-3.5 s, new 4.9-5.1 s, warm); the whole part took 15.5 s of task time.
 """
 
 import dataclasses
@@ -124,17 +128,18 @@ def part_torch(corpus):
             k = f"ch10.torch.{name}"
             for dtype, tag in ((torch.float32, "f32"), (torch.float64, "f64")):
                 r = ckpt.compare(params, cfg, x, y, dtype, count=tag == "f32")  # bytes: float32 only
-                v[f"{k}.{tag}.unequal_to_plain"] = r["unequal_to_plain"]
-                for mode in ("none", "full"):
+                v[f"{k}.{tag}.unequal_to_plain"] = r["unequal_to_plain"]["full"]
+                v[f"{k}.selective.{tag}.unequal_to_plain"] = r["unequal_to_plain"]["selective"]
+                for mode in ckpt.MODES:
                     worst = max(r["grads"][mode].values())  # the worst tensor's max |pylib - torch| / max |pylib|
                     if tag == "f64":
                         v[f"{k}.{mode}.f64.worst_rel"] = worst
                         continue
                     v[f"{k}.{mode}.f32.worst_u"] = worst / 2.0 ** -24  # in units of float32's roundoff
                     saved, prof, pylib_stored = r["saved"][mode], r["profiled"][mode], r["pylib_stored"][mode]
-                    ck, km = mode == "full", f"{k}.{mode}"
-                    terms = sum(ckpt.pylib_minus_torch(cfg, B, T, ck).values())  # pylib's count less PyTorch's
-                    extras = sum(ckpt.profiler_minus_hooks(cfg, B, T, ck).values())  # the profiler's less the hooks'
+                    km = f"{k}.{mode}"
+                    terms = sum(ckpt.pylib_minus_torch(cfg, B, T, mode).values())  # pylib's count less PyTorch's
+                    extras = sum(ckpt.profiler_minus_hooks(cfg, B, T, mode).values())  # the profiler's less the hooks'
                     v.update({f"{km}.saved": saved, f"{km}.profiled": prof, f"{km}.pylib_stored": pylib_stored,
                               f"{km}.ratio": saved / pylib_stored,
                               f"{km}.unexplained": pylib_stored - saved - terms,
@@ -144,6 +149,8 @@ def part_torch(corpus):
         cfg, _, _ = shape_batch(corpus, "course")
         _, B, T = SHAPES["course"]
         v.update({f"ch10.torch.course.pylib_minus_torch.{t}": b for t, b in ckpt.pylib_minus_torch(cfg, B, T).items()})
+        v.update({f"ch10.torch.course.selective.pylib_minus_torch.{t}": b
+                  for t, b in ckpt.pylib_minus_torch(cfg, B, T, "selective").items()})
     finally:
         torch.set_num_threads(threads)
     return {"values": v, "timings": {"ch10.torch.seconds": time.perf_counter() - t0}}
@@ -259,25 +266,32 @@ def markdown(results):
                          f"({v[km + '.peak_tensor_bytes']:,} B, {v[km + '.peak_phase']}) | "
                          f"{v[km + '.unequal_elements']} of {v[k + '.grad_elements']:,} | {ms} | {extra} |")
     if "ch10.torch.course.none.saved" in v:
-        lines += ["", f"PyTorch's torch.utils.checkpoint per block ({v['ch10.torch.status']}): bytes autograd keeps "
-                  "for the backward (saved-tensor hooks, distinct storages, parameters excluded; the CPU memory "
+        lines += ["", f"PyTorch's torch.utils.checkpoint per block ({v['ch10.torch.status']}; selective: with a policy "
+                  "that recomputes the attention core only): bytes autograd keeps for the backward (saved-tensor "
+                  "hooks, and what the policy saves, distinct storages, parameters excluded; the CPU memory "
                   "profiler), pylib's count, and the worst gradient difference from pylib (per tensor, relative "
                   "to its largest entry).", "",
                   "| model | mode | hooks | profiler | pylib | hooks / pylib "
                   "| unexplained (pylib, profiler, prediction) | float32 worst (u) | float64 worst "
-                  "| checkpointed ≠ plain (f32, f64) |",
+                  "| recomputed ≠ plain (f32, f64) |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for name in SHAPES:
-            for mode in ("none", "full"):
-                k, kn = f"ch10.torch.{name}.{mode}", f"ch10.torch.{name}"
+            for mode in MODES:
+                k = f"ch10.torch.{name}.{mode}"
+                if k + ".saved" not in v:  # measured before the selective mode was added
+                    continue
+                kn = {"none": None, "selective": k, "full": f"ch10.torch.{name}"}[mode]
+                unequal = f"{v[kn + '.f32.unequal_to_plain']}, {v[kn + '.f64.unequal_to_plain']}" if kn else "–"
                 lines.append(f"| {name} | {mode} | {v[k + '.saved']:,} | {v[k + '.profiled']:,} | "
                              f"{v[k + '.pylib_stored']:,} | {v[k + '.ratio']:.3f} | {v[k + '.unexplained']}, "
                              f"{v[k + '.profiler_unexplained']}, {v[k + '.predicted_unexplained']} | "
-                             f"{v[k + '.f32.worst_u']:.1f} | {v[k + '.f64.worst_rel']:.1e} | "
-                             f"{v[kn + '.f32.unequal_to_plain']}, {v[kn + '.f64.unequal_to_plain']} |")
-        terms = ", ".join(f"{kk.rsplit('.', 1)[1]} {val:+,}" for kk, val in v.items()
-                          if kk.startswith("ch10.torch.course.pylib_minus_torch."))
-        lines += ["", f"pylib less PyTorch, course model, no recomputation (bytes): {terms}. Largest unexplained "
+                             f"{v[k + '.f32.worst_u']:.1f} | {v[k + '.f64.worst_rel']:.1e} | {unequal} |")
+        for mode, prefix in (("no recomputation", "ch10.torch.course.pylib_minus_torch."),
+                             ("selective", "ch10.torch.course.selective.pylib_minus_torch.")):
+            terms = ", ".join(f"{kk.rsplit('.', 1)[1]} {val:+,}" for kk, val in v.items() if kk.startswith(prefix))
+            if terms:
+                lines += ["", f"pylib less PyTorch, course model, {mode} (bytes): {terms}."]
+        lines += ["", "Largest unexplained "
                   f"remainder: {v['ch10.torch.unexplained_max']}. Checkpoint's CPU RNG state: "
                   f"{v['ch10.torch.rng_state_bytes']:,} bytes per call."]
     elif "ch10.torch.status" in v:

@@ -1,9 +1,10 @@
-"""companions/ch10_checkpoint.py: torch.utils.checkpoint per block against pylib's full recomputation.
+"""companions/ch10_checkpoint.py: torch.utils.checkpoint per block against pylib's full and selective recomputation.
 
-Gradients: checkpointed equals plain element for element, and both equal pylib's to rounding. Bytes:
-what the saved-tensor hooks count equals the companion's prediction to the byte, checkpointing lowers
-it by exactly the blocks' caches less their inputs, the differences from pylib's count and from the
-memory profiler's are the named terms, and counting a view's storage twice is caught.
+Gradients: recomputed (fully, or selectively with AttentionCorePolicy) equals plain element for element,
+and all equal pylib's to rounding. Bytes: what the saved-tensor hooks (and the policy) count equals the
+companion's prediction to the byte, full checkpointing lowers it by exactly the blocks' caches less their
+inputs, the differences from pylib's count and from the memory profiler's are the named terms, counting
+a view's storage twice is caught, and so is a policy that saves the softmax.
 """
 
 import numpy as np
@@ -46,15 +47,15 @@ def float32_run():
 
 def test_checkpointed_gradients_equal_plain_and_pylib_in_float64():
     r = ckpt.compare(trained_like_params(CFG, 0), CFG, *batch(CFG), torch.float64, count=False)
-    assert r["unequal_to_plain"] == 0  # recomputation runs the same kernels on the same inputs
-    for mode in ("none", "full"):
+    assert r["unequal_to_plain"] == {"selective": 0, "full": 0}  # recomputation: the same kernels on the same inputs
+    for mode in ckpt.MODES:
         worst = max(r["grads"][mode].items(), key=lambda kv: kv[1])
         assert worst[1] <= F64_TOL, (mode, worst)
 
 
 def test_checkpointed_gradients_equal_plain_and_pylib_in_float32(float32_run):
-    assert float32_run["unequal_to_plain"] == 0
-    for mode in ("none", "full"):
+    assert float32_run["unequal_to_plain"] == {"selective": 0, "full": 0}
+    for mode in ckpt.MODES:
         worst = max(float32_run["grads"][mode].items(), key=lambda kv: kv[1])
         assert worst[1] <= F32_TOL, f"{mode}: {worst[0]} differs by {worst[1] / U32:.1f} u"
 
@@ -72,7 +73,7 @@ def test_gradient_comparison_catches_a_block_that_is_not_recomputed_faithfully()
         return forward(h if len(calls) == 1 else h * (1 + 1e-6))
 
     block.forward = drifting
-    ckpt.loss(net, torch.from_numpy(x), torch.from_numpy(y), checkpointed=True).backward()
+    ckpt.loss(net, torch.from_numpy(x), torch.from_numpy(y), "full").backward()
     assert len(calls) == 2  # the forward, then its recomputation in the backward
     _, ref, _ = checkpointing.step(params, CFG, x, y, "full")
     worst = max(ckpt.relative_differences(ref, torch_gpt.named_grads(net)).values())
@@ -84,28 +85,28 @@ def test_gradient_comparison_catches_a_block_that_is_not_recomputed_faithfully()
 
 
 def test_saved_bytes_equal_the_prediction_with_and_without_checkpointing(float32_run):
-    for mode, ck in (("none", False), ("full", True)):
-        predicted = ckpt.torch_saved_bytes(CFG, B, T, ck)["total"]
-        assert float32_run["saved"][mode] == predicted == float32_run["predicted"][mode]
+    for mode in ckpt.MODES:
+        predicted = ckpt.torch_saved_bytes(CFG, B, T, mode)["total"]
+        assert float32_run["saved"][mode] == predicted == float32_run["predicted"][mode], mode
 
 
 def test_checkpointing_saves_every_block_cache_but_its_input(float32_run):
-    plain = ckpt.torch_saved_bytes(CFG, B, T, False)
+    plain = ckpt.torch_saved_bytes(CFG, B, T)
     lower = float32_run["saved"]["none"] - float32_run["saved"]["full"]
     assert lower == CFG.n_layer * (plain["per_layer"] - B * T * CFG.n_embd * 4) > 0
 
 
 def test_differences_from_pylibs_count_are_the_named_terms(float32_run):
-    for mode, ck in (("none", False), ("full", True)):
+    for mode in ckpt.MODES:
         pylib_count = memory.recompute_bytes(CFG, B, T, mode)["stored"]
         assert float32_run["pylib_stored"][mode] == pylib_count  # pylib's step, counted, equals its formula
-        assert pylib_count - float32_run["saved"][mode] == sum(ckpt.pylib_minus_torch(CFG, B, T, ck).values())
+        assert pylib_count - float32_run["saved"][mode] == sum(ckpt.pylib_minus_torch(CFG, B, T, mode).values()), mode
 
 
 def test_profiler_counts_the_hooks_bytes_and_the_named_extras(float32_run):
-    for mode, ck in (("none", False), ("full", True)):
-        extra = ckpt.profiler_minus_hooks(CFG, B, T, ck)
-        assert float32_run["profiled"][mode] - float32_run["saved"][mode] == sum(extra.values())
+    for mode in ckpt.MODES:
+        extra = ckpt.profiler_minus_hooks(CFG, B, T, mode)
+        assert float32_run["profiled"][mode] - float32_run["saved"][mode] == sum(extra.values()), mode
     assert ckpt.rng_state_bytes() > 0
 
 
@@ -119,3 +120,39 @@ def test_counting_views_twice_is_caught():
     # A planted error: every saved tensor's storage counted, views of one storage as many times as saved
     # (the probabilities are saved by softmax and again, as a view, by the bmm that reads them).
     assert sum(nbytes for _, nbytes in rows) > predicted
+
+
+# ---------------------------------------------------------------------------
+# Selective recomputation: the policy
+
+
+class SavesTheSoftmax(ckpt.AttentionCorePolicy):
+    """A planted error: the probabilities are saved, not recomputed (the one tensor selective is for)."""
+
+    def save(self, op, outputs):
+        return op == torch.ops.aten._softmax.default or super().save(op, outputs)
+
+
+def test_selective_drops_the_attention_core_and_keeps_the_projections_outputs(float32_run):
+    # Per block, selective drops what autograd keeps of the core: matmul's copies of q, k^T and v (3BTC), the
+    # probabilities (B H T^2 floats) and the mask (T^2 bools). It keeps qkv (3BTC) and, since a policy saves
+    # operations' outputs, not what backward needs, both projections' outputs (2BTC).
+    H, btc = CFG.n_head, B * T * CFG.n_embd * 4
+    core = 3 * btc + B * H * T * T * 4 + T * T
+    assert float32_run["saved"]["none"] - float32_run["saved"]["selective"] == CFG.n_layer * (core - 3 * btc - 2 * btc)
+
+
+def test_a_policy_that_saves_the_softmax_fails_the_bytes_count(float32_run):
+    good = float32_run
+    bad = ckpt.compare(trained_like_params(CFG, 0), CFG, *batch(CFG), torch.float32, policy=SavesTheSoftmax)
+    probs = CFG.n_layer * B * CFG.n_head * T * T * 4  # one float32 (B, H, T, T) per block
+    predicted = ckpt.torch_saved_bytes(CFG, B, T, "selective")["total"]
+    assert good["saved"]["selective"] == predicted
+    assert bad["saved"]["selective"] - predicted == probs  # the bytes test's equality fails by the probabilities
+    assert bad["profiled"]["selective"] - good["profiled"]["selective"] == probs  # the profiler sees them too
+    assert bad["unequal_to_plain"]["selective"] == 0  # and the gradients cannot tell: only the bytes catch it
+
+
+def test_selective_policy_refuses_shapes_where_the_core_is_not_distinct():
+    with pytest.raises(ValueError, match="not distinct"):
+        ckpt.AttentionCorePolicy(model.GPTConfig(n_head=1), B, T)  # one head: (B*H, T, D) is (B, T, C)
