@@ -88,6 +88,8 @@ def recipe_arm(corpus, name):
         values.update(arm(f"{base}.skipped", {s: sum(1 for r in h if r.get("skipped")) for s, h in hist.items()}))
         values.update(arm(f"{base}.final_scale", {s: h[-1]["scale"] for s, h in hist.items()}))
         values.update(arm(f"{base}.max_scale", {s: max(r["scale"] for r in h) for s, h in hist.items()}))
+        values.update(arm(f"{base}.first_skip", {s: next((r["step"] for r in h if r.get("skipped")), len(h))
+                                                  for s, h in hist.items()}))  # the run's length if it never skipped
         for s, h in hist.items():
             curve[f"scale_{s}"] = [r["scale"] for r in h]
             curve[f"skipped_{s}"] = [r["step"] for r in h if r.get("skipped")]
@@ -346,6 +348,11 @@ def part_torch_fp16(corpus):
               f"{base}.growths": len(grown), f"{base}.growth_steps": ", ".join(map(str, grown)),
               f"{base}.first_taken_scale_log2": float(np.log2(a["scale"][a["skipped"].index(False)])),
               f"{base}.final_scale_log2": float(np.log2(a["scale"][-1]))}
+    from companions import model as torch_gpt  # which ops autocast runs in float16 (the fixed batch, the initial weights)
+    cfg, tcfg = configs(corpus, FP16_RUN["seed"], final_eval=False)
+    net = torch_gpt.from_pylib(runs["pylib_fp16"]["params0"], cfg)
+    ops = c9.compute_ops_by_dtype(c9.autocast_census(net, *fixed_batch(corpus, cfg, tcfg.batch_size), torch.float16)["ops"])
+    values.update({f"{base}.ops.fp16": ", ".join(ops.get("float16", [])), f"{base}.ops.fp32": ", ".join(ops.get("float32", []))})
     for pair, (x, y) in FP16_PAIRS.items():
         d = c9.fp16_run_differences(runs[x], runs[y], runs["pylib_fp16"]["params0"])
         values.update({f"{base}.{pair}.loss_max_abs": d["loss_max_abs"], f"{base}.{pair}.loss_step0_abs": d["loss_step0_abs"],
@@ -479,6 +486,19 @@ def markdown(results):
                   f"in an unscaled gradient bit {v['ch9.torch.scaler.gradient_differences']}; with a planted backoff of "
                   f"{v['ch9.torch.scaler.planted_backoff']:g}, "
                   f"{v['ch9.torch.scaler.planted_backoff_scale_differences']} steps differ in scale."]
+    if "ch9.torch.fp16_model.steps" in v:
+        m = "ch9.torch.fp16_model"
+        lines += ["", f"The course model in float16, {v[m + '.steps']} steps (seed {v[m + '.seed']}, init_scale "
+                  f"2^{v[m + '.init_scale_log2']}, growth interval {v[m + '.growth_interval']}): torch.autocast(float16) "
+                  f"with GradScaler skipped steps {v[m + '.skipped_steps']} ({v[m + '.skipped_pylib']} in pylib's "
+                  f"fp16_dynamic), grew the scale at step {v[m + '.growth_steps']}; steps that differ from pylib's in scale "
+                  f"{v[m + '.engine_vs_emulation.scale_differences']}, in skipping {v[m + '.engine_vs_emulation.skip_differences']}.",
+                  "", "| pair | loss, step 0 (abs) | loss, largest (abs) | weights after (of the distance moved) |",
+                  "| --- | --- | --- | --- |"]
+        for pair in FP16_PAIRS:
+            b = f"{m}.{pair}"
+            lines.append(f"| {pair} | {v[b + '.loss_step0_abs']:.1e} | {v[b + '.loss_max_abs']:.1e} | "
+                         f"{v[b + '.weights_rel_moved']:.2e} |")
     lines += ["", f"Quantised gradients of the trained fp32 model (fixed batch), per-tensor full scale:", "",
               "| bits | full scale | relative error | clipped |", "| --- | --- | --- | --- |"]
     for bits in (8, 4):

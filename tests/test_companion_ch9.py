@@ -109,6 +109,15 @@ def test_autocast_census_of_the_course_model(batch):
     assert c9.saved_bytes(c9.autocast_census(net, *batch, None)["saved"]).get("bfloat16") is None
 
 
+def test_cpu_autocast_puts_the_same_ops_in_float16_as_in_bfloat16(batch):
+    """CPU autocast has one lower-precision list for both 16-bit types: in float16 the course model's ops split as
+    they do in bfloat16 (the fp16 run's engine rounds where the one-step comparison's does)."""
+    net = torch_gpt.from_pylib(train.init_train_state(CFG, TCFG)["params"], CFG)
+    bf16 = c9.compute_ops_by_dtype(c9.autocast_census(net, *batch)["ops"])
+    fp16 = c9.compute_ops_by_dtype(c9.autocast_census(net, *batch, torch.float16)["ops"])
+    assert fp16 == {"float16": bf16["bfloat16"], "float32": bf16["float32"]}
+
+
 # ---------------------------------------------------------------------------
 # Loss scaling
 
