@@ -27,6 +27,8 @@ step with uint32 tricks), so a 400-step run is ~1.2-3 s, plus its evaluation.
   part_sr:    bf16_pure_sr, 8 seeds ~ 8 x 3 s + 8 x 0.9 s ~ 30 s
   part_fp16:  fp16_noscale, fp16_dynamic, fp8: 9 runs ~ 9 x 3 s + 9 x 0.9 s ~ 35 s
   part_checks: one-step comparisons and quantised gradients (3 fp32 runs without evaluation) ~ 8 s
+  part_torch_fp16: 100 fp16 steps of the course model in PyTorch and in pylib, and their float32 references ~ 3.5 s
+                   (measured at load 4 on the 2 cores; 15 s at load 12-16)
 Total ~ 85 s of task time, inside the chapter's 150 s. Measured once under heavy contention (load
 average 6-12 on the 2 cores, fp32 at 85 steps/s against ~330 idle): 380 s, i.e. ~95 s idle.
 """
