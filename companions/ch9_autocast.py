@@ -13,6 +13,8 @@ run in bfloat16, and a product's OUTPUT is bfloat16 too, where pylib keeps it in
     compare_runs         relative errors of logits, loss, gradients and update between two runs
     autocast_census      each aten op's dtypes under autocast, and the bytes autograd saves for backward by dtype
     scaler_trajectory_*  torch.amp.GradScaler and pylib's DynamicLossScaler driven by one sequence of gradients
+    fp16_scaled_step     one step of the fp16 AMP recipe: autocast(float16), GradScaler, clipping, AdamW
+    fp16_run_*           a few dozen such steps of the course model, and pylib's fp16_dynamic recipe, on the same batches
 
 Legend: B batch, T time, V vocab; s the loss scale.
 """
@@ -271,3 +273,122 @@ def trajectory_differences(a, b):
     diff["gradient"] = [t for t in range(len(a["scale"])) if not (a["skipped"][t] or b["skipped"][t])
                         and not np.array_equal(a["unscaled"][t].view(np.uint32), b["unscaled"][t].view(np.uint32))]
     return diff
+
+
+# ---------------------------------------------------------------------------
+# fp16 on the course model: torch.autocast(float16) and GradScaler against pylib's fp16_dynamic recipe
+
+
+def fp16_scaled_step(net, opt, scaler, x, y, grad_clip):
+    """One step of PyTorch's fp16 AMP recipe: forward under autocast(float16), backward of the scaled loss,
+    unscale, clip, step (skipped if any gradient is inf or NaN), update the scale. Returns the loss."""
+    with torch.autocast("cpu", dtype=torch.float16):
+        _, loss = net(x, y)  # the products in float16, the loss in float32
+    scaler.scale(loss).backward()  # every gradient s times larger: the small ones lifted out of float16's underflow
+    scaler.unscale_(opt)  # divided by s BEFORE clipping, so that the clip sees the true norm
+    torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+    scaler.step(opt)  # AdamW's step, or nothing if unscale_ found an inf or NaN
+    scaler.update()  # s halved after a skipped step, doubled after growth_interval clean ones
+    return loss
+
+
+def adamw_as_pylib(net, tcfg):
+    """torch.optim.AdamW with pylib's groups (decay on the matrices, none on vectors) and settings."""
+    decay = [p for p in net.parameters() if p.dim() >= 2]
+    no_decay = [p for p in net.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": tcfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2), eps=tcfg.eps)
+
+
+def _adam_steps(opt):
+    """How many steps AdamW has taken (its per-parameter count, which a skipped step leaves alone)."""
+    p = opt.param_groups[0]["params"][0]
+    return int(opt.state[p]["step"]) if p in opt.state else 0
+
+
+def fp16_run_torch(params, cfg, tcfg, batches, scaler_kw, amp=True, step=fp16_scaled_step,
+                   scaler_cls=torch.amp.GradScaler):
+    """step over the batches from pylib's params, with pylib's learning-rate schedule: per step the scale used,
+    whether it was skipped, the loss; and the weights after (pylib names). amp False: the float32 step instead."""
+    from pylib.schedules import lr_at
+    net = torch_gpt.from_pylib(params, cfg, torch.float32)
+    opt = adamw_as_pylib(net, tcfg)
+    scaler = scaler_cls("cpu", **scaler_kw, enabled=amp)
+    out = {"scale": [], "skipped": [], "loss": []}
+    for t, (x, y) in enumerate(batches):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(tcfg.schedule, t, tcfg.lr, tcfg.warmup_steps, tcfg.steps, tcfg.min_lr, tcfg.decay_frac)
+        opt.zero_grad(set_to_none=True)
+        taken = _adam_steps(opt)
+        out["scale"].append(scaler.get_scale() if amp else 1.0)
+        if amp:
+            loss = step(net, opt, scaler, _ids(x), _ids(y), tcfg.grad_clip)
+        else:
+            loss = _plain_step(net, opt, _ids(x), _ids(y), tcfg.grad_clip)
+        out["skipped"].append(_adam_steps(opt) == taken)
+        out["loss"].append(float(loss.detach()))
+    out["weights"] = torch_gpt.named_weights(net)
+    return out
+
+
+def _plain_step(net, opt, x, y, grad_clip):
+    """The float32 step: forward, backward, clip, AdamW."""
+    _, loss = net(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+    opt.step()
+    return loss
+
+
+def fp16_run_pylib(cfg, tcfg, train_tokens, val_tokens, n_steps, scaler_kw, rec_name="fp16_dynamic"):
+    """pylib's recipe rec_name (mixed_precision.recipe_steps) for n_steps, its scaler set by scaler_kw: the initial
+    weights, the batches it drew, per step the scale, whether it was skipped, the loss; and the weights after."""
+    import copy
+    import dataclasses
+    from pylib import data
+    from pylib.systems import mixed_precision as mp
+    tcfg = dataclasses.replace(tcfg, eval_interval=tcfg.steps, final_eval=False)  # evaluations change nothing here
+    state = mp.init_state(cfg, tcfg, rec_name)
+    if state["scaler"] is not None:
+        state["scaler"] = mp.DynamicLossScaler(**scaler_kw)
+    params0 = {k: v.copy() for k, v in state["params"].items()}
+    rng = copy.deepcopy(state["batch_rng"])  # the same stream: recipe_steps draws one batch a step from it
+    batches = [data.get_batch(train_tokens, tcfg.batch_size, cfg.block_size, rng) for _ in range(n_steps)]
+    records = mp.recipe_steps(state, cfg, tcfg, train_tokens, val_tokens, n_steps)
+    return {"params0": params0, "batches": batches, "scale": [r.get("scale", 1.0) for r in records],
+            "skipped": [bool(r.get("skipped")) for r in records], "loss": [r["loss"] for r in records],
+            "weights": {k: v.copy() for k, v in state["params"].items()}}
+
+
+def fp32_run_skipping(params0, cfg, tcfg, batches, skipped):
+    """pylib's float32 steps over the batches, skipping the steps another run skipped: what that run would have done
+    without rounding (the same weights, batches, learning rates and skipped updates)."""
+    from pylib import model, optim
+    from pylib.schedules import lr_at
+    params = {k: v.copy() for k, v in params0.items()}
+    opt, groups = optim.adamw_init(params), optim.param_groups(params)
+    losses = []
+    for t, (x, y) in enumerate(batches):
+        loss, grads = model.loss_and_grads(params, cfg, x, y)
+        losses.append(float(loss))
+        if skipped[t]:
+            continue
+        optim.clip_grad_norm(grads, tcfg.grad_clip)
+        lr = lr_at(tcfg.schedule, t, tcfg.lr, tcfg.warmup_steps, tcfg.steps, tcfg.min_lr, tcfg.decay_frac)
+        optim.adamw_step(params, grads, opt, lr, tcfg.beta1, tcfg.beta2, tcfg.eps, tcfg.weight_decay, groups)
+    return {"scale": [None] * len(batches), "skipped": list(skipped), "loss": losses, "weights": params}
+
+
+def fp16_run_differences(a, b, params0):
+    """Run a against run b: the steps where the scale or the skip differs, the loss's largest difference and
+    at step 0, and the weights after: ||a - b|| / ||b - params0|| (against how far b moved them)."""
+    names = list(params0)
+    flat = lambda w: np.concatenate([np.asarray(w[k], np.float64).ravel() for k in names])  # noqa: E731
+    wa, wb, w0 = flat(a["weights"]), flat(b["weights"]), flat(params0)
+    loss = np.abs(np.array(a["loss"], np.float64) - np.array(b["loss"], np.float64))
+    return {"scale": [t for t, (x, y) in enumerate(zip(a["scale"], b["scale"])) if x != y],
+            "skipped": [t for t, (x, y) in enumerate(zip(a["skipped"], b["skipped"])) if x != y],
+            "loss_max_abs": float(loss.max()), "loss_step0_abs": float(loss[0]),
+            "weights_rel_moved": float(np.linalg.norm(wa - wb) / np.linalg.norm(wb - w0)),
+            "weights_rel": float(np.linalg.norm(wa - wb) / np.linalg.norm(wb))}

@@ -27,6 +27,8 @@ step with uint32 tricks), so a 400-step run is ~1.2-3 s, plus its evaluation.
   part_sr:    bf16_pure_sr, 8 seeds ~ 8 x 3 s + 8 x 0.9 s ~ 30 s
   part_fp16:  fp16_noscale, fp16_dynamic, fp8: 9 runs ~ 9 x 3 s + 9 x 0.9 s ~ 35 s
   part_checks: one-step comparisons and quantised gradients (3 fp32 runs without evaluation) ~ 8 s
+  part_torch_fp16: 100 fp16 steps of the course model in PyTorch and in pylib, and their float32 references ~ 3.5 s
+                   (measured at load 4 on the 2 cores; 15 s at load 12-16)
 Total ~ 85 s of task time, inside the chapter's 150 s. Measured once under heavy contention (load
 average 6-12 on the 2 cores, fp32 at 85 steps/s against ~330 idle): 380 s, i.e. ~95 s idle.
 """
@@ -88,6 +90,8 @@ def recipe_arm(corpus, name):
         values.update(arm(f"{base}.skipped", {s: sum(1 for r in h if r.get("skipped")) for s, h in hist.items()}))
         values.update(arm(f"{base}.final_scale", {s: h[-1]["scale"] for s, h in hist.items()}))
         values.update(arm(f"{base}.max_scale", {s: max(r["scale"] for r in h) for s, h in hist.items()}))
+        values.update(arm(f"{base}.first_skip", {s: next((r["step"] for r in h if r.get("skipped")), len(h))
+                                                  for s, h in hist.items()}))  # the run's length if it never skipped
         for s, h in hist.items():
             curve[f"scale_{s}"] = [r["scale"] for r in h]
             curve[f"skipped_{s}"] = [r["step"] for r in h if r.get("skipped")]
@@ -291,7 +295,84 @@ def part_torch(corpus):
             "timings": {"ch9.torch.seconds": time.perf_counter() - t0}}
 
 
-PARTS = ["part_bf16", "part_sr", "part_fp16", "part_checks", "part_torch"]
+# part_torch_fp16: the course model itself in float16, PyTorch's autocast and GradScaler against pylib's fp16_dynamic
+# recipe, from the same initial weights on the same batches. SCALER's growth and backoff factors and growth interval;
+# init_scale raised above where this model's scaled gradients overflow float16 (at SCALER's 2^16 the recipe's first
+# skip comes after step 150), so that the first steps skip and halve; steps enough for the scale to grow once.
+FP16_RUN = {"steps": 100, "init_scale_log2": 24, "seed": SEEDS[0]}
+
+
+def fp16_run_scaler_kw():
+    """The scaler settings of the fp16 run: SCALER's, with FP16_RUN's init_scale."""
+    from pylib.systems import mixed_precision as mp
+    return {**mp.SCALER, "init_scale": 2.0 ** FP16_RUN["init_scale_log2"]}
+
+
+def fp16_runs(corpus):
+    """The fp16 run four ways from the same weights on the same batches: pylib's fp16_dynamic recipe, PyTorch's
+    engine (autocast float16, GradScaler), pylib in float32 skipping the steps the recipe skipped, and PyTorch's and
+    pylib's float32 runs (no scaler, no skips)."""
+    from companions import ch9_autocast as c9
+    cfg, tcfg = configs(corpus, FP16_RUN["seed"], final_eval=False)
+    kw, n = fp16_run_scaler_kw(), FP16_RUN["steps"]
+    p = c9.fp16_run_pylib(cfg, tcfg, corpus.train, corpus.val, n, kw)
+    return {"pylib_fp16": p, "torch_fp16": c9.fp16_run_torch(p["params0"], cfg, tcfg, p["batches"], kw),
+            "fp32_same_skips": c9.fp32_run_skipping(p["params0"], cfg, tcfg, p["batches"], p["skipped"]),
+            "pylib_fp32": c9.fp16_run_pylib(cfg, tcfg, corpus.train, corpus.val, n, kw, "fp32"),
+            "torch_fp32": c9.fp16_run_torch(p["params0"], cfg, tcfg, p["batches"], kw, amp=False)}
+
+
+FP16_PAIRS = {"engine_vs_emulation": ("torch_fp16", "pylib_fp16"),  # the comparison
+              "emulation_vs_fp32": ("pylib_fp16", "fp32_same_skips"),  # float16's own effect on the emulated run
+              "engine_vs_fp32": ("torch_fp16", "fp32_same_skips"),  # ... on the engine's run
+              "fp32_engine_vs_fp32": ("torch_fp32", "pylib_fp32")}  # the engine without float16: the floor
+
+
+@needs_torch("ch9.torch.fp16_model")
+def part_torch_fp16(corpus):
+    """fp16 training steps of the course model in PyTorch's engine against pylib's fp16_dynamic recipe."""
+    t0 = time.perf_counter()
+    import torch
+    from companions import ch9_autocast as c9
+    torch.set_num_threads(1)
+    runs = fp16_runs(corpus)
+    a, n = runs["torch_fp16"], FP16_RUN["steps"]
+    skipped = [t for t, s in enumerate(a["skipped"]) if s]
+    grown = [t for t in range(1, n) if a["scale"][t] > a["scale"][t - 1]]
+    base = "ch9.torch.fp16_model"
+    values = {f"{base}.status": f"measured with torch {torch.__version__.split('+')[0]} on this CPU",
+              f"{base}.steps": n, f"{base}.seed": FP16_RUN["seed"], f"{base}.init_scale_log2": FP16_RUN["init_scale_log2"],
+              f"{base}.growth_interval": fp16_run_scaler_kw()["growth_interval"],
+              f"{base}.skipped": len(skipped), f"{base}.skipped_pylib": sum(runs["pylib_fp16"]["skipped"]),
+              f"{base}.skipped_steps": ", ".join(map(str, skipped)),
+              f"{base}.first_skips": next(t for t, s in enumerate(a["skipped"]) if not s),  # skipped in a row from step 0
+              f"{base}.halvings": sum(1 for t in range(1, n) if a["scale"][t] < a["scale"][t - 1]),
+              f"{base}.growths": len(grown), f"{base}.growth_steps": ", ".join(map(str, grown)),
+              f"{base}.first_taken_scale_log2": float(np.log2(a["scale"][a["skipped"].index(False)])),
+              f"{base}.final_scale_log2": float(np.log2(a["scale"][-1]))}
+    from companions import model as torch_gpt  # which ops autocast runs in float16 (the fixed batch, the initial weights)
+    cfg, tcfg = configs(corpus, FP16_RUN["seed"], final_eval=False)
+    net = torch_gpt.from_pylib(runs["pylib_fp16"]["params0"], cfg)
+    ops = c9.compute_ops_by_dtype(c9.autocast_census(net, *fixed_batch(corpus, cfg, tcfg.batch_size), torch.float16)["ops"])
+    values.update({f"{base}.ops.fp16": ", ".join(ops.get("float16", [])), f"{base}.ops.fp32": ", ".join(ops.get("float32", []))})
+    for pair, (x, y) in FP16_PAIRS.items():
+        d = c9.fp16_run_differences(runs[x], runs[y], runs["pylib_fp16"]["params0"])
+        values.update({f"{base}.{pair}.loss_max_abs": d["loss_max_abs"], f"{base}.{pair}.loss_step0_abs": d["loss_step0_abs"],
+                       f"{base}.{pair}.weights_rel_moved": d["weights_rel_moved"]})
+        if pair in ("engine_vs_emulation", "fp32_engine_vs_fp32"):
+            values.update({f"{base}.{pair}.scale_differences": len(d["scale"]),
+                           f"{base}.{pair}.skip_differences": len(d["skipped"])})
+    return {"values": values,
+            "curves": {base: {"scale_log2_torch": [float(np.log2(s)) for s in a["scale"]],
+                              "scale_log2_pylib": [float(np.log2(s)) for s in runs["pylib_fp16"]["scale"]],
+                              "loss_torch": rounded(a["loss"], 6), "loss_pylib": rounded(runs["pylib_fp16"]["loss"], 6)}},
+            "settings": {base: {"scaler": fp16_run_scaler_kw(), **FP16_RUN,
+                                "autocast": "torch.autocast('cpu', dtype=torch.float16) around the forward pass; "
+                                            "torch.amp.GradScaler('cpu'); AdamW on float32 master weights; one BLAS thread"}},
+            "timings": {f"{base}.seconds": time.perf_counter() - t0}}
+
+
+PARTS = ["part_bf16", "part_sr", "part_fp16", "part_checks", "part_torch", "part_torch_fp16"]
 
 
 def run(corpus):
@@ -407,6 +488,19 @@ def markdown(results):
                   f"in an unscaled gradient bit {v['ch9.torch.scaler.gradient_differences']}; with a planted backoff of "
                   f"{v['ch9.torch.scaler.planted_backoff']:g}, "
                   f"{v['ch9.torch.scaler.planted_backoff_scale_differences']} steps differ in scale."]
+    if "ch9.torch.fp16_model.steps" in v:
+        m = "ch9.torch.fp16_model"
+        lines += ["", f"The course model in float16, {v[m + '.steps']} steps (seed {v[m + '.seed']}, init_scale "
+                  f"2^{v[m + '.init_scale_log2']}, growth interval {v[m + '.growth_interval']}): torch.autocast(float16) "
+                  f"with GradScaler skipped steps {v[m + '.skipped_steps']} ({v[m + '.skipped_pylib']} in pylib's "
+                  f"fp16_dynamic), grew the scale at step {v[m + '.growth_steps']}; steps that differ from pylib's in scale "
+                  f"{v[m + '.engine_vs_emulation.scale_differences']}, in skipping {v[m + '.engine_vs_emulation.skip_differences']}.",
+                  "", "| pair | loss, step 0 (abs) | loss, largest (abs) | weights after (of the distance moved) |",
+                  "| --- | --- | --- | --- |"]
+        for pair in FP16_PAIRS:
+            b = f"{m}.{pair}"
+            lines.append(f"| {pair} | {v[b + '.loss_step0_abs']:.1e} | {v[b + '.loss_max_abs']:.1e} | "
+                         f"{v[b + '.weights_rel_moved']:.2e} |")
     lines += ["", f"Quantised gradients of the trained fp32 model (fixed batch), per-tensor full scale:", "",
               "| bits | full scale | relative error | clipped |", "| --- | --- | --- | --- |"]
     for bits in (8, 4):
