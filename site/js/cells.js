@@ -14,6 +14,8 @@
 //
 // A cell's root gets data-status idle|loading|running|done|error|stopped and, after a run,
 // data-result (the driver's JSON summary, pylib.web.cells). Output is text only (textContent).
+//
+// The reader's edit is kept in this browser (localStorage) until Reset: see "Saved edits" below.
 
 import { siteRoot } from "./pyodide-client.js";
 import { markSettled, SETTLED } from "./widget-kit.js";
@@ -256,7 +258,7 @@ function editorTheme(core) {
   });
 }
 
-export function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
+export function makeEditor(kit, parent, doc, { label, describedBy, onRun, onChange = null }) {
   const { core, state, python, language, view, commands, highlight } = kit;
   const run = () => {
     onRun();
@@ -285,8 +287,72 @@ export function makeEditor(kit, parent, doc, { label, describedBy, onRun }) {
     editorTheme(core),
   ];
   if (highlight) extensions.push(highlight);
+  // onChange(): after every change to the text (typed, pasted, or set by Reset)
+  if (onChange) extensions.push(core.EditorView.updateListener.of((update) => { if (update.docChanged) onChange(); }));
   return new core.EditorView({ state: state.EditorState.create({ doc, extensions }), parent });
 }
+
+// ---------------------------------------------------------------------------
+// Saved edits: a cell's edited code is kept in this browser's localStorage (nothing is sent anywhere)
+// until the reader presses Reset, under "course-cell-edit:<page path>#<cell id>" (the page path from
+// the site's root), as JSON {source: a hash of the cell's original code, code}. A later build whose
+// cell shows different code has another hash: the saved edit is then dropped, not put back over code
+// it was not made to. Storage that is full or blocked (a private mode) leaves the edit working for
+// the visit, and the cell's note says it could not be saved.
+
+const SAVED_PREFIX = "course-cell-edit:";
+const SAVE_DELAY_MS = 300; // the text is saved once the keys pause (and when the page is left)
+
+/** cyrb53, a fast 53-bit string hash (not cryptographic: it only tells one original from another). */
+export function sourceHash(text) {
+  let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    h1 = Math.imul(h1 ^ ch, 2654435761);
+    h2 = Math.imul(h2 ^ ch, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(36);
+}
+
+export function savedEditKey(root) {
+  const site = new URL(siteRoot()).pathname;
+  const page = location.pathname.startsWith(site) ? location.pathname.slice(site.length) : location.pathname;
+  return `${SAVED_PREFIX}${page}#${root.id}`;
+}
+
+function forgetEdit(key) {
+  try { localStorage.removeItem(key); } catch { /* blocked: nothing was kept */ }
+}
+
+/** The edit saved for this cell's original (hash), or null; a stale or unreadable entry is removed. */
+function savedEdit(key, hash) {
+  let raw = null;
+  try { raw = localStorage.getItem(key); } catch { return null; }
+  if (raw === null) return null;
+  try {
+    const entry = JSON.parse(raw);
+    if (entry && entry.source === hash && typeof entry.code === "string") return entry.code;
+  } catch { /* not JSON: dropped below */ }
+  forgetEdit(key);
+  return null;
+}
+
+/** Save code as this cell's edit; false if the browser would not keep it (full or blocked). */
+function saveEdit(key, hash, code) {
+  try {
+    localStorage.setItem(key, JSON.stringify({ source: hash, code }));
+    return true;
+  } catch {
+    forgetEdit(key); // an older saved edit must not come back in its place
+    return false;
+  }
+}
+
+const SAVED_NOTE = "Your edit, saved in this browser; Reset restores the original.";
+const UNSAVED_NOTE = "Your edit could not be saved in this browser (its storage is full or turned off): "
+  + "it lasts until you leave this page. Reset restores the original.";
 
 // ---------------------------------------------------------------------------
 // One cell
@@ -317,11 +383,45 @@ async function mount(root) {
     return;
   }
   const keys = $("keys");
-  const editor = makeEditor(kit, $("editor"), source, {
+  const note = $("saved");
+  const key = savedEditKey(root);
+  const hash = sourceHash(source);
+  // data-saved: "saved" (the edit is in this browser), "unsaved" (it could not be kept), or absent
+  // (the code is the original)
+  const showNote = (state) => {
+    if (state) root.dataset.saved = state;
+    else delete root.dataset.saved;
+    note.textContent = state === "saved" ? SAVED_NOTE : state === "unsaved" ? UNSAVED_NOTE : "";
+    note.hidden = !state;
+  };
+  let saveTimer = null;
+  let editor = null;
+  const saveNow = () => {
+    clearTimeout(saveTimer);
+    saveTimer = null;
+    const code = editor.state.doc.toString();
+    if (code === source) {
+      forgetEdit(key);
+      showNote(null);
+    } else {
+      showNote(saveEdit(key, hash, code) ? "saved" : "unsaved");
+    }
+  };
+  const restored = savedEdit(key, hash);
+  editor = makeEditor(kit, $("editor"), restored ?? source, {
     label: `Code of ${attr}, editable`,
-    describedBy: `${root.querySelector(".cell-summary").id} ${keys.id}`,
+    describedBy: `${root.querySelector(".cell-summary").id} ${note.id} ${keys.id}`,
     onRun: () => runButton.click(),
+    onChange: () => {
+      clearTimeout(saveTimer);
+      saveTimer = setTimeout(saveNow, SAVE_DELAY_MS);
+    },
   });
+  if (restored !== null && restored !== source) showNote("saved");
+  // an edit typed just before the reader leaves is saved then (the timer would not run)
+  const flush = () => { if (saveTimer !== null) saveNow(); };
+  window.addEventListener("pagehide", flush);
+  document.addEventListener("visibilitychange", () => { if (document.visibilityState === "hidden") flush(); });
   $("static").hidden = true;
   $("editor").hidden = false;
   $("controls").hidden = false;
@@ -420,6 +520,10 @@ async function mount(root) {
 
   resetButton.addEventListener("click", () => {
     editor.dispatch({ changes: { from: 0, to: editor.state.doc.length, insert: source } });
+    clearTimeout(saveTimer);
+    saveTimer = null;
+    forgetEdit(key);
+    showNote(null);
     if (busyCell !== root) {
       clearOutput();
       outputFrame.hidden = true;

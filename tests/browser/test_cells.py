@@ -19,6 +19,7 @@ from playwright.sync_api import expect
 
 import build
 from conftest import ROOT, SITE, PageLog, chapter_url, result, settle_after, settles, wait_settled, widget
+from kit_checks import screenshot_widget
 
 TIMEOUT = 240_000  # a cold cell starts its own Python, on a machine other tests share
 ENDED = ("done", "error", "stopped")
@@ -418,6 +419,201 @@ def test_ring_cell_matches_pylib_unedited(chapter11):
     checks = json.loads(c.get_attribute("data-result"))["checks"]
     assert all(k["workers_agree"] and k["same_as_pylib"] and k["steps"] == 2 * (k["workers"] - 1) for k in checks)
     assert "the sum: 111 222 333 444 555 666" in output(c)
+
+
+# ---------------------------------------------------------------------------
+# Saved edits: a cell's edit is kept in this browser until Reset (cells.js, "Saved edits")
+
+SAVED_NOTE = "Your edit, saved in this browser; Reset restores the original."
+UNSAVED_NOTE = re.compile(r"^Your edit could not be saved in this browser \(its storage is full or turned off\)")
+
+
+@pytest.fixture(scope="module")
+def fresh_site(browser):
+    """A fresh browser context (its own, empty localStorage: the module's profile holds the other
+    tests' edits) and the site served to it: (context, base URL). Each test empties the storage first."""
+    url, server = build.serve_in_thread(SITE)
+    context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
+    yield context, url
+    context.close()
+    server.shutdown()
+    server.server_close()
+
+
+# The widgets' Python worker, answered by one that never starts: editing a cell needs no Python, and
+# the cells run in a worker of their own (PyScript's), so these pages skip loading the widgets' Python.
+NO_WIDGET_PYTHON = "self.addEventListener('message', () => {});"
+
+
+def new_page(fresh_site):
+    page = fresh_site[0].new_page()
+    page.log = PageLog(page)
+    page.route("**/static/js/worker.js", lambda route: route.fulfill(
+        status=200, content_type="text/javascript", body=NO_WIDGET_PYTHON))
+    return page
+
+
+def open_chapter9(fresh_site, init_script=None):
+    """Chapter 9 in a new page of fresh_site's context (the widgets' Python never starts), its storage
+    emptied first (on the glossary, a page of the same origin with no cell); init_script runs in the
+    chapter before the page's own."""
+    context, url = fresh_site
+    page = new_page(fresh_site)
+    page.goto(url + "glossary.html")
+    page.evaluate("localStorage.clear()")
+    if init_script:
+        page.add_init_script(init_script)
+    page.goto(chapter_url(url, "09-"))
+    return page
+
+
+def saved_key(page, c):
+    return c.evaluate("""el => {
+        const site = new URL(document.documentElement.dataset.siteRoot || './', document.baseURI).pathname;
+        return 'course-cell-edit:' + location.pathname.slice(site.length) + '#' + el.id;
+    }""")
+
+
+def stored(page, key):
+    return page.evaluate("k => localStorage.getItem(k)", key)
+
+
+def note(c):
+    return c.locator('[data-role="saved"]')
+
+
+def test_an_edit_survives_a_reload_until_reset_even_enormous_and_with_emoji(fresh_site):
+    """An edit is back after a reload, with the note saying so; enormous pasted text and emoji (astral,
+    joined, flags, combining marks) come back character for character; Reset puts pylib's code back,
+    forgets the edit, and a reload then shows pylib's code with no note."""
+    page = open_chapter9(fresh_site)
+    original = pylib_source(ROUND).rstrip("\n")
+    c = cell(page, ROUND)
+    expect(note(c)).to_be_hidden()
+    filler = "".join(f"# {i:06d} 🦜 👩‍👩‍👧‍👦 🇬🇧 𝔘 é ñ ∑ 漢字 {'x' * 40}\n" for i in range(1500))  # ~115k characters
+    code = edited(ROUND, '"""\n', '"""\n    print("kept 🦜 e\u0301", fmt)\n') + "\n" + filler
+    assert len(code) > 100_000
+    type_code(c, code)
+    expect(c).to_have_attribute("data-saved", "saved")
+    expect(note(c)).to_have_text(SAVED_NOTE)
+    key = saved_key(page, c)
+    assert json.loads(stored(page, key))["code"] == code
+
+    page.reload()
+    c = cell(page, ROUND)
+    assert code_of(c) == code
+    expect(note(c)).to_be_visible()
+    expect(note(c)).to_have_text(SAVED_NOTE)
+    assert c.get_attribute("data-saved") == "saved"
+    # the editor names the note to a screen reader
+    described = c.locator(".cm-content").get_attribute("aria-describedby").split()
+    assert note(c).get_attribute("id") in described
+
+    c.get_by_role("button", name="Reset").click()
+    assert code_of(c) == original
+    expect(note(c)).to_be_hidden()
+    assert stored(page, key) is None
+    page.reload()
+    c = cell(page, ROUND)
+    assert code_of(c) == original
+    expect(note(c)).to_be_hidden()
+    assert c.get_attribute("data-saved") is None
+    assert page.log.problems() == []
+    page.close()
+
+
+def test_an_edit_typed_just_before_leaving_is_saved_and_undoing_it_forgets_it(fresh_site):
+    """A reload straight after typing (before the save's pause) keeps the edit: it is saved as the page
+    is left. Editing the code back to pylib's own forgets the saved edit and hides the note."""
+    page = open_chapter9(fresh_site)
+    original = pylib_source(ROUND).rstrip("\n")
+    c = cell(page, ROUND)
+    code = edited(ROUND, '"""\n', '"""\n    print("quick", fmt)\n')
+    type_code(c, code)
+    page.reload()
+    c = cell(page, ROUND)
+    assert code_of(c) == code
+    expect(note(c)).to_have_text(SAVED_NOTE)
+    type_code(c, original)
+    expect(note(c)).to_be_hidden()
+    assert stored(page, saved_key(page, c)) is None
+    assert page.log.problems() == []
+    page.close()
+
+
+def test_an_edit_saved_for_another_original_is_not_restored(fresh_site):
+    """A saved edit whose original is not the code this build's cell shows (a later build changed the
+    cell) is not put back: the cell shows pylib's code, no note, and the stale entry is removed.
+    An entry that is not JSON is dropped the same way."""
+    context, url = fresh_site
+    page = open_chapter9(fresh_site)
+    c = cell(page, ROUND)
+    key = saved_key(page, c)
+    page.close()
+    for stale in (json.dumps({"source": "an-older-original", "code": "print('a stale edit')\n"}), "not json {"):
+        page = new_page(fresh_site)
+        page.goto(url + "glossary.html")
+        page.evaluate("([k, v]) => { localStorage.clear(); localStorage.setItem(k, v); }", [key, stale])
+        page.goto(chapter_url(url, "09-"))
+        c = cell(page, ROUND)
+        assert code_of(c) == pylib_source(ROUND).rstrip("\n"), stale
+        expect(note(c)).to_be_hidden()
+        assert stored(page, key) is None, stale
+        assert page.log.problems() == []
+        page.close()
+
+
+STORAGE_FULL = """
+    Storage.prototype.setItem = function () {
+        throw new DOMException("The quota has been exceeded.", "QuotaExceededError");
+    };
+"""
+STORAGE_BLOCKED = """
+    for (const name of ["getItem", "setItem", "removeItem", "clear", "key"]) {
+        Storage.prototype[name] = function () {
+            throw new DOMException("Access is denied for this document.", "SecurityError");
+        };
+    }
+"""
+
+
+@pytest.mark.parametrize("storage", ["full", "blocked"])
+def test_storage_that_throws_keeps_the_cell_working_and_says_the_edit_is_not_saved(fresh_site, storage):
+    """With localStorage full (setItem throws) or blocked (every call throws), the cell mounts, takes the
+    edit, says it could not be saved, and (full) runs the edited code; a reload shows pylib's code."""
+    page = open_chapter9(fresh_site, STORAGE_FULL if storage == "full" else STORAGE_BLOCKED)
+    c = cell(page, ROUND)
+    expect(note(c)).to_be_hidden()
+    code = edited(ROUND, '"""\n', '"""\n    print("unsaved 🦜", fmt)\n')
+    type_code(c, code)
+    expect(c).to_have_attribute("data-saved", "unsaved")
+    expect(note(c)).to_have_text(UNSAVED_NOTE)
+    assert code_of(c) == code
+    if storage == "full":
+        assert run(c) == "done"
+        assert "unsaved 🦜 bf16" in output(c)
+        screenshot_widget(c, "cell-unsaved")
+    c.get_by_role("button", name="Reset").click()
+    expect(note(c)).to_be_hidden()
+    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
+    type_code(c, code)
+    page.reload()
+    c = cell(page, ROUND)
+    assert code_of(c) == pylib_source(ROUND).rstrip("\n")
+    expect(note(c)).to_be_hidden()
+    assert page.log.problems() == []
+    page.close()
+
+
+def test_the_saved_note_fits_and_reads_at_a_phones_width(fresh_site):
+    """The cell with its saved note, photographed at 1280 and 360 px (nothing sticks out)."""
+    page = open_chapter9(fresh_site)
+    c = cell(page, ROUND)
+    type_code(c, edited(ROUND, '"""\n', '"""\n    print("saved", fmt)\n'))
+    expect(note(c)).to_have_text(SAVED_NOTE)
+    screenshot_widget(c, "cell-saved")
+    c.get_by_role("button", name="Reset").click()
+    page.close()
 
 
 # ---------------------------------------------------------------------------
