@@ -32,11 +32,19 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
 
 
 def pin(environ=os.environ, flags=None):
-    """Set one BLAS thread and, where the CPU has AVX-512, the measured kernels, unless the caller
-    chose either already. Must run before NumPy is imported; returns the core type now in force."""
+    """Set one BLAS thread, unless the caller chose a count, and the measured kernels where the CPU
+    has AVX-512. The kernels override an OPENBLAS_CORETYPE already in the environment (this machine's
+    image sets Haswell, and that is what made its numbers differ); COURSE_OPENBLAS_CORETYPE chooses
+    others on purpose, and an empty one leaves the choice to OpenBLAS. Must run before NumPy is
+    imported; returns the core type now in force, or None."""
     environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if "OPENBLAS_CORETYPE" not in environ and CORE_NEEDS <= (cpu_flags() if flags is None else flags):
-        environ["OPENBLAS_CORETYPE"] = MEASURED_CORE
+    chosen = environ.get("COURSE_OPENBLAS_CORETYPE")
+    if chosen is None and CORE_NEEDS <= (cpu_flags() if flags is None else flags):
+        chosen = MEASURED_CORE
+    if chosen:
+        environ["OPENBLAS_CORETYPE"] = chosen
+    elif chosen == "":
+        environ.pop("OPENBLAS_CORETYPE", None)
     return environ.get("OPENBLAS_CORETYPE")
 
 
@@ -47,4 +55,4 @@ def setting():
         return f"OPENBLAS_CORETYPE={core} (the kernels results.json was measured with)"
     if core:
         return f"OPENBLAS_CORETYPE={core} (not {MEASURED_CORE}: values may differ from results.json's)"
-    return f"OPENBLAS_CORETYPE unset (this CPU lacks AVX-512, so not {MEASURED_CORE}: values may differ from results.json's)"
+    return f"OPENBLAS_CORETYPE unset (OpenBLAS chose its kernels: values may differ from results.json's)"

@@ -1,5 +1,5 @@
 """builder/blas.py: the BLAS kernels that results.json was measured with, asked for only where the
-CPU can run them, and never over the caller's own choice."""
+CPU can run them, over the environment's core type but not over COURSE_OPENBLAS_CORETYPE."""
 
 import os
 import subprocess
@@ -16,17 +16,24 @@ def test_a_cpu_with_avx512_gets_the_measured_kernels_and_one_thread():
     assert env == {"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": blas.MEASURED_CORE}
 
 
-def test_a_cpu_without_avx512_is_left_to_openblas():
+def test_a_cpu_without_avx512_keeps_the_environments_choice():
     for missing in sorted(blas.CORE_NEEDS):  # any one of the instructions missing is enough
         env = {}
         assert blas.pin(env, flags=AVX512 - {missing}) is None
         assert "OPENBLAS_CORETYPE" not in env and env["OPENBLAS_NUM_THREADS"] == "1"
+        env = {"OPENBLAS_CORETYPE": "Haswell"}
+        assert blas.pin(env, flags=AVX512 - {missing}) == "Haswell"
 
 
-def test_the_callers_own_setting_is_kept():
-    env = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "2"}
-    assert blas.pin(env, flags=AVX512) == "Haswell"
-    assert env == {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "2"}
+def test_the_environments_core_type_is_overridden_but_a_chosen_one_is_kept():
+    """This machine's image sets OPENBLAS_CORETYPE=Haswell: with AVX-512 the measured kernels win.
+    COURSE_OPENBLAS_CORETYPE is the deliberate choice, and an empty one leaves it to OpenBLAS."""
+    env = {"OPENBLAS_CORETYPE": "Haswell"}
+    assert blas.pin(env, flags=AVX512) == blas.MEASURED_CORE
+    env = {"COURSE_OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_CORETYPE": "Zen", "OPENBLAS_NUM_THREADS": "2"}
+    assert blas.pin(env, flags=AVX512) == "Haswell" and env["OPENBLAS_NUM_THREADS"] == "2"
+    env = {"COURSE_OPENBLAS_CORETYPE": "", "OPENBLAS_CORETYPE": "Haswell"}
+    assert blas.pin(env, flags=AVX512) is None and "OPENBLAS_CORETYPE" not in env
 
 
 def test_the_flags_are_read_from_cpuinfo(tmp_path):
@@ -37,19 +44,21 @@ def test_the_flags_are_read_from_cpuinfo(tmp_path):
 
 
 def test_build_py_pins_before_numpy_and_openblas_uses_the_kernels():
-    """Imported the way build.py does, the pin reaches OpenBLAS: NumPy's bundled library reports the
-    core it runs (its DYNAMIC_ARCH build has openblas_get_corename)."""
+    """Imported the way build.py does, in an environment that says Haswell (as this machine's image
+    does), the pin reaches OpenBLAS: NumPy's bundled library reports the core it runs (its
+    DYNAMIC_ARCH build has openblas_get_corename)."""
     script = ("import build, ctypes, glob, os, numpy\n"
               "lib = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, 'numpy.libs', '*openblas*'))\n"
               "l = ctypes.CDLL(lib[0])\n"
               "f = next(getattr(l, n) for n in ('scipy_openblas_get_corename64_', 'openblas_get_corename') if hasattr(l, n))\n"
               "f.restype = ctypes.c_char_p\n"
               "print(os.environ.get('OPENBLAS_CORETYPE'), f().decode())\n")
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_OPENBLAS_CORETYPE"}
+    env["OPENBLAS_CORETYPE"] = "Haswell"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, check=True)
     pinned, core = out.stdout.split()
     if blas.CORE_NEEDS <= blas.cpu_flags():
         assert pinned == blas.MEASURED_CORE and core.lower() == blas.MEASURED_CORE.lower()
     else:
-        assert pinned == "None"
+        assert pinned == "Haswell" and core.lower() == "haswell"
