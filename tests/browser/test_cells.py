@@ -448,8 +448,9 @@ NO_WIDGET_PYTHON = "self.addEventListener('message', () => {});"
 def new_page(fresh_site):
     page = fresh_site[0].new_page()
     page.log = PageLog(page)
-    page.route("**/static/js/worker.js", lambda route: route.fulfill(
-        status=200, content_type="text/javascript", body=NO_WIDGET_PYTHON))
+    page.route("**/static/js/worker.js", lambda route: route.fulfill(  # COEP: the page is cross-origin isolated
+        status=200, content_type="text/javascript", headers={"Cross-Origin-Embedder-Policy": "require-corp"},
+        body=NO_WIDGET_PYTHON))
     return page
 
 
