@@ -21,6 +21,7 @@ import numpy as np
 from pylib.studies import chinchilla_fit, scaling
 from pylib.systems import flops, memory
 from pylib.web import InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 
 LIMITS = {
     "compute_max": 1e30,  # FLOPs; about 10^4 times the largest training runs cited in the chapter
@@ -108,13 +109,20 @@ def isoflop(session, args):
     return out
 
 
-def calculator(session, args):
-    """{compute, mfu_percent, tokens} -> N_opt, D_opt under each cited fit; a LLaMA-7B run's cost."""
-    v = collect_fields({
+def validate_calculator(args):
+    """The calculator's form values {compute, mfu_percent, tokens} -> checked numbers, or InputError
+    (also what the page asks when the reader leaves a field: op check_args)."""
+    return collect_fields({
         "compute": lambda r: _in_range(r, "compute", "The compute budget (FLOPs)", 0.0, LIMITS["compute_max"]),
         "mfu_percent": lambda r: _in_range(r, "mfu_percent", "The utilisation (%)", 0.0, LIMITS["mfu_percent_max"]),
         "tokens": lambda r: _in_range(r, "tokens", "The 7B run's tokens", 1.0, LIMITS["tokens_max"], lo_open=False),
     }, args)
+
+
+@checked_by(validate_calculator)
+def calculator(session, args):
+    """{compute, mfu_percent, tokens} -> N_opt, D_opt under each cited fit; a LLaMA-7B run's cost."""
+    v = validate_calculator(args)
     c = v["compute"]
     fits = {}
     for name, fit in scaling.CITED_FITS.items():

@@ -11,9 +11,12 @@
 //     await run.ready(async () => { …set-up calls once Python is ready… });
 //   }
 // A calculator (one call per change, no Stop) uses calculator(root, client, {op, fields, onResult}).
+// Both check a field when the reader leaves it, with the op's own Python check (checkOnLeave).
 // Status without a run: makeStatus(root). Charts: site/js/plot.js. Read nothing into innerHTML.
 // Examples: widgets/train.js (runStreamed + LossChart), widgets/lr-sweep.js (log slider over the
 // measured U-curve, release to run, SVG chart), widgets/memory-calculator.js (calculator + sliders).
+
+import { call as pythonCall } from "./pyodide-client.js";
 
 // The widget's JSON config, from its <script data-role="config"> element.
 export const readConfig = (root) => JSON.parse(root.querySelector('[data-role="config"]').textContent);
@@ -349,6 +352,14 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
       }
       return unplaced;
     },
+    /** Shows msg in one field's slot (aria-invalid set), or clears it when msg is empty. */
+    setError(name, msg) {
+      const el = input(name);
+      if (msg) el?.setAttribute?.("aria-invalid", "true");
+      else el?.removeAttribute?.("aria-invalid");
+      const slot = slotOf(name);
+      if (slot) slot.textContent = msg || "";
+    },
     clearErrors() {
       for (const n of names()) input(n)?.removeAttribute?.("aria-invalid");
       for (const slot of root.querySelectorAll("[data-error-for]")) slot.textContent = "";
@@ -356,6 +367,52 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
     focusFirstInvalid() { root.querySelector('[aria-invalid="true"]')?.focus(); },
   };
   return api;
+}
+
+/**
+ * checkOnLeave(root, {op, args, fields, skip}): when the reader leaves a field they changed (its change
+ * event), the op's own Python check of args() (op check_args, pylib/web/check_ops.py: the same code the
+ * op runs, so the page never disagrees with it) says whether it would be refused: the field's message
+ * is shown in its slot, or cleared, as are the messages of other fields that are now fine. Nothing
+ * runs, and the status, the result and the drawing stay as they are. Only when the page's Python is
+ * already up (html[data-pyodide=ready]): a page that starts Python on demand (the index) is not made
+ * to load it for a check, and Start checks the fields as before; so does an op with no check of its
+ * own, and skip() (a run going) defers the check to Start too. data-pending (key "check") is on while
+ * a check is on its way, and data-checks counts the checks answered (as data-settles counts runs).
+ */
+function checkOnLeave(root, { op, args, fields, skip = null }) {
+  const form = root.querySelector('[data-role="form"]');
+  if (!form || !fields || !op) return;
+  const host = root.closest("[data-widget]") || root;
+  // a chunked run ("train", "run:<name>") reads its arguments in its start op
+  const checked = op === "train" ? "train_start" : op.startsWith("run:") ? `${op.slice(4)}_start` : op;
+  let seq = 0;
+  form.addEventListener("change", (event) => {
+    const el = event.target;
+    if (!el || !FIELD_TYPES(el) || el.type === "range" || el.type === "checkbox" || el.type === "radio") return;
+    if (document.documentElement.dataset.pyodide !== "ready" || (skip && skip())) return;
+    let sent;
+    try {
+      sent = args();
+    } catch {
+      return; // the widget cannot say its args now: Start will
+    }
+    const mine = ++seq;
+    const { name, value } = el;
+    setPending(host, "check", true);
+    pythonCall("check_args", { op: checked, args: sent }).then((answer) => {
+      if (mine !== seq || !answer || !answer.checked || el.value !== value) return; // stale, or no check
+      const errors = answer.errors || {};
+      fields.setError(name, errors[name] || "");
+      for (const slot of root.querySelectorAll("[data-error-for]")) {
+        const other = slot.dataset.errorFor;
+        if (other !== name && slot.textContent) fields.setError(other, errors[other] || "");
+      }
+    }, () => { /* a check that could not run says nothing: Start checks again */ }).finally(() => {
+      host.dataset.checks = String((Number(host.dataset.checks) || 0) + 1);
+      if (mine === seq) setPending(host, "check", false);
+    });
+  });
 }
 
 /** A failed call, shown: the reader's input errors go to their fields' slots (the message names the
@@ -532,6 +589,8 @@ export function runStreamed(root, client, opts) {
     start();
   });
   if (stopButton) stopButton.addEventListener("click", stop);
+  // a widget's args() may note what the run it starts asked for: not read while a run goes
+  checkOnLeave(root, { op: opts.op, args: () => (opts.args ? opts.args() : {}), fields: opts.fields, skip: () => running });
 
   return {
     start,
@@ -646,6 +705,7 @@ export function calculator(root, client, opts) {
     event.preventDefault();
     run();
   });
+  checkOnLeave(root, { op: opts.op, args: () => (opts.args ? opts.args() : opts.fields.values()), fields: opts.fields });
 
   return {
     compute,
