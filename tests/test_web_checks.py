@@ -77,7 +77,7 @@ def test_the_calculator_is_checked_by_the_function_it_runs():
     assert check("scaling_calculator", CALC) == {"checked": True, "errors": {}}
 
 
-@pytest.mark.parametrize("op", ["scaling_isoflop", "no_such_op", "", None, 7, "check_args"])
+@pytest.mark.parametrize("op", ["parallel_mfu", "no_such_op", "", None, 7, "check_args"])
 def test_an_op_without_a_check_of_its_own_is_not_checked(op):
     assert check(op, {}) == {"checked": False, "errors": {}}
 

@@ -18,6 +18,7 @@ import numpy as np
 from pylib import model
 from pylib.systems import pipeline, planner, tensor_parallel
 from pylib.web import InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 
 LIMITS = {
     "stages_max": 16,
@@ -195,11 +196,11 @@ FIELD_OF = [("does not match", "gpus"), ("heads", "tp"), ("stages is more", "pp"
             ("global batch", "global_batch"), ("multiple of PP", "global_batch"), ("sequence length", "cp")]
 
 
-def planner_plan(args):
-    """One layout of one published run's model and cluster -> memory, bubble, communication, step time, MFU."""
+def validate_planner_plan(args):
+    """Form values -> (run, Layout, cluster): validate_plan's fields, then the layout's problems on the run's
+    model and cluster (each under the field it names), or InputError (also op check_args's check)."""
     run, layout, gpus = validate_plan(args)
     cluster = dataclasses.replace(run["cluster"], gpus=gpus)
-    efficiency = _efficiency()[run["hardware"]]
     problems = planner.layout_problems(run["shape"], cluster, layout)
     if problems:
         errors = {}
@@ -207,6 +208,13 @@ def planner_plan(args):
             field = next((f for words, f in FIELD_OF if words in p), "dp")
             errors[field] = (errors[field] + " " if field in errors else "") + p[0].upper() + p[1:] + "."
         raise InputError(errors)
+    return run, layout, cluster
+
+
+def planner_plan(args):
+    """One layout of one published run's model and cluster -> memory, bubble, communication, step time, MFU."""
+    run, layout, cluster = validate_planner_plan(args)
+    efficiency = _efficiency()[run["hardware"]]
     t0 = time.perf_counter()
     p = planner.plan(run["shape"], cluster, layout, efficiency, run["kv_heads"], run["grad_bytes"])
     seconds = time.perf_counter() - t0
@@ -222,9 +230,10 @@ def planner_plan(args):
 
 
 OPS = {
-    "pipeline_schedule": lambda s, a: pipeline_schedule(a),
+    # the reader's fields are checked on leaving them by the functions these ops call (op check_args)
+    "pipeline_schedule": checked_by(validate_pipeline)(lambda s, a: pipeline_schedule(a)),
     "tp_example": lambda s, a: tensor_parallel.worked_example(),
     "tp_check": lambda s, a: tp_check(a),
     "planner_runs": lambda s, a: planner_runs(a),
-    "planner_plan": lambda s, a: planner_plan(a),
+    "planner_plan": checked_by(validate_planner_plan)(lambda s, a: planner_plan(a)),
 }

@@ -25,6 +25,7 @@ from pylib.systems import collectives as col
 from pylib.systems import data_parallel as dp
 from pylib.systems import overlap
 from pylib.web import InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -74,10 +75,16 @@ def worker_gradients(session, p, seed=0):
     return [g for _, _, g in dp.worker_sums(params, cfg, x, y, p)]
 
 
+def validate_ring(args):
+    """The ring's form {workers} -> {"workers": p}, or InputError (also op check_args's check)."""
+    return {"workers": _workers(args.get("workers"), "workers", LIMITS["ring_workers_min"], LIMITS["ring_workers_max"])}
+
+
+@checked_by(validate_ring)
 def ring(session, args):
     """{workers} -> every step of the ring all-reduce on the model's real gradients, and the byte counts."""
     session._need_corpus()
-    p = _workers(args.get("workers"), "workers", LIMITS["ring_workers_min"], LIMITS["ring_workers_max"])
+    p = validate_ring(args)["workers"]
     t0 = time.perf_counter()
     vectors = worker_gradients(session, p)
     n = vectors[0].size
@@ -115,13 +122,19 @@ def ring(session, args):
 # The alpha-beta model
 
 
-def alpha_beta(session, args):
-    """{workers, alpha_us, bandwidth_gbs} -> times of each collective for message sizes 1 B ... 1 GB."""
-    v = collect_fields({
+def validate_alpha_beta(args):
+    """The form {workers, alpha_us, bandwidth_gbs} -> checked values, or InputError (also op check_args's check)."""
+    return collect_fields({
         "workers": lambda: _workers(args.get("workers"), "workers", 2, LIMITS["overlap_workers_max"]),
         "alpha_us": lambda: _positive(args.get("alpha_us"), "alpha_us", "Latency alpha (µs)", LIMITS["alpha_us_max"]),
         "bandwidth_gbs": lambda: _positive(args.get("bandwidth_gbs"), "bandwidth_gbs", "Bandwidth (GB/s)", LIMITS["bandwidth_max"]),
     })
+
+
+@checked_by(validate_alpha_beta)
+def alpha_beta(session, args):
+    """{workers, alpha_us, bandwidth_gbs} -> times of each collective for message sizes 1 B ... 1 GB."""
+    v = validate_alpha_beta(args)
     p, alpha, beta = v["workers"], v["alpha_us"] * 1e-6, 1.0 / (v["bandwidth_gbs"] * 1e9)
     sizes = [float(10 ** (k / 4)) for k in range(0, 37)]  # 1 B ... 1 GB
     out = {name: [f(n, p, alpha, beta) for n in sizes] for name, f in col.ALL_REDUCE_TIMES.items()}
@@ -151,12 +164,19 @@ def parse_worker_list(raw):
     return out
 
 
-def dp_start(session, args):
-    session._need_corpus()
-    v = collect_fields({
+def validate_dp(args):
+    """The side-by-side run's form {workers, steps} -> checked values, or InputError (also op check_args's
+    check of run:parallel_dp, through parallel_dp_start)."""
+    return collect_fields({
         "workers": lambda: parse_worker_list(args.get("workers")),
         "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["dp_steps_max"]),
     })
+
+
+@checked_by(validate_dp)
+def dp_start(session, args):
+    session._need_corpus()
+    v = validate_dp(args)
     cfg = _cfg(session)
     tc = train.TrainConfig(steps=v["steps"])
     runs = [{"workers": w, "state": dp.data_parallel_train_state(cfg, tc, w), "losses": []} for w in v["workers"]]
@@ -192,14 +212,20 @@ def dp_finish(session, args):
 # ZeRO
 
 
-def zero(session, args):
-    """{workers, stage, steps} -> held elements and bytes per worker; bit-identical to stage 0 or not."""
-    session._need_corpus()
-    v = collect_fields({
+def validate_zero(args):
+    """The form {workers, stage, steps} -> checked values, or InputError (also op check_args's check)."""
+    return collect_fields({
         "workers": lambda: _workers(args.get("workers"), "workers", 1, LIMITS["zero_workers_max"]),
         "stage": lambda: parse_field(parse_int, "stage", "ZeRO stage", args.get("stage"), 0, 3),
         "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["zero_steps_max"]),
     })
+
+
+@checked_by(validate_zero)
+def zero(session, args):
+    """{workers, stage, steps} -> held elements and bytes per worker; bit-identical to stage 0 or not."""
+    session._need_corpus()
+    v = validate_zero(args)
     W, stage, steps = v["workers"], v["stage"], v["steps"]
     cfg, tc = _cfg(session), train.TrainConfig()
     params = model.init_params(cfg, 0)
@@ -229,8 +255,9 @@ def zero(session, args):
 # Overlap and MFU
 
 
-def overlap_view(session, args):
-    """{bucket_kb, bandwidth_gbs, alpha_us, workers, gflops, peak_gflops, layers, width} -> timeline, exposed, MFU."""
+def validate_overlap(args):
+    """The form {bucket_kb, bandwidth_gbs, alpha_us, workers, gflops, peak_gflops, layers, width} -> checked
+    values, or InputError (also op check_args's check)."""
     v = collect_fields({
         "bucket_kb": lambda: _positive(args.get("bucket_kb"), "bucket_kb", "Bucket size (KB)", LIMITS["bucket_kb_max"]),
         "bandwidth_gbs": lambda: _positive(args.get("bandwidth_gbs"), "bandwidth_gbs", "Link bandwidth (GB/s)", LIMITS["bandwidth_max"]),
@@ -243,6 +270,13 @@ def overlap_view(session, args):
     })
     if v["width"] % 2:
         raise InputError({"width": "Width must be even (2 heads)."})
+    return v
+
+
+@checked_by(validate_overlap)
+def overlap_view(session, args):
+    """{bucket_kb, bandwidth_gbs, alpha_us, workers, gflops, peak_gflops, layers, width} -> timeline, exposed, MFU."""
+    v = validate_overlap(args)
     cfg = model.GPTConfig(n_layer=v["layers"], n_embd=v["width"], n_head=2,
                           vocab_size=session.vocab.size if session.vocab is not None else 65)
     tc = train.TrainConfig()

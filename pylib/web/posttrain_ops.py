@@ -25,6 +25,7 @@ import numpy as np
 from pylib import train
 from pylib.studies import preferences as pf, sft
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 PAGE = {
@@ -75,10 +76,17 @@ def _steps(args, hi):
 # Pretraining in the page
 
 
+def validate_pretrain(args):
+    """Pretraining's {seed, steps} -> checked values, or InputError (also op check_args's check of
+    run:posttrain_pretrain, through posttrain_pretrain_start)."""
+    args = args or {}
+    return collect_fields([_seed(args), _steps(args, PAGE["pretrain_steps_max"])])
+
+
+@checked_by(validate_pretrain)
 def pretrain_start(session, args):
     session._need_corpus()
-    args = args or {}
-    s = collect_fields([_seed(args), _steps(args, PAGE["pretrain_steps_max"])])
+    s = validate_pretrain(args)
     mcfg, tcfg = sft.pretrain_configs(session.vocab.size, s["seed"], s["steps"])
     _STATE["run"] = {"kind": "pretrain", "mcfg": mcfg, "cfg": tcfg, "state": train.init_train_state(mcfg, tcfg),
                      "last": None, "settings": s}
@@ -126,14 +134,22 @@ def _answers(session, params, mcfg, seed):
 # SFT in the page
 
 
-def sft_start(session, args):
-    session._need_corpus()
+def validate_sft(args):
+    """SFT's {seed, steps, arm} -> ({seed, steps}, arm), or InputError (also op check_args's check of
+    run:posttrain_sft, through posttrain_sft_start; whether a pretrained model exists is the run's question)."""
     args = args or {}
     arm = args.get("arm")
     parsers = [_seed(args), _steps(args, PAGE["steps_max"])]
     s = collect_fields(parsers)
     if arm not in sft.ARMS:
         raise InputError({"arm": "Choose where the loss counts: the response only, or the whole sequence."})
+    return s, arm
+
+
+@checked_by(validate_sft)
+def sft_start(session, args):
+    session._need_corpus()
+    s, arm = validate_sft(args)
     pre = _need_pretrained()
     sft_set = _sft_set(session)
     x, y, pm, rm = sft.encode_pairs(sft_set.train, session.vocab, pre["mcfg"].block_size)
@@ -182,12 +198,19 @@ def validate_line(raw):
     return line
 
 
+def validate_ask(args):
+    """The question's {line, seed} -> checked values, or InputError (also op check_args's check; whether the
+    line has a character the model knows is asked with the model's vocabulary when the op runs)."""
+    args = args or {}
+    return collect_fields({"line": lambda: validate_line(args.get("line")), **dict([_seed(args)])})
+
+
+@checked_by(validate_ask)
 def ask(session, args):
     """{line, seed} -> the pretrained and the fine-tuned model's answers, and the characters dropped."""
     from pylib import data
     session._need_corpus()
-    args = args or {}
-    s = collect_fields({"line": lambda: validate_line(args.get("line")), **dict([_seed(args)])})
+    s = validate_ask(args)
     pre = _need_pretrained()
     line = data.normalise_text(s["line"])
     ids, dropped = session.vocab.encode(line)
@@ -236,10 +259,29 @@ def ipo_target(tau):
     return 1.0 / (2.0 * tau)
 
 
+def _page_vocab():
+    """The page's vocabulary (loaded as Python starts; DataNotLoaded asks the worker for it otherwise)."""
+    from pylib.web import SESSION
+    SESSION._need_vocab()
+    return SESSION.vocab
+
+
+def validate_dpo_start(args, vocab=None, method="dpo"):
+    """DPO's (or IPO's) form -> validate_dpo_settings' values with vocab (by default the page's), or
+    InputError (also op check_args's check of run:posttrain_dpo, through posttrain_dpo_start)."""
+    return validate_dpo_settings(args or {}, _page_vocab() if vocab is None else vocab, method)
+
+
+def validate_ipo_start(args, vocab=None):
+    """IPO's form: validate_dpo_start with method "ipo" (op check_args's check of run:posttrain_ipo)."""
+    return validate_dpo_start(args, vocab, "ipo")
+
+
+@checked_by(validate_dpo_start)
 def dpo_start(session, args, method="dpo"):
     session._need_corpus()
     args = args or {}
-    s = validate_dpo_settings(args, session.vocab, method)
+    s = validate_dpo_start(args, session.vocab, method)
     pre = _need_pretrained()
     mcfg, params = pre["mcfg"], pre["params"]
     target = pf.target_id(session.vocab, s["target"])
@@ -263,6 +305,7 @@ def dpo_start(session, args, method="dpo"):
             "method": method, "target_margin": ipo_target(s["tau"]) if method == "ipo" else None}
 
 
+@checked_by(validate_ipo_start)
 def ipo_start(session, args):
     return dpo_start(session, args, "ipo")
 

@@ -77,14 +77,35 @@ def _profile(s, opt):
     return out
 
 
-def isoflop(session, args):
-    """{series, budget_index, custom_budget?} -> every budget's profile (points, parabola, optimum), the
-    chosen one's at the top level, the toy's power laws with their line over the measured budgets, and
-    the prediction at the reader's budget with the line's extension out to it when it lies outside."""
+def _isoflop_choice(args):
+    """The measured sweep and the chosen budget's index, or InputError."""
     series = _series(args.get("series"))
     index = args.get("budget_index")
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(series):
         raise InputError({"budget_index": "Choose one of the measured budgets."})
+    return series, index
+
+
+def _custom_budget(raw):
+    """The reader's budget for the prediction, FLOPs, or InputError."""
+    return _in_range(raw, "custom_budget", "The budget", 0.0, LIMITS["compute_max"])
+
+
+def validate_isoflop(args):
+    """{series, budget_index, custom_budget?} -> (series, index, budget or None), or InputError: op check_args's
+    check, made of the op's own two checks. The op asks for the budget only once the sweep has given its power
+    laws (two budgets with a minimum, as the measured sweep has); the check asks for it whenever it is given."""
+    series, index = _isoflop_choice(args)
+    custom = args.get("custom_budget")
+    return series, index, None if custom is None else _custom_budget(custom)
+
+
+@checked_by(validate_isoflop)
+def isoflop(session, args):
+    """{series, budget_index, custom_budget?} -> every budget's profile (points, parabola, optimum), the
+    chosen one's at the top level, the toy's power laws with their line over the measured budgets, and
+    the prediction at the reader's budget with the line's extension out to it when it lies outside."""
+    series, index = _isoflop_choice(args)
     optima = [scaling.isoflop_optimum(s["n"], s["d"], s["loss"]) for s in series]
     family = [_profile(s, opt) for s, opt in zip(series, optima)]
     found = [(s["budget"], opt) for s, opt in zip(series, optima) if opt is not None]
@@ -100,7 +121,7 @@ def isoflop(session, args):
                        "line": {"c": [lo, hi], "n": [k_n * lo ** a, k_n * hi ** a]}}
         custom = args.get("custom_budget")  # None: no prediction asked for; the page always asks, so empty is refused
         if custom is not None:
-            c = _in_range(custom, "custom_budget", "The budget", 0.0, LIMITS["compute_max"])
+            c = _custom_budget(custom)
             n_opt, d_opt = k_n * c ** a, k_d * c ** b
             edge = min(max(c, lo), hi)  # the measured budget nearest c
             out["prediction"] = {"budget": c, "n": n_opt, "d": d_opt, "extrapolated": not lo <= c <= hi,
@@ -146,8 +167,9 @@ def calculator(session, args):
     }
 
 
-def chinchilla(session, args):
-    """{loss, drop_highest, min_tokens_per_param, compute} -> the fit to the runs left, and its optimum."""
+def validate_chinchilla(args):
+    """{loss, drop_highest, min_tokens_per_param, compute} -> (loss choice, checked values, the runs kept), or
+    InputError, also when the choices leave fewer than five runs (also op check_args's check)."""
     n, d, loss = chinchilla_fit.load_points()
     choice = args.get("loss")
     if choice not in LOSS_CHOICES:
@@ -166,6 +188,14 @@ def chinchilla(session, args):
     if keep.sum() < 5:
         raise InputError({culprit: f"These choices leave {int(keep.sum())} of the {n.size} runs; the fit has "
                                    "five constants and needs at least five runs."})
+    return choice, v, keep
+
+
+@checked_by(validate_chinchilla)
+def chinchilla(session, args):
+    """{loss, drop_highest, min_tokens_per_param, compute} -> the fit to the runs left, and its optimum."""
+    n, d, loss = chinchilla_fit.load_points()
+    choice, v, keep = validate_chinchilla(args)
     if choice == "likelihood":  # one BFGS run from Hoffmann et al.'s constants, as Besiroglu et al. did
         f = chinchilla_fit.fit_likelihood(n[keep], d[keep], loss[keep])
     else:

@@ -22,6 +22,7 @@ from pylib import model
 from pylib.studies import target as tgt
 from pylib.systems import queueing, slow_links as sl
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -54,8 +55,9 @@ def _number(args, key, label, lo, hi, lo_open=False, unit=""):
 # The four-worker toy, live
 
 
-def train_start(session, args):
-    session._need_corpus()
+def validate_train(args):
+    """The run's form {method, seed, steps?, eval_interval?} -> (method, seed, steps, its SlowConfig), or
+    InputError for the first bad field (also op check_args's check of run:slow_train, through slow_train_start)."""
     args = args or {}
     method = args.get("method")
     if method not in sl.METHODS:
@@ -68,6 +70,14 @@ def train_start(session, args):
         cfg = sl.configured(method, seed=seed, steps=steps, eval_interval=every)
     except ValueError as e:
         raise InputError({"eval_interval": str(e)}) from None
+    return method, seed, steps, cfg
+
+
+@checked_by(validate_train)
+def train_start(session, args):
+    session._need_corpus()
+    args = args or {}
+    method, seed, steps, cfg = validate_train(args)
     state = sl.init_run(cfg, session.train_tokens, session.val_tokens, session.vocab.size)
     curves = args.get("curves") if isinstance(args.get("curves"), dict) else {}
     curve = curves.get(f"ch13.{method}.curve")
@@ -140,12 +150,21 @@ def _measured(args):
     return out
 
 
+def validate_link_race(args):
+    """The race's form (parse_link) and the page's vocabulary size -> (settings, vocab_size), or InputError
+    (also op check_args's check)."""
+    args = args or {}
+    s = parse_link(args)
+    vocab = parse_field(parse_int, "vocab_size", "Vocabulary size", args.get("vocab_size", 65), 2, 1 << 20)
+    return s, vocab
+
+
+@checked_by(validate_link_race)
 def link_race(session, args):
     """Time per sync and wall-clock to the target of every method, at the reader's link and over a sweep."""
     args = args or {}
-    s = parse_link(args)
+    s, vocab = validate_link_race(args)
     measured = _measured(args)
-    vocab = parse_field(parse_int, "vocab_size", "Vocabulary size", args.get("vocab_size", 65), 2, 1 << 20)
     shapes = model.param_shapes(model.GPTConfig(vocab_size=vocab))
     alpha, step_s = s["latency"] / 1e3, s["step_ms"] / 1e3
 
@@ -180,8 +199,9 @@ def link_race(session, args):
 # Queueing and stragglers
 
 
-def queue(session, args):
-    """{rho, service_ms, workers, step_ms, spread_ms} -> the M/D/1 wait and the slowest worker, simulated and exact."""
+def validate_queue(args):
+    """The form {rho, service_ms, workers, step_ms, spread_ms} -> checked values, or InputError (also op
+    check_args's check)."""
     args = args or {}
 
     def rho():
@@ -193,13 +213,19 @@ def queue(session, args):
             raise InputError({"rho": f"Load ρ must be above 0 (and below 1); got {value:g}."})
         return value
 
-    s = collect_fields({
+    return collect_fields({
         "rho": rho,
         "service_ms": lambda: _number(args, "service_ms", "Transfer time D", 0.0, LIMITS["service_ms_max"], lo_open=True, unit=" ms"),
         "workers": lambda: parse_field(parse_int, "workers", "Workers", args.get("workers"), 1, LIMITS["workers_max"]),
         "step_ms": lambda: _number(args, "step_ms", "Step time", 0.0, LIMITS["step_ms_max"], unit=" ms"),
         "spread_ms": lambda: _number(args, "spread_ms", "Spread", 0.0, LIMITS["step_ms_max"], unit=" ms"),
     })
+
+
+@checked_by(validate_queue)
+def queue(session, args):
+    """{rho, service_ms, workers, step_ms, spread_ms} -> the M/D/1 wait and the slowest worker, simulated and exact."""
+    s = validate_queue(args)
     seed = 0
     md1 = queueing.simulate_md1(s["rho"], s["service_ms"], LIMITS["queue_n"], seed)
     syncs = max(100, LIMITS["straggle_samples"] // s["workers"])
