@@ -28,6 +28,7 @@ from pylib import checkpoint, guards, model, train
 from pylib.studies import monitoring, resume, stability, target as to_target
 from pylib.systems import goodput
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -62,12 +63,15 @@ def _model_cfg(session):
 # The run of the checkpoint and dashboard widgets
 
 
-def _new_run(session, args):
-    s = collect_fields([
+def _new_run_settings(args):
+    return collect_fields([
         ("steps", lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["steps_max"])),
         ("lr", lambda: _positive(args.get("lr"), "lr", "Learning rate", LIMITS["lr_max"])),
         ("seed", lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])),
     ])
+
+
+def _new_run(session, s):
     mcfg = _model_cfg(session)
     tcfg = dataclasses.replace(train.TrainConfig(), steps=s["steps"], lr=s["lr"], seed=s["seed"])
     return {"model_cfg": mcfg, "cfg": tcfg, "state": train.init_train_state(mcfg, tcfg), "log": [],
@@ -81,13 +85,25 @@ def _target(args):
     return _positive(raw, "target", "The target loss", 100.0)
 
 
+def validate_run_start(args):
+    """The checkpoint and dashboard runs' form values -> {target, continue, settings}: the target loss
+    (None if empty), and for a new run (not {"continue": true}) its {steps, lr, seed}; or InputError.
+    Whether there is a run to continue is the op's to say, when Continue is pressed (op check_args too)."""
+    args = args or {}
+    target = _target(args)
+    resumed = bool(args.get("continue"))
+    return {"target": target, "continue": resumed, "settings": None if resumed else _new_run_settings(args)}
+
+
 def _run_start(slot):
+    @checked_by(validate_run_start)
     def start(session, args):
         session._need_corpus()
+        v = validate_run_start(args)
         args = args or {}
-        target = _target(args)
+        target = v["target"]
         run = _RUNS.get(slot)
-        resumed = bool(args.get("continue"))
+        resumed = v["continue"]
         if resumed:
             if run is None or run["state"]["step"] >= run["cfg"].steps or run["state"]["diverged"]:
                 raise InputError({"run": "There is no unfinished run to continue: press Start, or load a checkpoint."})
@@ -95,7 +111,7 @@ def _run_start(slot):
                 resume.drop_optimizer_state(run["state"], run["model_cfg"], run["cfg"])
                 run["dropped_at"] = run["state"]["step"]
         else:
-            run = _new_run(session, args)
+            run = _new_run(session, v["settings"])
             _RUNS[slot] = run
         run["target"] = target
         return {"step": run["state"]["step"], "steps": run["cfg"].steps, "continued": resumed,
@@ -244,12 +260,23 @@ def export(session, args):
 # The replay
 
 
-def replay_start(session, args):
-    session._need_corpus()
+def validate_replay_start(args):
+    """{mode, seed} -> {mode, seed} (the seed only for the original run; a replay takes the original's),
+    or InputError (op check_args too)."""
     args = args or {}
     mode = args.get("mode")
     if mode not in ("original", "same", "other"):
         raise InputError({"mode": "Choose the original run, a replay on the same batches, or one on other batches."})
+    if mode == "original":
+        return {"mode": mode, "seed": parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])}
+    return {"mode": mode}
+
+
+@checked_by(validate_replay_start)
+def replay_start(session, args):
+    session._need_corpus()
+    v = validate_replay_start(args)
+    mode = v["mode"]
     BAD = stability.BAD
     token = int(session.vocab.encode(BAD["token"])[0][0])
     first = BAD["inject_step"]
@@ -257,7 +284,7 @@ def replay_start(session, args):
     ckpt_step = first - resume.REPLAY["before"]
     end = first + BAD["repeats"] + resume.REPLAY["after"]
     if mode == "original":
-        seed = parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])
+        seed = v["seed"]
         mcfg, tcfg = stability.bad_configs(session.vocab.size, "none", seed)
         state = train.init_train_state(mcfg, tcfg)
         guards.hook_batches(state, stability.bad_batch_hook(bad_steps, token))
@@ -309,8 +336,9 @@ def replay_finish(session, args):
 # Goodput
 
 
-def goodput_op(session, args):
-    """{delta, M, R, tau} -> simulated and expected goodput against the interval, and the optima."""
+def validate_goodput(args):
+    """{delta, M, R, tau} -> checked values (an interval and a restart cost a job can finish with), or
+    InputError (op check_args too)."""
     hi = LIMITS["goodput_max"]
     v = collect_fields([
         ("delta", lambda: _positive(args.get("delta"), "delta", "The checkpoint cost δ", hi)),
@@ -325,6 +353,15 @@ def goodput_op(session, args):
                                  "fails and the job never finishes. Shorten τ or δ, or raise M."})
     if R / M > cap:
         raise InputError({"R": f"The restart cost R is {R / M:.3g} times M; above {cap:g} times M restarts almost never finish."})
+    return v
+
+
+@checked_by(validate_goodput)
+def goodput_op(session, args):
+    """{delta, M, R, tau} -> simulated and expected goodput against the interval, and the optima."""
+    v = validate_goodput(args)
+    d, M, R, tau = v["delta"], v["M"], v["R"], v["tau"]
+    cap = goodput.LIMITS["max_segment_over_M"]
     young, daly, opt = goodput.young_interval(d, M), goodput.daly_interval(d, M), goodput.optimal_interval(d, M)
     grid = sorted({opt * 2 ** (k / 4) for k in range(-12, 13)} | {tau})
     grid = [t for t in grid if (t + d) / M <= cap]

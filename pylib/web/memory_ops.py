@@ -15,6 +15,7 @@ import dataclasses
 from pylib import data, model
 from pylib.systems import checkpointing, memory
 from pylib.web import InputError, collect_fields, parse_field, parse_int
+from pylib.web.check_ops import checked_by
 
 LIMITS = {  # the calculator's fields; beyond these the numbers stop describing any model
     "seq_len": 10 ** 7, "micro_batch": 10 ** 6, "n_layer": 10 ** 4, "n_embd": 10 ** 6,
@@ -66,8 +67,9 @@ def growth_lengths(seq_len):
     return [s for s in out if s <= LIMITS["seq_len"]]
 
 
-def memory_calc(session, args):
-    """The reader's shape and settings -> training_memory at their sequence length and around it."""
+def validate_memory_calc(args):
+    """The calculator's form values -> checked values (a width the heads divide), or InputError
+    (op check_args too)."""
     fields = {k: _int_field(k) for k in ("seq_len", "micro_batch", "n_layer", "n_embd", "n_head", "vocab_size",
                                          "ffn_hidden")}
     fields.update({k: (lambda raw, k=k: parse_choice(raw, k)) for k in CHOICES})
@@ -75,6 +77,13 @@ def memory_calc(session, args):
     if v["n_embd"] % v["n_head"]:  # a model that cannot exist: say why, on the heads field
         raise InputError({"n_head": f"{v['n_head']:,} heads do not divide the width {v['n_embd']:,}: each head "
                                     f"needs a whole number of the {v['n_embd']:,} channels (try a divisor of the width)."})
+    return v
+
+
+@checked_by(validate_memory_calc)
+def memory_calc(session, args):
+    """The reader's shape and settings -> training_memory at their sequence length and around it."""
+    v = validate_memory_calc(args)
     shape = memory.TransformerShape(n_layer=v["n_layer"], n_embd=v["n_embd"], n_head=v["n_head"],
                                     vocab_size=v["vocab_size"], seq_len=v["seq_len"], ffn_hidden=v["ffn_hidden"],
                                     **ARCHS[v["arch"]])
@@ -91,16 +100,24 @@ def memory_calc(session, args):
                        **{k: [float(g[k]) for g in growth] for k in keys}}}
 
 
+def validate_memory_timeline(args):
+    """{n_layer, batch_size, seq_len} -> checked values (seq_len at most the course model's block), or
+    InputError (op check_args too)."""
+    block_size = model.GPTConfig().block_size
+    return collect_fields({
+        "n_layer": lambda raw: parse_field(parse_int, "n_layer", LABELS["n_layer"], raw, 1, LIMITS["timeline_layers"]),
+        "batch_size": lambda raw: parse_field(parse_int, "batch_size", LABELS["batch_size"], raw, 1, LIMITS["timeline_batch"]),
+        "seq_len": lambda raw: parse_field(parse_int, "seq_len", LABELS["seq_len"], raw, 1, block_size),
+    }, args)
+
+
+@checked_by(validate_memory_timeline)
 def memory_timeline(session, args):
     """{n_layer, batch_size, seq_len} -> each recompute mode's timeline through one step of the course's
     model (seed 0) on fixed validation windows: events (phase, what, held, largest buffer added), peak."""
     session._need_corpus()
     base = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
-    v = collect_fields({
-        "n_layer": lambda raw: parse_field(parse_int, "n_layer", LABELS["n_layer"], raw, 1, LIMITS["timeline_layers"]),
-        "batch_size": lambda raw: parse_field(parse_int, "batch_size", LABELS["batch_size"], raw, 1, LIMITS["timeline_batch"]),
-        "seq_len": lambda raw: parse_field(parse_int, "seq_len", LABELS["seq_len"], raw, 1, base.block_size),
-    }, args)
+    v = validate_memory_timeline(args)
     cfg = dataclasses.replace(base, n_layer=v["n_layer"])
     params = model.init_params(cfg, 0)
     x, y = data.eval_windows(session.val_tokens, v["batch_size"], v["seq_len"])

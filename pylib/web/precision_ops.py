@@ -21,6 +21,7 @@ import numpy as np
 from pylib import data, model, train
 from pylib.systems import mixed_precision as mp, precision
 from pylib.web import LIMITS as WEB_LIMITS, InputError, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -54,6 +55,20 @@ def _shown(x):
 # The rounding calculator
 
 
+def validate_round(args):
+    """{value} or {format, bits} -> {"value": v} or {"format": fmt, "bits": bits}, checked, or InputError
+    (op check_args too)."""
+    args = args or {}
+    if args.get("bits") is not None:
+        fmt, bits = _bits_arg(args.get("format"), args.get("bits"))
+        return {"format": fmt, "bits": bits}
+    v = collect_fields([("value", lambda: parse_field(parse_number, "value", "The value", args.get("value")))])["value"]
+    if abs(v) > LIMITS["value_max"]:
+        raise InputError({"value": f"The value must be at most {LIMITS['value_max']:g} in size; got {v:g}."})
+    return {"value": v}
+
+
+@checked_by(validate_round)
 def round_value(session, args):
     """{value} or {format, bits} -> {value, from_bits, formats: [{format, name, sign, exponent, mantissa,
     stored, abs_error, rel_error, below, above, regime, line, max, smallest_normal, smallest_subnormal,
@@ -61,17 +76,15 @@ def round_value(session, args):
     flipped one), the value is the number those bits encode in that format (decoded here: it may be a
     subnormal, zero, inf or NaN), and every format rounds it; from_bits says what the bits were.
     line: where the value sits on that format's number line (precision.rounding_interval)."""
-    args = args or {}
+    checked = validate_round(args)
     from_bits = None
-    if args.get("bits") is not None:
-        fmt, bits = _bits_arg(args.get("format"), args.get("bits"))
+    if "bits" in checked:
+        fmt, bits = checked["format"], checked["bits"]
         v = precision.decode(int(bits, 2), fmt)
         from_bits = {"format": fmt, "name": precision.NAMES[fmt], "bits": bits, "value": _shown(v),
                      "regime": precision.decompose(v, fmt)["regime"]}
     else:
-        v = collect_fields([("value", lambda: parse_field(parse_number, "value", "The value", args.get("value")))])["value"]
-        if abs(v) > LIMITS["value_max"]:
-            raise InputError({"value": f"The value must be at most {LIMITS['value_max']:g} in size; got {v:g}."})
+        v = checked["value"]
     rows = []
     for fmt in precision.FORMATS:
         d = precision.decompose(v, fmt)
@@ -99,9 +112,9 @@ def _bits_arg(fmt, bits):
 # The lost update
 
 
-def lost_update(session, args):
-    """{start, increment, steps, format, seed} -> the weight over the steps: exact (float64), fp32,
-    the format with nearest rounding, and with stochastic rounding (one copy and the mean of lanes)."""
+def validate_lost_update(args):
+    """{start, increment, steps, format, seed} -> checked values (format among them), or InputError
+    (op check_args too)."""
     args = args or {}
     fmt = args.get("format")
     s = collect_fields([
@@ -114,6 +127,16 @@ def lost_update(session, args):
     ])
     if fmt not in LOST_FORMATS:
         raise InputError({"format": "Choose a format: bf16, fp16, FP8 E4M3 or FP8 E5M2."})
+    return {**s, "format": fmt}
+
+
+@checked_by(validate_lost_update)
+def lost_update(session, args):
+    """{start, increment, steps, format, seed} -> the weight over the steps: exact (float64), fp32,
+    the format with nearest rounding, and with stochastic rounding (one copy and the mean of lanes)."""
+    v = validate_lost_update(args)
+    fmt = v["format"]
+    s = {k: v[k] for k in ("start", "increment", "steps", "seed")}
     n = s["steps"]
     rng = np.random.default_rng(s["seed"])
     with np.errstate(all="ignore"):
@@ -146,14 +169,22 @@ def _bounded(raw, key, label, lo, hi):
 # A recipe, live
 
 
-def train_start(session, args):
-    session._need_corpus()
+def validate_train_start(args):
+    """The recipe run's form values {recipe, seed} -> {recipe, seed}, or InputError (op check_args too)."""
     args = args or {}
     name = args.get("recipe")
     if name not in mp.RECIPES:
         raise InputError({"recipe": "Choose a recipe from the list."})
     s = collect_fields([("seed", lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0,
                                                          WEB_LIMITS["seed_max"]))])
+    return {"recipe": name, **s}
+
+
+@checked_by(validate_train_start)
+def train_start(session, args):
+    session._need_corpus()
+    v = validate_train_start(args)
+    name, s = v["recipe"], {"seed": v["seed"]}
     cfg = model.GPTConfig(vocab_size=session.vocab.size)
     tcfg = train.TrainConfig(seed=s["seed"])
     state = mp.init_state(cfg, tcfg, name)
@@ -224,11 +255,8 @@ def _gradient(session, name):
     return _RUNS[key]
 
 
-def quantise_demo(session, args):
-    """{tensor, bits, ratio} -> the gradient's histogram, the grid, the error and the clipped share at
-    full scale = ratio x amax, and the error over a sweep of full scales (the trade-off)."""
-    from pylib.systems import quantise
-    session._need_corpus()
+def validate_quantise(args):
+    """{tensor, bits, ratio} -> checked values, or InputError (op check_args too)."""
     args = args or {}
     name = args.get("tensor")
     if name not in QUANT_TENSORS:
@@ -237,6 +265,17 @@ def quantise_demo(session, args):
         ("bits", lambda: parse_field(parse_int, "bits", "Bits", args.get("bits"), 2, 8)),
         ("ratio", lambda: _bounded(args.get("ratio"), "ratio", "The full scale (x amax)", 1e-3, 10.0)),
     ])
+    return {"tensor": name, **s}
+
+
+@checked_by(validate_quantise)
+def quantise_demo(session, args):
+    """{tensor, bits, ratio} -> the gradient's histogram, the grid, the error and the clipped share at
+    full scale = ratio x amax, and the error over a sweep of full scales (the trade-off)."""
+    from pylib.systems import quantise
+    session._need_corpus()
+    v = validate_quantise(args)
+    name, s = v["tensor"], {"bits": v["bits"], "ratio": v["ratio"]}
     g = _gradient(session, name)
     amax = quantise.amax_full_scale(g)
     fs = s["ratio"] * amax

@@ -19,6 +19,7 @@ import numpy as np
 from pylib import data, model, schedules, train
 from pylib.studies import lr_sweep, noise_scale
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -53,7 +54,8 @@ def _fraction(raw, key, label):
 
 
 def validate_schedule(args):
-    """Form values {kind, lr, warmup, steps, min_ratio, decay_frac} -> checked values, or InputError."""
+    """Form values {kind, lr, warmup, steps, min_ratio, decay_frac} -> checked values, or InputError
+    (also what the page asks when the reader leaves a field: op check_args)."""
     args = args or {}
     kind = args.get("kind")
     parsers = {
@@ -88,6 +90,12 @@ def schedule_curve(args):
             "peak_step": lrs.index(max(lrs))}
 
 
+@checked_by(validate_schedule)
+def curve_op(session, args):
+    """Op schedule_curve."""
+    return schedule_curve(args)
+
+
 # ---------------------------------------------------------------------------
 # The live reduced ladder
 
@@ -110,11 +118,17 @@ def parse_rates(raw):
     return rates
 
 
+def validate_sweep_start(args):
+    """The ladder's form values {rates, seed} -> {rates, seed}, or InputError (op check_args too)."""
+    return collect_fields({"rates": parse_rates,
+                           "seed": lambda v: parse_field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])},
+                          args or {})
+
+
+@checked_by(validate_sweep_start)
 def sweep_start(session, args):
     session._need_corpus()
-    args = args or {}
-    values = collect_fields({"rates": parse_rates,
-                       "seed": lambda v: parse_field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])}, args)
+    values = validate_sweep_start(args)
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
     _RUNS["sweep"] = {"model_cfg": mcfg, "rates": values["rates"], "seed": values["seed"], "index": 0,
                       "state": None, "rungs": []}
@@ -156,11 +170,16 @@ def sweep_finish(session, args):
 # A live run whose learning rate changes mid-run
 
 
+def validate_lrchange_start(args):
+    """The run's form values {lr, seed} -> {lr, seed}, or InputError (op check_args too)."""
+    return collect_fields({"lr": _lr, "seed": lambda v: parse_field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])},
+                          args or {})
+
+
+@checked_by(validate_lrchange_start)
 def lrchange_start(session, args):
     session._need_corpus()
-    args = args or {}
-    values = collect_fields({"lr": _lr, "seed": lambda v: parse_field(parse_int, "seed", "Seed", v, 0, WEB_LIMITS["seed_max"])},
-                      args)
+    values = validate_lrchange_start(args)
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
     cfg = dataclasses.replace(train.TrainConfig(), lr=values["lr"], seed=values["seed"],
                               steps=LIMITS["lrchange_steps"], eval_interval=25)
@@ -170,12 +189,19 @@ def lrchange_start(session, args):
             "warmup_steps": cfg.warmup_steps, "limit": train.divergence_threshold(mcfg.vocab_size)}
 
 
+def validate_lrchange_set(args):
+    """The change's form value {new_lr} -> the new peak lr, or InputError (op check_args too: whether a
+    run is going is the op's to say, when Apply is pressed)."""
+    return _lr((args or {}).get("new_lr"), "new_lr", "New learning rate")
+
+
+@checked_by(validate_lrchange_set)
 def lrchange_set(session, args):
     """A new peak lr for the running run, from the next step on; params and optimiser state are kept."""
     run = _RUNS.get("lrchange")
     if run is None or run["state"]["diverged"] or run["state"]["step"] >= run["cfg"].steps:
         raise InputError({"new_lr": "No run is going: press Start first."})
-    new_lr = _lr((args or {}).get("new_lr"), "new_lr", "New learning rate")
+    new_lr = validate_lrchange_set(args)
     if len(run["changes"]) >= LIMITS["lrchange_changes_max"]:
         raise InputError({"new_lr": f"At most {LIMITS['lrchange_changes_max']} changes per run."})
     run["cfg"] = dataclasses.replace(run["cfg"], lr=new_lr)  # TrainConfig is frozen: a new value, same state
@@ -213,14 +239,22 @@ def lrchange_finish(session, args):
 # The gradient noise scale at a step of the default run
 
 
+def validate_noise_start(args):
+    """The form values {seed, step} -> {seed, step} (step at most the default run's length), or InputError
+    (op check_args too)."""
+    steps = train.TrainConfig().steps
+    return collect_fields({
+        "seed": lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"]),
+        "step": lambda: parse_field(parse_int, "step", "Step", args.get("step"), 0, steps),
+    })
+
+
+@checked_by(validate_noise_start)
 def noise_start(session, args):
     """{seed, step} -> the default run, to be trained to `step` (at most its length)."""
     session._need_corpus()
     steps = train.TrainConfig().steps
-    v = collect_fields({
-        "seed": lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"]),
-        "step": lambda: parse_field(parse_int, "step", "Step", args.get("step"), 0, steps),
-    })
+    v = validate_noise_start(args)
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
     cfg = dataclasses.replace(train.TrainConfig(), seed=v["seed"], eval_interval=10**9)  # no evaluation: not needed
     _RUNS["noise"] = {"model_cfg": mcfg, "cfg": cfg, "state": train.init_train_state(mcfg, cfg), "target": v["step"],
@@ -262,7 +296,7 @@ def noise_finish(session, args):
 # ---------------------------------------------------------------------------
 
 OPS = {
-    "schedule_curve": lambda s, a: schedule_curve(a),
+    "schedule_curve": curve_op,
     "schedule_sweep_start": sweep_start,
     "schedule_sweep_chunk": sweep_chunk,
     "schedule_sweep_finish": sweep_finish,

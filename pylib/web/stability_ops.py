@@ -20,6 +20,7 @@ import numpy as np
 from pylib import data, guards, train
 from pylib.studies import stability
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field, collect_fields
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -60,18 +61,30 @@ def _shown_all(a):
 # Where NaN comes from
 
 
-def nan_demo(session, args):
-    """{which: "log0" | "overflow" | "masked_row", logit} -> the inputs, the naive and the guarded results."""
+def validate_nan_demo(args):
+    """{which, logit} -> {which, logit} (no logit for "masked_row", which takes none), or InputError
+    (op check_args too)."""
     which = args.get("which")
     if which not in ("log0", "overflow", "masked_row"):
         raise InputError({"which": "Choose one of the three demonstrations."})
+    if which == "masked_row":
+        return {"which": which}
+    return {"which": which,
+            "logit": _bounded(args.get("logit"), "logit", "The logit", -LIMITS["logit_max"], LIMITS["logit_max"])}
+
+
+@checked_by(validate_nan_demo)
+def nan_demo(session, args):
+    """{which: "log0" | "overflow" | "masked_row", logit} -> the inputs, the naive and the guarded results."""
+    v = validate_nan_demo(args)
+    which = v["which"]
     if which == "masked_row":
         scores = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], dtype=np.float32)  # (3, 3)
         mask = np.array([[True, False, False], [False, False, False], [True, True, False]])
         return {"which": which, "scores": scores.tolist(), "mask": mask.tolist(),
                 "naive": [_shown_all(r) for r in stability.masked_softmax(scores, mask)],
                 "guarded": [_shown_all(r) for r in stability.safe_masked_softmax(scores, mask)]}
-    a = _bounded(args.get("logit"), "logit", "The logit", -LIMITS["logit_max"], LIMITS["logit_max"])
+    a = v["logit"]
     if which == "log0":
         logits = [0.0, -abs(a)]  # the target (index 1) trails the other logit by |a|
         return {"which": which, "logits": logits, "target": 1,
@@ -112,10 +125,15 @@ def validate_bad_settings(args, steps):
     return values
 
 
+def validate_bad_start(args):
+    """The bad-batch run's form values, checked against the run's length (op check_args too)."""
+    return validate_bad_settings(args or {}, stability.BAD["steps"])
+
+
+@checked_by(validate_bad_start)
 def bad_start(session, args):
     session._need_corpus()
-    args = args or {}
-    s = validate_bad_settings(args, stability.BAD["steps"])
+    s = validate_bad_start(args)
     mcfg, tcfg = stability.bad_configs(session.vocab.size, s["cure"], s["seed"], s["lr"], s.get("clip"),
                                        s.get("skip_factor"))
     state = train.init_train_state(mcfg, tcfg)
@@ -202,14 +220,21 @@ def bad_finish(session, args):
 # Attention-logit growth, live
 
 
-def attn_start(session, args):
-    session._need_corpus()
+def validate_attn_start(args):
+    """The attention run's form values {lr, seed, qk_norm, z_loss} -> dict, or InputError (op check_args too)."""
     args = args or {}
     s = collect_fields([
         ("lr", lambda: _bounded(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["lr_max"], lo_open=True)),
         ("seed", lambda: parse_field(parse_int, "seed", "Seed", args.get("seed"), 0, WEB_LIMITS["seed_max"])),
     ])
     s["qk_norm"], s["z_loss"] = bool(args.get("qk_norm")), bool(args.get("z_loss"))
+    return s
+
+
+@checked_by(validate_attn_start)
+def attn_start(session, args):
+    session._need_corpus()
+    s = validate_attn_start(args)
     mcfg, tcfg = stability.attn_configs(session.vocab.size, s["qk_norm"],
                                         stability.ATTN["z_loss"] if s["z_loss"] else 0.0, s["seed"], s["lr"])
     x, _ = data.eval_windows(session.val_tokens, stability.ATTN["stats_windows"], mcfg.block_size)
