@@ -45,8 +45,20 @@ from pylib.web.inputs import (  # noqa: F401
     validate_train_settings,
 )
 from pylib.web.session import CORPUS_FILES, VOCAB_FILE, DataNotLoaded, Session  # noqa: F401
+from pylib.web.check_ops import checked_by  # noqa: E402  (after inputs: check_ops imports from it)
 
 SESSION = Session()
+
+
+def validate_tokenize(args):
+    """The tokenizer's {text} -> the text, or InputError: validate_text, which Session.tokenize calls on
+    the same value (also what the page asks when the reader leaves the field: op check_args)."""
+    return validate_text(args.get("text"))
+
+
+@checked_by(validate_tokenize)
+def _tokenize(s, a):
+    return s.tokenize(a.get("text"))  # Session.tokenize checks it with validate_text, after loading the vocabulary
 
 # ---------------------------------------------------------------------------
 # JSON dispatch for the worker
@@ -55,7 +67,7 @@ _OPS = {
     "load_corpus": lambda s, a: s.load_corpus(a["folder"]),
     "load_data": lambda s, a: s.load_data(a["folder"], a.get("files") or ()),
     "vocab": lambda s, a: s.vocab_table(),
-    "tokenize": lambda s, a: s.tokenize(a.get("text")),
+    "tokenize": _tokenize,
     "band": lambda s, a: band_series(a.get("curve"), int(a.get("n_steps", 0)), a.get("shade", "sd")),
     "train_start": lambda s, a: s.start_run(a.get("settings") or {}, a.get("curve"), bool(a.get("live_samples"))),
     "train_chunk": lambda s, a: s.train_chunk(a.get("seconds")),

@@ -7,12 +7,14 @@ LayerNorm gains away from 1, biases away from 0), where a backward that mishandl
 bias shows; the nudge widget always uses the initial weights. Reader input is validated here (pylib.web's parsers), never in JavaScript.
 """
 
+import math
 import time
 
 
-from pylib import model
+from pylib import model, web
 from pylib.studies import backprop_order, gradcheck
 from pylib.web import InputError, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 BATCH = (2, 64)  # B, T of the fixed batch: every position row of wpe gets a gradient
@@ -61,8 +63,17 @@ def param_list(session):
             "h_max": H_MAX, "subset": gradcheck.SUBSET}
 
 
-def validate_nudge(raw, params):
-    """Form values {name, index, h} -> (name, flat index, h), or InputError naming each bad field."""
+def _page_params():
+    """{name: shape} of the page's model (the page's vocabulary; no weights made, nothing loaded beyond it)."""
+    web.SESSION._need_vocab()
+    return model.param_shapes(model.GPTConfig(vocab_size=web.SESSION.vocab.size))
+
+
+def validate_nudge(raw, params=None):
+    """Form values {name, index, h} -> (name, flat index, h), or InputError naming each bad field.
+    params: {name: array or shape}; by default the page's model's shapes (what the page asks when the
+    reader leaves a field: op check_args)."""
+    params = _page_params() if params is None else params
     errors, out = {}, {}
     name = raw.get("name")
     name = name.strip() if isinstance(name, str) else name
@@ -73,7 +84,8 @@ def validate_nudge(raw, params):
         errors["name"] = f"There is no parameter called {shown!r}: pick one from the list."
     else:
         out["name"] = name
-        size = params[name].size
+        p = params[name]
+        size = p.size if hasattr(p, "size") else math.prod(p)
         try:
             out["index"] = _field("index", "Index", lambda label: parse_int(raw.get("index"), label, 0, size - 1))
         except InputError as e:
@@ -90,6 +102,7 @@ def validate_nudge(raw, params):
     return out["name"], out["index"], out["h"]
 
 
+@checked_by(validate_nudge)
 def nudge(session, raw):
     """Nudge one weight by ±h: both slopes, their relative error, and the error at every h of the sweep."""
     s = _setup(session)
@@ -106,6 +119,7 @@ def nudge(session, raw):
 # The full check, one tensor at a time (worker: "run:backprop_check")
 
 
+@checked_by(validate_weights)
 def check_start(session, raw):
     """A fresh check of every tensor at {weights}: SUBSET random elements of large tensors, all of small ones."""
     weights = validate_weights(raw)
@@ -147,6 +161,7 @@ def check_finish(session, raw):
             "weights": c["weights"]}
 
 
+@checked_by(validate_weights)
 def order(session, raw):
     """{weights} -> the order the backward pass finishes each gradient (pylib.studies.backprop_order),
     on the fixed batch at the initial or perturbed weights."""
@@ -156,10 +171,10 @@ def order(session, raw):
 
 
 OPS = {
-    "backprop_order": lambda s, a: order(s, a),
+    "backprop_order": order,
     "backprop_params": lambda s, a: param_list(s),
-    "backprop_nudge": lambda s, a: nudge(s, a),
-    "backprop_check_start": lambda s, a: check_start(s, a),
+    "backprop_nudge": nudge,
+    "backprop_check_start": check_start,
     "backprop_check_chunk": lambda s, a: check_chunk(s, a),
     "backprop_check_finish": lambda s, a: check_finish(s, a),
 }

@@ -2,6 +2,10 @@
 data mixtures and training on the reader's own text. Numerics are pylib's (bpe, data, model,
 mixture, train); this module validates reader input (pylib.web's parse_int / InputError) and
 speaks JSON. Chunked runs keep their state in _RUNS between the worker's chunk calls.
+
+Each op that takes typed fields checks them in its validate_<op>(args), which the page also asks when
+the reader leaves a field (op check_args, @checked_by). The checks of a window's start need the corpus's
+length: they take the op's session, by default the page's (pylib.web.SESSION), and change nothing.
 """
 
 import dataclasses
@@ -11,6 +15,7 @@ import numpy as np
 from pylib import bpe, data, layers, model, train, web
 from pylib.studies import dedup, mixture
 from pylib.web import InputError, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 DATA_LIMITS = {
@@ -80,21 +85,35 @@ def _show(session, i):
 # Windows and teacher forcing
 
 
+def validate_window(args, session=None):
+    """{split, start} -> (tokens, start), or InputError."""
+    T = model.GPTConfig().block_size
+    tokens = _tokens(web.SESSION if session is None else session, args.get("split", "train"))
+    return tokens, _labelled(parse_int, args.get("start"), "start", 0, len(tokens) - T - 1)
+
+
+@checked_by(validate_window)
 def window(session, args):
     """The block_size+1 tokens at start: inputs and targets side by side."""
     T = model.GPTConfig().block_size
-    tokens = _tokens(session, args.get("split", "train"))
-    start = _labelled(parse_int, args.get("start"), "start", 0, len(tokens) - T - 1)
+    tokens, start = validate_window(args, session)
     x, y = data.window_at(tokens, start, T)
     return {"start": start, "max_start": len(tokens) - T - 1, "block_size": T,
             "x": [_show(session, int(i)) for i in x], "y": [_show(session, int(i)) for i in y]}
 
 
-def excerpt(session, args):
-    """Corpus text (decoded ids) from start, for the BPE widget."""
-    tokens = _tokens(session, args.get("split", "train"))
+def validate_excerpt(args, session=None):
+    """{split, n_chars, start} -> (tokens, n_chars, start), or InputError."""
+    tokens = _tokens(web.SESSION if session is None else session, args.get("split", "train"))
     n_chars = _labelled(parse_int, args.get("n_chars"), "n_chars", 1, DATA_LIMITS["excerpt_max"])
     start = _labelled(parse_int, args.get("start"), "start", 0, max(0, len(tokens) - n_chars))
+    return tokens, n_chars, start
+
+
+@checked_by(validate_excerpt)
+def excerpt(session, args):
+    """Corpus text (decoded ids) from start, for the BPE widget."""
+    tokens, n_chars, start = validate_excerpt(args, session)
     ids = tokens[start:start + n_chars]
     return {"text": "".join("\n\n" if i == session.vocab.eos_id else session.vocab.chars[i] for i in ids)}
 
@@ -103,10 +122,8 @@ def excerpt(session, args):
 # Live BPE
 
 
-def bpe_start(session, args):
-    """Validate the text, target vocabulary and split flag; set up the merges.
-
-    split (true/false): learn within GPT-2-style pre-tokens only (pylib.bpe.PRETOKEN_PATTERN)."""
+def validate_bpe_start(args):
+    """{text, split, vocab_size} -> (text, split, base, ids, vocab_size), or InputError."""
     text = _text(args.get("text"), "text", DATA_LIMITS["bpe_text_max"])
     split = args.get("split", False)
     if not isinstance(split, bool):
@@ -114,6 +131,15 @@ def bpe_start(session, args):
     base, ids = bpe.text_base(text)
     vocab_size = _labelled(parse_int, args.get("vocab_size"), "vocab_size", len(base) + 1,
                            max(len(base) + 1, DATA_LIMITS["bpe_vocab_max"]))
+    return text, split, base, ids, vocab_size
+
+
+@checked_by(validate_bpe_start)
+def bpe_start(session, args):
+    """Validate the text, target vocabulary and split flag; set up the merges.
+
+    split (true/false): learn within GPT-2-style pre-tokens only (pylib.bpe.PRETOKEN_PATTERN)."""
+    text, split, base, ids, vocab_size = validate_bpe_start(args)
     starts = bpe.pretoken_starts(text) if split else None
     _RUNS["bpe"] = {"base": base, "ids": ids, "starts": starts, "n_chars": len(text), "target": vocab_size,
                     "merges": [], "strings": list(base), "done": False}
@@ -165,13 +191,22 @@ def first_boundary_window(tokens, eos_id, T, after=0):
     return max(0, min(int(ends[0]) + after - T // 2, len(tokens) - T - 1)) if ends.size else 0
 
 
-def pack_window(session, args):
-    """A packed window's tokens, document ids and the two masks (causal, causal + block-diagonal)."""
+def validate_pack_window(args, session=None):
+    """{split, start ("auto" or missing: near the first EOS)} -> (tokens, start), or InputError."""
+    session = web.SESSION if session is None else session
     T = model.GPTConfig().block_size
     tokens = _tokens(session, args.get("split", "val"))
     raw = args.get("start")
     start = first_boundary_window(tokens, session.vocab.eos_id, T) if raw in (None, "auto") else \
         _labelled(parse_int, raw, "start", 0, len(tokens) - T - 1)
+    return tokens, start
+
+
+@checked_by(validate_pack_window)
+def pack_window(session, args):
+    """A packed window's tokens, document ids and the two masks (causal, causal + block-diagonal)."""
+    T = model.GPTConfig().block_size
+    tokens, start = validate_pack_window(args, session)
     x, _ = data.window_at(tokens, start, T)
     doc_ids = data.doc_ids_from_eos(x[None], session.vocab.eos_id)  # (1, T)
     causal = np.isfinite(layers.causal_mask(T, np.float64))  # (T, T) True where attention is allowed
@@ -181,21 +216,30 @@ def pack_window(session, args):
             "doc_mask": blocked.astype(int).tolist(), "n_docs": int(doc_ids.max()) + 1}
 
 
-def leak_test(session, args):
-    """Change the token at `position`; max |delta logit| per position, with and without the doc mask.
-
-    The model is the default one at its seeded initialisation (seed 0, float64): the mask's effect
-    does not depend on training.
-    """
+def validate_leak(args, session=None):
+    """{split, start, position} -> (the window (1, T), position), or InputError (also for a position
+    that holds an EOS)."""
+    session = web.SESSION if session is None else session
     T = model.GPTConfig().block_size
     tokens = _tokens(session, args.get("split", "val"))
     start = _labelled(parse_int, args.get("start"), "start", 0, len(tokens) - T - 1)
     position = _labelled(parse_int, args.get("position"), "position", 0, T - 1)
     x, _ = data.window_at(tokens, start, T)
     x = x[None]  # (1, T)
-    eos = session.vocab.eos_id
-    if x[0, position] == eos:
+    if x[0, position] == session.vocab.eos_id:
         raise _field_error("position", "That position holds an EOS; pick a character inside a document.")
+    return x, position
+
+
+@checked_by(validate_leak)
+def leak_test(session, args):
+    """Change the token at `position`; max |delta logit| per position, with and without the doc mask.
+
+    The model is the default one at its seeded initialisation (seed 0, float64): the mask's effect
+    does not depend on training.
+    """
+    x, position = validate_leak(args, session)
+    eos = session.vocab.eos_id
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
     params = model.init_params(cfg, 0, dtype=np.float64)
     x2 = x.copy()
@@ -217,14 +261,21 @@ def leak_test(session, args):
 # Mixtures
 
 
-def mix_start(session, args):
-    """Comedies at weight w, tragedies at 1 - w; the play spans come from the page (build-time data)."""
-    session._need_corpus()
+def validate_mix_start(args):
+    """{weight, steps, seed} -> (weight, steps, seed), or InputError (the first bad field)."""
     w = _labelled(parse_number, args.get("weight"), "weight")
     if not 0 <= w <= 1:
         raise _field_error("weight", f"Weight must be between 0 and 1; got {w:g}.")
     steps = parse_int(args.get("steps"), "steps", 1, DATA_LIMITS["mix_steps_max"])
     seed = parse_int(args.get("seed", 0), "seed", 0, web.LIMITS["seed_max"])
+    return w, steps, seed
+
+
+@checked_by(validate_mix_start)
+def mix_start(session, args):
+    """Comedies at weight w, tragedies at 1 - w; the play spans come from the page (build-time data)."""
+    session._need_corpus()
+    w, steps, seed = validate_mix_start(args)
     sources = mixture.genre_sources(session.train_tokens, args.get("spans") or [])
     tc = dataclasses.replace(train.TrainConfig(), steps=steps, seed=seed)
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=session.vocab.size)
@@ -278,10 +329,18 @@ def prepare_own_text(raw):
                                        "train_tokens": int(train_ids.size), "val_tokens": int(val_ids.size)}
 
 
-def own_start(session, args):
-    vocab, train_ids, val_ids, report = prepare_own_text(args.get("text"))
+def validate_own_start(args):
+    """{text, steps, seed} -> (prepare_own_text's (vocab, train, val, report), steps, seed), or
+    InputError (the first bad field)."""
+    prepared = prepare_own_text(args.get("text"))
     steps = parse_int(args.get("steps"), "steps", 1, DATA_LIMITS["own_steps_max"])
     seed = parse_int(args.get("seed", 0), "seed", 0, web.LIMITS["seed_max"])
+    return prepared, steps, seed
+
+
+@checked_by(validate_own_start)
+def own_start(session, args):
+    (vocab, train_ids, val_ids, report), steps, seed = validate_own_start(args)
     own = web.Session()  # a session of its own: the page's corpus stays loaded for the other widgets
     own.vocab, own.train_tokens, own.val_tokens = vocab, train_ids, val_ids
     tc = train.TrainConfig()
@@ -326,8 +385,9 @@ def dedup_examples(session, args):
     return {"examples": DEDUP_EXAMPLES}
 
 
-def dedup_pair(session, args):
-    """Two reader texts -> pylib.studies.dedup.compare_pair, with every field validated first.
+def validate_dedup_pair(args):
+    """{text_a, text_b, k, n_hashes, bands, threshold} -> (texts, {k, n_hashes, bands, threshold}), or
+    InputError naming every bad field.
 
     Each text is checked for its type, its length (before any work) and for having a character
     left after normalisation; all bad fields are reported together."""
@@ -355,6 +415,14 @@ def dedup_pair(session, args):
         errors.update(e.errors)
     if errors:
         raise InputError(errors)
+    return texts, values
+
+
+@checked_by(validate_dedup_pair)
+def dedup_pair(session, args):
+    """Two reader texts -> pylib.studies.dedup.compare_pair, with every field validated first
+    (validate_dedup_pair)."""
+    texts, values = validate_dedup_pair(args)
     r = dedup.compare_pair(texts[0], texts[1], **values)
     shown = DATA_LIMITS["dedup_shingles_shown"]
     r["shingles_truncated"] = [len(s) > shown for s in r["shingles"]]

@@ -10,6 +10,10 @@ Ops (see pylib.web.all_ops):
 
 The settings of the runs are pylib.studies.init_study's (`depth_train_config`, `coord_train_config`), the
 same the measurements use, so a live run can be compared with the measured band.
+
+Each op checks its typed fields in a function of its args (validate_init_scale, validate_depth_norms,
+parse_depth_run, validate_coord_start), which the page also asks when the reader leaves a field (op
+check_args, @checked_by).
 """
 
 import dataclasses
@@ -19,6 +23,7 @@ import math
 from pylib import data, model, train
 from pylib.studies import init_study
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, collect_fields, parse_field, parse_int, parse_number
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -55,10 +60,16 @@ def parse_depth(raw):
 # Instant views
 
 
+def validate_init_scale(args):
+    """{init_std, depth} -> {init_std, depth}, or InputError naming every bad field."""
+    return collect_fields({"init_std": parse_init_std, "depth": parse_depth}, args)
+
+
+@checked_by(validate_init_scale)
 def init_scale(session, args):
     """{init_std, depth} -> init_study.init_stats at that scale and depth (seed 0, pre-LN)."""
     session._need_corpus()
-    parsed = collect_fields({"init_std": parse_init_std, "depth": parse_depth}, args)
+    parsed = validate_init_scale(args)
     cfg = dataclasses.replace(_base_cfg(session), n_layer=parsed["depth"], init_std=parsed["init_std"])
     x, y = _probe(session, cfg)
     stats = init_study.init_stats(cfg, 0, x, y)
@@ -66,10 +77,16 @@ def init_scale(session, args):
             "divergence_limit": train.divergence_threshold(cfg.vocab_size)}
 
 
+def validate_depth_norms(args):
+    """{depth} -> depth, or InputError."""
+    return parse_depth(args.get("depth"))
+
+
+@checked_by(validate_depth_norms)
 def depth_norms(session, args):
     """{depth} -> {"pre": init_stats, "post": init_stats} at that depth (seed 0)."""
     session._need_corpus()
-    depth = parse_depth(args.get("depth"))
+    depth = validate_depth_norms(args)
     cfg = _base_cfg(session)
     x, y = _probe(session, cfg)
     out = init_study.depth_stats(cfg, [depth], ("pre", "post"), 0, x, y)
@@ -102,6 +119,7 @@ def parse_depth_run(args):
     return out["depth"], args["position"], args["warmup"], out["seed"]
 
 
+@checked_by(parse_depth_run)
 def depth_start(session, args):
     session._need_corpus()
     depth, position, warmup, seed = parse_depth_run(args)
@@ -154,8 +172,8 @@ def depth_finish(session, args):
 # The coordinate check, live
 
 
-def coord_start(session, args):
-    session._need_corpus()
+def validate_coord_start(args):
+    """{lr, seed} -> (lr, seed), or InputError naming every bad field."""
     errors = {}
     lr = None
     try:
@@ -170,6 +188,13 @@ def coord_start(session, args):
         errors.update(e.errors)
     if errors:
         raise InputError(errors)
+    return lr, seed
+
+
+@checked_by(validate_coord_start)
+def coord_start(session, args):
+    session._need_corpus()
+    lr, seed = validate_coord_start(args)
     base = _base_cfg(session)
     jobs = [(p, w) for p in ("sp", "mup") for w in init_study.COORD_WIDTHS]
     _RUNS["coord"] = {"base": base, "lr": lr, "seed": seed, "jobs": jobs, "done": [],

@@ -3,7 +3,9 @@ pylib.studies.objective, pylib.loss and pylib.train. No numerics of its own.
 
 Ops (see pylib.web.all_ops): objective_perplexity, objective_denominators, objective_logit_grad, objective_accum_grads,
 and two chunked runs, run:objective_pretrain (a short default run whose model the p - y widget can
-use) and run:objective_accum (batch x 4 against accumulation 4, step by step).
+use) and run:objective_accum (batch x 4 against accumulation 4, step by step). Each op that takes
+typed fields checks them in its validate_<op>(args), which the page also asks when the reader leaves
+a field (op check_args, @checked_by).
 """
 
 import dataclasses
@@ -14,6 +16,7 @@ import numpy as np
 from pylib import data, model, train
 from pylib.studies import objective
 from pylib.web import LIMITS as WEB_LIMITS, InputError, parse_int, parse_number, parse_field
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -77,8 +80,13 @@ def validate_sequences(rows):
     return counts, losses
 
 
+def validate_denominators(args):
+    """{rows: [{count, loss}]} -> (counts, loss_sums), or InputError (validate_sequences)."""
+    return validate_sequences(args.get("rows"))
+
+
 def denominators(args):
-    counts, losses = validate_sequences(args.get("rows"))
+    counts, losses = validate_denominators(args)
     return {**objective.compare_denominators(counts, losses), "counts": counts, "loss_sums": losses}
 
 
@@ -89,13 +97,20 @@ _TRAINED = {}  # "params": the model of the last finished objective_pretrain run
 _RUNS = {}  # the current chunked run of this module
 
 
+def validate_perplexity(args):
+    """{tau} -> tau, or InputError."""
+    tau = parse_field(parse_number, "tau", "Temperature", args.get("tau"))
+    if not LIMITS["tau_min"] <= tau <= LIMITS["tau_max"]:
+        raise InputError({"tau": f"Temperature must be between {LIMITS['tau_min']:g} and {LIMITS['tau_max']:g}; got {tau:g}."})
+    return tau
+
+
+@checked_by(validate_perplexity)
 def perplexity(session, args):
     """{tau} -> the tempered unigram model's distribution, entropy and validation perplexity
     (pylib.studies.objective.tempered_unigram), its tokens sorted from most to least likely."""
     session._need_corpus()
-    tau = parse_field(parse_number, "tau", "Temperature", args.get("tau"))
-    if not LIMITS["tau_min"] <= tau <= LIMITS["tau_max"]:
-        raise InputError({"tau": f"Temperature must be between {LIMITS['tau_min']:g} and {LIMITS['tau_max']:g}; got {tau:g}."})
+    tau = validate_perplexity(args)
     r = objective.tempered_unigram(session.train_tokens, session.val_tokens, session.vocab.size, tau)
     order = np.argsort(-r["probs"], kind="stable")
     show = lambda i: data.EOS_DISPLAY if i == session.vocab.eos_id else session.vocab.chars[i]
@@ -104,10 +119,10 @@ def perplexity(session, args):
             "vocab_size": session.vocab.size}
 
 
-def logit_grad(session, args):
-    """{model: "untrained" | "trained", window, position, k} -> the top-k rows of p, y and p - y."""
-    session._need_corpus()
-    cfg = _model_cfg(session)
+def validate_logit_grad(args):
+    """{model, window, position, k} -> (which model, {window, position, k}), or InputError naming every
+    bad field ("trained" only once this page has trained its model)."""
+    block_size = model.GPTConfig().block_size  # the page's model differs only in its vocabulary
     errors = {}
     which = args.get("model")
     if which not in ("untrained", "trained"):
@@ -116,7 +131,7 @@ def logit_grad(session, args):
         errors["model"] = "There is no trained model in this page yet: choose “trained” and press Show to train it, or choose the untrained one."
     parsed = {}
     for key, label, lo, hi in [("window", "Window", 0, LIMITS["windows"] - 1),
-                               ("position", "Position", 0, cfg.block_size - 1),
+                               ("position", "Position", 0, block_size - 1),
                                ("k", "Top k", 1, LIMITS["top_k_max"])]:
         try:
             parsed[key] = parse_field(parse_int, key, label, args.get(key), lo, hi)
@@ -124,6 +139,15 @@ def logit_grad(session, args):
             errors.update(e.errors)
     if errors:
         raise InputError(errors)
+    return which, parsed
+
+
+@checked_by(validate_logit_grad)
+def logit_grad(session, args):
+    """{model: "untrained" | "trained", window, position, k} -> the top-k rows of p, y and p - y."""
+    session._need_corpus()
+    cfg = _model_cfg(session)
+    which, parsed = validate_logit_grad(args)
     params = _TRAINED["params"] if which == "trained" else model.init_params(cfg, 0)
     x, y = data.eval_windows(session.val_tokens, LIMITS["windows"], cfg.block_size)
     w, t = parsed["window"], parsed["position"]
@@ -174,10 +198,9 @@ def pretrain_finish(session, args):
 # Gradient accumulation
 
 
-def accum_grads(session, args):
-    """{counts: [counted targets per window, per microbatch]} -> both reductions' relative errors."""
-    session._need_corpus()
-    cfg = _model_cfg(session)
+def validate_accum_grads(args):
+    """{counts: [4 counts as typed]} -> the counts, or InputError naming each bad one."""
+    block_size = model.GPTConfig().block_size  # the page's model differs only in its vocabulary
     raw = args.get("counts")
     if not isinstance(raw, list) or len(raw) != LIMITS["micro_counts"]:
         raise InputError({"counts": f"Give {LIMITS['micro_counts']} counts, one per microbatch."})
@@ -185,13 +208,22 @@ def accum_grads(session, args):
     for i, value in enumerate(raw):
         try:
             counts.append(parse_field(parse_int, f"count.{i}", f"Microbatch {i + 1}'s counted positions",
-                                 value, 0, cfg.block_size))
+                                 value, 0, block_size))
         except InputError as e:
             errors.update(e.errors)
     if errors:
         raise InputError(errors)
     if sum(counts) == 0:
         raise InputError({"counts": "At least one microbatch must count a position."})
+    return counts
+
+
+@checked_by(validate_accum_grads)
+def accum_grads(session, args):
+    """{counts: [counted targets per window, per microbatch]} -> both reductions' relative errors."""
+    session._need_corpus()
+    cfg = _model_cfg(session)
+    counts = validate_accum_grads(args)
     B = LIMITS["accum_batch"]
     x, y = data.get_batch(session.train_tokens, B * len(counts), cfg.block_size, np.random.default_rng(0))
     params = model.init_params(cfg, 0)
@@ -205,9 +237,15 @@ def accum_settings(seed):
     return objective.accumulation_pair(base, LIMITS["accum"])
 
 
+def validate_accum_start(args):
+    """{seed} -> the seed, or InputError."""
+    return parse_field(parse_int, "seed", "Seed", (args or {}).get("seed"), 0, WEB_LIMITS["seed_max"])
+
+
+@checked_by(validate_accum_start)
 def accum_start(session, args):
     session._need_corpus()
-    seed = parse_field(parse_int, "seed", "Seed", (args or {}).get("seed"), 0, WEB_LIMITS["seed_max"])
+    seed = validate_accum_start(args)
     mcfg = _model_cfg(session)
     big, acc = accum_settings(seed)
     _RUNS["accum"] = {"model_cfg": mcfg, "cfgs": (big, acc), "states": [train.init_train_state(mcfg, c) for c in (big, acc)],
@@ -242,7 +280,7 @@ OPS = {
     "objective_perplexity": perplexity,
     "objective_worked_examples": lambda s, a: {k: [{"count": n, "loss": x} for n, x in rows]
                                                for k, rows in objective.WORKED_EXAMPLES.items()},
-    "objective_denominators": lambda s, a: denominators(a),
+    "objective_denominators": checked_by(validate_denominators)(lambda s, a: denominators(a)),
     "objective_logit_grad": logit_grad,
     "objective_pretrain_start": pretrain_start,
     "objective_pretrain_chunk": pretrain_chunk,

@@ -5,6 +5,8 @@ Ops (see pylib.web.all_ops): optim_valley (the narrow valley's contours and traj
 optim_adam_steps (Adam's first steps with and without bias correction), optim_decay_paths (weight
 decay decoupled or inside Adam, step by step, pylib.studies.adam_trace.decay_paths), and the chunked run
 run:optim_train (one optimiser on the real model, the comparison's setting, pylib.studies.optim_state).
+Each op checks its typed fields in its validate_<op>(args) (the run's in train_settings), which the
+page also asks when the reader leaves a field (op check_args, @checked_by).
 """
 
 import dataclasses
@@ -12,6 +14,7 @@ import dataclasses
 from pylib import model, train
 from pylib.studies import adam_trace, optim_state, quadratic
 from pylib.web import LIMITS as WEB_LIMITS, InputError, band_series, parse_int, parse_number, parse_field, collect_fields
+from pylib.web.check_ops import checked_by
 from pylib.web.chunks import chunk_steps
 
 LIMITS = {
@@ -41,14 +44,20 @@ def _in_range(raw, key, label, lo, hi, lo_open=False, hi_open=False):
 # The valley
 
 
-def valley(session, args):
-    """{lr, kappa, momentum, steps} as typed -> pylib.studies.quadratic.valley."""
-    v = collect_fields({
+def validate_valley(args):
+    """{lr, kappa, momentum, steps} as typed -> the checked values, or InputError naming every bad field."""
+    return collect_fields({
         "lr": lambda: _in_range(args.get("lr"), "lr", "Learning rate", 0.0, LIMITS["valley_lr_max"], lo_open=True),
         "kappa": lambda: _in_range(args.get("kappa"), "kappa", "Condition number", 1.0, LIMITS["kappa_max"]),
         "momentum": lambda: _in_range(args.get("momentum"), "momentum", "Momentum", 0.0, 1.0, hi_open=True),
         "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["valley_steps_max"]),
     })
+
+
+@checked_by(validate_valley)
+def valley(session, args):
+    """{lr, kappa, momentum, steps} as typed -> pylib.studies.quadratic.valley."""
+    v = validate_valley(args)
     return {**quadratic.valley(v["kappa"], v["lr"], v["steps"], v["momentum"]), "settings": v}
 
 
@@ -56,9 +65,9 @@ def valley(session, args):
 # Weight decay: decoupled (AdamW) or inside Adam's gradient (L2)
 
 
-def decay_paths(session, args):
-    """{grad_a, grad_b, lr, wd, steps} as typed -> pylib.studies.adam_trace.decay_paths for two weights."""
-    v = collect_fields({
+def validate_decay_paths(args):
+    """{grad_a, grad_b, lr, wd, steps} as typed -> the checked values, or InputError naming every bad field."""
+    return collect_fields({
         "grad_a": lambda: _in_range(args.get("grad_a"), "grad_a", "Gradient size of weight A", 0.0,
                                     LIMITS["grad_abs_max"], lo_open=True),
         "grad_b": lambda: _in_range(args.get("grad_b"), "grad_b", "Gradient size of weight B", 0.0,
@@ -67,6 +76,12 @@ def decay_paths(session, args):
         "wd": lambda: _in_range(args.get("wd"), "wd", "Weight decay λ", 0.0, LIMITS["decay_wd_max"]),
         "steps": lambda: parse_field(parse_int, "steps", "Steps", args.get("steps"), 1, LIMITS["decay_steps_max"]),
     })
+
+
+@checked_by(validate_decay_paths)
+def decay_paths(session, args):
+    """{grad_a, grad_b, lr, wd, steps} as typed -> pylib.studies.adam_trace.decay_paths for two weights."""
+    v = validate_decay_paths(args)
     paths = adam_trace.decay_paths((v["grad_a"], v["grad_b"]), lr=v["lr"], weight_decay=v["wd"], steps=v["steps"])
     return {**paths, "settings": v}
 
@@ -91,13 +106,19 @@ def parse_grads(raw):
     return out
 
 
-def adam_steps(session, args):
-    """{grads (text), beta1, beta2} -> pylib.studies.adam_trace.first_steps rows (lr = 1: steps in units of lr)."""
-    v = collect_fields({
+def validate_adam_steps(args):
+    """{grads (text), beta1, beta2} -> the checked values, or InputError naming every bad field."""
+    return collect_fields({
         "grads": lambda: parse_grads(args.get("grads")),
         "beta1": lambda: _in_range(args.get("beta1"), "beta1", "β1", 0.0, 1.0, hi_open=True),
         "beta2": lambda: _in_range(args.get("beta2"), "beta2", "β2", 0.0, 1.0, hi_open=True),
     })
+
+
+@checked_by(validate_adam_steps)
+def adam_steps(session, args):
+    """{grads (text), beta1, beta2} -> pylib.studies.adam_trace.first_steps rows (lr = 1: steps in units of lr)."""
+    v = validate_adam_steps(args)
     rows = adam_trace.first_steps(v["grads"], lr=1.0, beta1=v["beta1"], beta2=v["beta2"])
     return {"rows": rows, "settings": v}
 
@@ -120,6 +141,7 @@ def train_settings(args):
     return name, optim_state.comparison_config(name, v["lr"], v["seed"])
 
 
+@checked_by(train_settings)
 def train_start(session, args):
     session._need_corpus()
     name, cfg = train_settings(args)
