@@ -26,7 +26,9 @@ answer, on real text (8 evenly spaced windows of the validation split):
    4-layer model, and on every block's MLP and attention split by heads (and, to measure what it
    gets wrong, ColwiseParallel straight on the packed q, k, v rows), against pylib's unsplit model
    and its own split (tp_loss_and_grads, tp_block_forward). Two launches (2 and 4 processes, each
-   importing torch): ~20 s idle. Without torch the part says so.
+   importing torch): 14.5 s of wall time at a load of about 3, against 10.9 s just before without
+   the 4-process interleaved cases and the attention split (17 s of the workers' CPU time either
+   way, most of it importing torch). Without torch the part says so.
 
 Nothing here trains, so there are no seeds. Budget (OPENBLAS_NUM_THREADS=1, idle machine): a
 4-layer forward and backward on 8 windows ~10 ms; 2 precisions x (5 pipelines + 1 unsplit + 1 TP)
