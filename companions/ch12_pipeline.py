@@ -153,18 +153,22 @@ def sum_tied_gradients(grads, first_rank, last_rank):
     return grads
 
 
-def worker(rank, world, params, cfg, x, y, cases, tp=False):
+def worker(rank, world, params, cfg, x, y, cases, tp=False, deeper=None):
     """launch.run's worker: each (schedule, microbatches, chunks) of cases on `world` stages -> results.
 
+    deeper: optional (params, cfg, cases) of a model with more blocks, for cases with more virtual
+    stages (p v) than cfg has blocks; run in the same launch, its results after the first model's.
     With tp=True (2 processes) it also runs the tensor-parallel companion
     (companions/ch12_tensor_parallel.py) on the same group."""
-    net = torch_gpt.from_pylib(params, cfg, torch.float32)
     out = {"pipeline": []}
-    for schedule_name, microbatches, chunks in cases:
-        order, plan, loss, grads = run_schedule(net, x, y, schedule_name, microbatches, chunks)
-        out["pipeline"].append({"schedule": schedule_name, "stages": world, "microbatches": microbatches,
-                                "chunks": chunks, "order": order, "plan": plan, "loss": loss, "grads": grads})
-        dist.barrier()
+    for model_params, model_cfg, model_cases in [(params, cfg, cases)] + ([deeper] if deeper else []):
+        net = torch_gpt.from_pylib(model_params, model_cfg, torch.float32)
+        for schedule_name, microbatches, chunks in model_cases:
+            order, plan, loss, grads = run_schedule(net, x, y, schedule_name, microbatches, chunks)
+            out["pipeline"].append({"schedule": schedule_name, "stages": world, "microbatches": microbatches,
+                                    "chunks": chunks, "n_layer": model_cfg.n_layer, "order": order, "plan": plan,
+                                    "loss": loss, "grads": grads})
+            dist.barrier()
     if tp:
         from companions import ch12_tensor_parallel
         out["tp"] = ch12_tensor_parallel.worker_body(params, cfg, x, y)

@@ -8,10 +8,14 @@ where the replicated input became a DTensor: DTensor.from_local's backward turns
 gradient into a Replicate one (torch/distributed/tensor/_api.py, _FromTorchTensor.backward).
 
 Run first on seed 000's two-device FFN (pylib.systems.tensor_parallel.worked_example:
-[2, -1] -> [9, 6]), then on the MLP of every block of the course model (attention stays whole
-here: its fused c_attn would need its rows regrouped by head before a column split).
+[2, -1] -> [9, 6]), then on every block of the course model: the MLP alone, then the MLP and the
+attention, split by heads as pylib's shard_block splits it. The fused c_attn holds all the queries,
+then all the keys, then all the values, so its rows are first regrouped by head
+(regroup_qkv_by_head) and then cut evenly by ColwiseParallel; the attention's forward
+(companions/model.py) takes its head count from the shape, so it runs on a rank's H/tp heads as on
+all H. The same cut straight on the packed rows is run too, to measure what it gets wrong.
 
-Legend: B batch, T time, C n_embd, d rank.
+Legend: B batch, T time, C n_embd, H n_head, d rank, tp ranks.
 """
 
 import numpy as np
@@ -60,23 +64,61 @@ def dtensor_ffn(x, w1, w2, dy):
 
 
 # ---------------------------------------------------------------------------
-# The course model's MLPs on two ranks
+# The course model's blocks on two ranks
 
 
-def dtensor_mlp_loss_and_grads(params, cfg, x, y):
-    """The course model, every block's MLP split by DTensor over the ranks -> (loss, grads by pylib name)."""
+def regroup_qkv_by_head(attn, tp):
+    """Reorder c_attn's rows so that ColwiseParallel's even cut gives rank d its own heads' q, k and v.
+
+    c_attn's weight (3C, C) holds every head's queries, then every head's keys, then every head's
+    values, and ColwiseParallel cuts it into tp blocks of rows in that order (Shard(0)): rank 0 would
+    get all the queries and half the keys. Reordered as [q, k, v of the first H/tp heads; q, k, v of
+    the next H/tp; ...], block d is rank d's heads, as pylib's shard_block cuts it. Returns the order:
+    new row i is old row order[i]."""
+    C, H = attn.n_embd, attn.n_head
+    if H % tp:
+        raise ValueError(f"tp ({tp}) must divide the heads ({H})")
+    Cl = C // tp  # one rank's share of q (and of k, and of v): its H/tp heads
+    order = torch.cat([torch.arange(part * C + d * Cl, part * C + (d + 1) * Cl) for d in range(tp) for part in range(3)])
+    with torch.no_grad():
+        attn.c_attn.weight.copy_(attn.c_attn.weight[order])
+        if attn.c_attn.bias is not None:
+            attn.c_attn.bias.copy_(attn.c_attn.bias[order])
+    return order
+
+
+def dtensor_loss_and_grads(params, cfg, x, y, attention=None):
+    """The course model with every block's MLP, and its attention if asked, split by DTensor over the ranks.
+
+    attention: None (whole on every rank), "by_head" (c_attn's rows regrouped by head, then
+    ColwiseParallel; c_proj RowwiseParallel) or "packed" (ColwiseParallel straight on the packed
+    rows: the wrong cut, run to show what it does). -> {loss, grads by pylib name (c_attn's rows
+    back in their order), each block's output (B, T, C), this rank's shards of block 0's attention}."""
     net = torch_gpt.from_pylib(params, cfg, torch.float32)
-    mesh = DeviceMesh("cpu", list(range(dist.get_world_size())))
-    for block in net.transformer.h:
+    tp = dist.get_world_size()
+    mesh = DeviceMesh("cpu", list(range(tp)))
+    orders, outputs = {}, []
+    for l, block in enumerate(net.transformer.h):
         parallelize_module(block.mlp, mesh, {"c_fc": ColwiseParallel(), "c_proj": RowwiseParallel()})
+        if attention == "by_head":
+            orders[f"h.{l}.attn.c_attn"] = regroup_qkv_by_head(block.attn, tp).numpy()
+        if attention:
+            parallelize_module(block.attn, mesh, {"c_attn": ColwiseParallel(), "c_proj": RowwiseParallel()})
+        block.register_forward_hook(lambda m, i, out: outputs.append(out.detach().numpy().copy()))  # replicated
     _, loss = net(torch.from_numpy(x), torch.from_numpy(y))
     loss.backward()
     grads = {}
     for key, p in net.named_parameters():
         g = p.grad
-        g = g.full_tensor() if hasattr(g, "full_tensor") else g  # a sharded weight's gradient: gather it
-        grads[torch_gpt.pylib_name(key)] = g.detach().numpy().copy()
-    return float(loss.detach()), grads
+        g = (g.full_tensor() if hasattr(g, "full_tensor") else g).detach().numpy()  # a shard's gradient: gather it
+        name = torch_gpt.pylib_name(key)
+        order = orders.get(name.rpartition(".")[0])
+        grads[name] = g.copy() if order is None else g[np.argsort(order)]  # regrouped rows back in place
+    attn = net.transformer.h[0].attn
+    local = lambda w: (w.to_local() if hasattr(w, "to_local") else w).detach().numpy().copy()  # noqa: E731
+    shards = {"attn.c_attn.weight": local(attn.c_attn.weight), "attn.c_attn.bias": local(attn.c_attn.bias),
+              "attn.c_proj.weight": local(attn.c_proj.weight)}
+    return {"loss": float(loss.detach()), "grads": grads, "outputs": outputs, "shards": shards}
 
 
 def worker_body(params, cfg, x, y):
@@ -84,5 +126,7 @@ def worker_body(params, cfg, x, y):
     from pylib.systems import tensor_parallel as tp
     ffn = dtensor_ffn(tp.EXAMPLE_X.astype(np.float32), tp.EXAMPLE_W1.astype(np.float32),
                       tp.EXAMPLE_W2.astype(np.float32), tp.EXAMPLE_DY.astype(np.float32))
-    loss, grads = dtensor_mlp_loss_and_grads(params, cfg, x, y)
-    return {"ffn": ffn, "mlp_loss": loss, "mlp_grads": grads}
+    mlp = dtensor_loss_and_grads(params, cfg, x, y)
+    return {"ffn": ffn, "mlp_loss": mlp["loss"], "mlp_grads": mlp["grads"],
+            "attn": dtensor_loss_and_grads(params, cfg, x, y, "by_head"),
+            "attn_packed": dtensor_loss_and_grads(params, cfg, x, y, "packed")}

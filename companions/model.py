@@ -22,20 +22,23 @@ import torch.nn.functional as F
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.n_head, self.n_embd = cfg.n_head, cfg.n_embd
+        self.n_head, self.n_embd, self.head_size = cfg.n_head, cfg.n_embd, cfg.n_embd // cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
 
     def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, C/H)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        # the head count comes from the shape (as in torchtitan's attention), so that the same
+        # forward runs on a tensor-parallel rank's share of the heads (companions/ch12_tensor_parallel.py)
+        B, T, _ = x.size()
+        qkv = self.c_attn(x)  # (B, T, 3C), or this rank's (B, T, 3C/tp)
+        q, k, v = qkv.split(qkv.size(-1) // 3, dim=2)
+        k = k.view(B, T, -1, self.head_size).transpose(1, 2)  # (B, H, T, C/H)
+        q = q.view(B, T, -1, self.head_size).transpose(1, 2)
+        v = v.view(B, T, -1, self.head_size).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T)
         causal = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
         att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, -1)  # heads side by side again
         return self.c_proj(y)
 
 
