@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, refused, set_fields
+from kit_checks import assert_fields_labelled, chart_table, refused, screenshot_widget, set_fields
 
 chapter7 = chapter_fixture("07-")
 
@@ -87,6 +87,59 @@ def test_init_scale_refuses_bad_std_then_recovers(chapter7):
         assert st["focused"], f"{value!r}: the focus is not on the field to fix"  # not <body>
         assert st["result"] is None, f"{value!r}: a result"
     assert submit(w, init_std="0.02", depth="2") == "done" and result(w)["depth"] == 2
+
+
+def test_init_scale_checks_a_field_on_leaving_it_and_keeps_the_last_drawing(chapter7):
+    """After a drawing, leaving the init std or depth field with a value pylib refuses shows its message
+    (the op's own check, validate_init_scale, with its reason for 0) under the field before any Show;
+    a fix clears it; the last charts, readouts and tables stay, and nothing is computed."""
+    from pylib.web import init_ops
+
+    w = widget(chapter7, "init-scale")
+    assert submit(w, init_std="0.02", depth="2") == "done"
+    tables = [chart_table(w.locator(f'[data-chart="{c}"]')) for c in ("chart-acts", "chart-loss")]
+    before = w.evaluate(SHOWN_LAST)
+    good = {"init_std": "0.02", "depth": "2"}
+    for name, raw in [("init_std", "0"), ("init_std", "-0.5"), ("depth", "99")]:
+        message = expected_message(init_ops.validate_init_scale, {**good, name: raw}, name)
+        expect(leave_field(w, name, raw)).to_have_text(message)
+        expect(w.locator(f'input[name="{name}"]')).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(SHOWN_LAST) == before, f"{name}={raw}"
+    screenshot_widget(w, "init-scale-checked-on-leaving")
+    for name in ["init_std", "depth"]:
+        expect(leave_field(w, name, good[name])).to_be_empty()
+        assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
+    assert w.evaluate(SHOWN_LAST) == before
+    assert [chart_table(w.locator(f'[data-chart="{c}"]')) for c in ("chart-acts", "chart-loss")] == tables
+
+
+
+def leave_field(w, name, text):
+    """Type text into field name, leave it with Tab, and wait for Python's check of it (the widget's
+    data-checks moves on and nothing is pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=TIMEOUT)
+    return w.locator(f'[data-error-for="{name}"]')
+
+
+# what a calculator shows of its last answer: a check on leaving a field must leave all of it as it was
+SHOWN_LAST = """el => [el.dataset.status, el.dataset.settles, el.dataset.result,
+    el.querySelector('[data-role="message"]').textContent,
+    [...el.querySelectorAll('[data-readout], tbody td, tbody th')].map((c) => c.textContent)]"""
+
+
+def expected_message(validate, args, name):
+    """pylib's message for field name in args: what the op itself would refuse them with."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors[name]
+    raise AssertionError(f"pylib accepts {args}")
 
 
 def test_init_scale_flags_a_loss_above_the_divergence_limit(chapter7):
