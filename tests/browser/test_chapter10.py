@@ -282,3 +282,62 @@ def test_calculator_refuses_bad_input_and_recovers(chapter10):
             assert s["injected"] == 0, f"{case}: {s}"
         assert submit(w, ready=True, **good) == "done", f"{field}: no recovery"
         assert result(w)["params"] == 6_738_415_616, field
+
+
+# ---------------------------------------------------------------------------
+# A field checked when the reader leaves it (widget-kit.js checkOnLeave, op check_args)
+
+
+def leave_field(w, name, text):
+    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
+    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=60_000)
+    return w.locator(f'[data-error-for="{name}"]')
+
+
+# what the widget shows of its last answer: status, settles, result, message, readouts, tables, charts' sentences
+SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
+    message: el.querySelector('[data-role="message"]').textContent,
+    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th, .kit-chart-summary')].map((c) => c.textContent)})"""
+
+# the form's values as the widget sends them (sliders left out: they follow their fields)
+FORM_JS = """el => Object.fromEntries([...el.querySelectorAll('[data-role="form"] [name]')]
+    .filter((i) => i.type !== 'range' && ((i.type !== 'radio' && i.type !== 'checkbox') || i.checked))
+    .map((i) => [i.name, i.value]))"""
+
+
+def python_refuses(validate, args):
+    """The op's own check in CPython (the function the op calls): its messages for args, by field."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors
+    return {}
+
+
+def test_calculator_checks_heads_on_leaving_the_field_and_keeps_the_last_figures(chapter10):
+    """Heads that do not divide the width, or out of range, get the op's own message under the field as
+    the reader leaves it, before Run (the check reads every field, as the op does); a fix clears it, and
+    the last figures, chart sentences and tables stay."""
+    from pylib.web import memory_ops
+    w = widget(chapter10, "memory-calculator")
+    assert submit(w, arch="llama", n_embd="4096", n_head="32", seq_len="2048", micro_batch="1", n_layer="32",
+                  vocab_size="32000", ffn_hidden="11008") == "done"
+    shown = w.evaluate(SHOWN_JS)
+    form = w.evaluate(FORM_JS)
+    heads = w.locator('input[name="n_head"]')
+    for raw in ["30", "0", "<b class=injected>1</b>"]:
+        expected = python_refuses(memory_ops.validate_memory_calc, {**form, "n_head": raw})["n_head"]
+        expect(leave_field(w, "n_head", raw)).to_have_text(expected)
+        expect(heads).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(SHOWN_JS) == shown, raw
+    assert chapter10.locator("[data-widget] b.injected").count() == 0
+    expect(leave_field(w, "n_head", "64")).to_be_empty()
+    assert heads.get_attribute("aria-invalid") is None
+    assert w.evaluate(SHOWN_JS) == shown

@@ -437,3 +437,62 @@ def test_goodput_chart_has_a_text_alternative(chapter15):
     assert len(table["rows"]) >= 10
     first = [float(c) for c in table["rows"][0]]
     assert first[2] == pytest.approx(goodput.expected_goodput(first[0], 5, 15, 10), rel=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# A field checked when the reader leaves it (widget-kit.js checkOnLeave, op check_args)
+
+
+def leave_field(w, name, text):
+    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
+    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=60_000)
+    return w.locator(f'[data-error-for="{name}"]')
+
+
+# what the widget shows of its last answer: status, settles, result, message, readouts, tables, charts' sentences
+SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
+    message: el.querySelector('[data-role="message"]').textContent,
+    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th, .kit-chart-summary')].map((c) => c.textContent)})"""
+
+# the form's values as the widget sends them (sliders left out: they follow their fields)
+FORM_JS = """el => Object.fromEntries([...el.querySelectorAll('[data-role="form"] [name]')]
+    .filter((i) => i.type !== 'range' && ((i.type !== 'radio' && i.type !== 'checkbox') || i.checked))
+    .map((i) => [i.name, i.value]))"""
+
+
+def python_refuses(validate, args):
+    """The op's own check in CPython (the function the op calls): its messages for args, by field."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors
+    return {}
+
+
+def test_goodput_checks_the_interval_on_leaving_its_field_and_keeps_the_last_result(chapter15):
+    """An interval the op refuses (beyond its limit, or one with which the job never finishes) gets the
+    op's own message under its field as the reader leaves it, before Compute; the last result stays as
+    it was (not greyed: nothing was refused by a run); a fix clears the message."""
+    from pylib.web import job_ops
+    w, status = goodput_run(chapter15, delta=1, M=1000, R=10, tau=45)
+    assert status == "done"
+    shown = w.evaluate(SHOWN_JS)
+    form = w.evaluate(FORM_JS)
+    tau = w.locator('input[name="tau"]')
+    for raw in ["20000", "2e6", "<b class=injected>1</b>"]:  # 20000 + 1 is above 12 M: never finishes
+        expected = python_refuses(job_ops.validate_goodput, {**form, "tau": raw})["tau"]
+        expect(leave_field(w, "tau", raw)).to_have_text(expected)
+        expect(tau).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(SHOWN_JS) == shown, raw
+    assert "job-stale" not in w.get_attribute("class")
+    assert chapter15.locator("[data-widget] b.injected").count() == 0
+    expect(leave_field(w, "tau", "60")).to_be_empty()
+    assert tau.get_attribute("aria-invalid") is None
+    assert w.evaluate(SHOWN_JS) == shown

@@ -311,3 +311,60 @@ def test_bad_batch_step_slider_works_with_the_keyboard(chapter8):
     w.locator('input[name="lr"]').fill("1")
     # 1e-4 to 10 is 5 decades: 0.01 to 1, two of them, is two fifths of the slider
     assert int(slider.input_value()) - low == pytest.approx(2 * int(slider.get_attribute("max")) / 5, abs=1)
+
+
+# ---------------------------------------------------------------------------
+# A field checked when the reader leaves it (widget-kit.js checkOnLeave, op check_args)
+
+
+def leave_field(w, name, text):
+    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
+    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=60_000)
+    return w.locator(f'[data-error-for="{name}"]')
+
+
+# what the widget shows of its last answer: status, settles, result, message, readouts, tables, charts' sentences
+SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
+    message: el.querySelector('[data-role="message"]').textContent,
+    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th, .kit-chart-summary')].map((c) => c.textContent)})"""
+
+# the form's values as the widget sends them (sliders left out: they follow their fields)
+FORM_JS = """el => Object.fromEntries([...el.querySelectorAll('[data-role="form"] [name]')]
+    .filter((i) => i.type !== 'range' && ((i.type !== 'radio' && i.type !== 'checkbox') || i.checked))
+    .map((i) => [i.name, i.value]))"""
+
+
+def python_refuses(validate, args):
+    """The op's own check in CPython (the function the op calls): its messages for args, by field."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors
+    return {}
+
+
+def test_nan_demo_checks_the_logit_on_leaving_its_field_and_keeps_the_last_demo(chapter8):
+    """A bad logit gets the op's own message under its field as the reader leaves it, before any of the
+    three buttons; a fix clears it; the last demo's table and its status stay, and nothing runs."""
+    from pylib.web import stability_ops
+    w, status = run_nan(chapter8, "log0", "30")
+    assert status == "done"
+    shown = w.evaluate(SHOWN_JS)
+    logit = w.locator('input[name="logit"]')
+    for raw in ["2e6", "lots", "<b class=injected>1</b>"]:
+        expected = python_refuses(stability_ops.validate_nan_demo, {"which": "log0", "logit": raw})["logit"]
+        expect(leave_field(w, "logit", raw)).to_have_text(expected)
+        expect(logit).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(SHOWN_JS) == shown, raw
+    assert chapter8.locator("[data-widget] b.injected").count() == 0
+    expect(w.locator('[data-role="output"]')).to_be_visible()
+    expect(leave_field(w, "logit", "-40")).to_be_empty()
+    assert logit.get_attribute("aria-invalid") is None
+    assert w.evaluate(SHOWN_JS) == shown

@@ -523,3 +523,63 @@ def test_quantise_bits_slider_requantises_as_it_moves(chapter9):
     assert result(w)["q_max"] == 1
     # the charts' text alternative follows the data
     expect(w.locator('[data-role="chart-sweep-summary"]')).to_contain_text("At 2 bits the relative error is lowest")
+
+
+# ---------------------------------------------------------------------------
+# A field checked when the reader leaves it (widget-kit.js checkOnLeave, op check_args)
+
+
+def leave_field(w, name, text):
+    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
+    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=60_000)
+    return w.locator(f'[data-error-for="{name}"]')
+
+
+# what the widget shows of its last answer: status, settles, result, message, readouts, tables, charts' sentences
+SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
+    message: el.querySelector('[data-role="message"]').textContent,
+    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th, .kit-chart-summary')].map((c) => c.textContent)})"""
+
+# the form's values as the widget sends them (sliders left out: they follow their fields)
+FORM_JS = """el => Object.fromEntries([...el.querySelectorAll('[data-role="form"] [name]')]
+    .filter((i) => i.type !== 'range' && ((i.type !== 'radio' && i.type !== 'checkbox') || i.checked))
+    .map((i) => [i.name, i.value]))"""
+
+
+def python_refuses(validate, args):
+    """The op's own check in CPython (the function the op calls): its messages for args, by field."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors
+    return {}
+
+
+def test_rounding_checks_the_value_on_leaving_its_field_and_keeps_the_last_table(chapter9):
+    """A value the calculator refuses gets the op's own message under its field as the reader leaves it,
+    before Compute: the last value's table and number line stay, with no note that they are stale (nothing
+    was refused by a run); a fix clears the message and nothing is computed."""
+    from pylib.web import precision_ops
+    w, status = round_value(chapter9, "0.75")
+    assert status == "done"
+    shown = w.evaluate(SHOWN_JS)
+    line = w.locator('[data-role="line-summary"]').inner_text()
+    value = w.locator('input[name="value"]')
+    for raw in ["1e301", "lots", "<b class=injected>1</b>"]:
+        expected = python_refuses(precision_ops.validate_round, {"value": raw})["value"]
+        expect(leave_field(w, "value", raw)).to_have_text(expected)
+        expect(value).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(SHOWN_JS) == shown, raw
+        assert w.locator('[data-role="line-summary"]').inner_text() == line, raw
+    assert chapter9.locator("[data-widget] b.injected").count() == 0
+    expect(w.locator('[data-role="stale"]')).to_be_hidden()
+    expect(leave_field(w, "value", "1_000")).to_be_empty()  # Python's float() reads it, as Compute would
+    assert value.get_attribute("aria-invalid") is None
+    assert w.evaluate(SHOWN_JS) == shown
