@@ -370,7 +370,7 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
 }
 
 /**
- * checkOnLeave(root, {op, args, fields, skip}): when the reader leaves a field they changed (its change
+ * checkOnLeave(root, {op, args, fields, skip, errorsOf}): when the reader leaves a field they changed (its change
  * event), the op's own Python check of args() (op check_args, pylib/web/check_ops.py: the same code the
  * op runs, so the page never disagrees with it) says whether it would be refused: the field's message
  * is shown in its slot, or cleared, as are the messages of other fields that are now fine. Nothing
@@ -380,12 +380,13 @@ export function bindFields(root, { onSlide = null, onCommit = null, commitDelay 
  * own, and skip() (a run going) defers the check to Start too. data-pending (key "check") is on while
  * a check is on its way, and data-checks counts the checks answered (as data-settles counts runs).
  */
-function checkOnLeave(root, { op, args, fields, skip = null }) {
+export function checkOnLeave(root, { op, args, fields, skip = null, errorsOf = null }) {
   const form = root.querySelector('[data-role="form"]');
   if (!form || !fields || !op) return;
   const host = root.closest("[data-widget]") || root;
-  // a chunked run ("train", "run:<name>") reads its arguments in its start op
-  const checked = op === "train" ? "train_start" : op.startsWith("run:") ? `${op.slice(4)}_start` : op;
+  // a chunked run ("train", "run:<name>") reads its arguments in its start op; op may be a function,
+  // read after args() (a widget whose args() chooses the op); errorsOf(errors) renames Python's keys
+  const startOf = (o) => (o === "train" ? "train_start" : o.startsWith("run:") ? `${o.slice(4)}_start` : o);
   let seq = 0;
   form.addEventListener("change", (event) => {
     const el = event.target;
@@ -397,12 +398,13 @@ function checkOnLeave(root, { op, args, fields, skip = null }) {
     } catch {
       return; // the widget cannot say its args now: Start will
     }
+    const checked = startOf(typeof op === "function" ? op() : op);
     const mine = ++seq;
     const { name, value } = el;
     setPending(host, "check", true);
     pythonCall("check_args", { op: checked, args: sent }).then((answer) => {
       if (mine !== seq || !answer || !answer.checked || el.value !== value) return; // stale, or no check
-      const errors = answer.errors || {};
+      const errors = (errorsOf ? errorsOf(answer.errors || {}) : answer.errors) || {};
       fields.setError(name, errors[name] || "");
       for (const slot of root.querySelectorAll("[data-error-for]")) {
         const other = slot.dataset.errorFor;
@@ -590,7 +592,9 @@ export function runStreamed(root, client, opts) {
   });
   if (stopButton) stopButton.addEventListener("click", stop);
   // a widget's args() may note what the run it starts asked for: not read while a run goes
-  checkOnLeave(root, { op: opts.op, args: () => (opts.args ? opts.args() : {}), fields: opts.fields, skip: () => running });
+  // (opts.checkOp, opts.checkErrors: the op to check and the errors' renaming, when they are not opts.op's)
+  checkOnLeave(root, { op: opts.checkOp || opts.op, args: () => (opts.args ? opts.args() : {}), fields: opts.fields,
+    skip: () => running, errorsOf: opts.checkErrors });
 
   return {
     start,
