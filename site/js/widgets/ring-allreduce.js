@@ -6,7 +6,7 @@
 // asks for reduced motion, when the step's outlines and arrows show it without the slide.
 
 import { describe, fillTable, frameOf, onResize, svgCanvas } from "../plot.js";
-import { bindFields, makeStatus, markSettled, readoutMap, reportError, startPython } from "../widget-kit.js";
+import { bindFields, checkOnLeave, makeStatus, markSettled, readoutMap, reportError, startPython } from "../widget-kit.js";
 import { el } from "./parallel-svg.js";
 
 const fmtBytes = (b) => `${Math.round(b).toLocaleString("en")} B`;
@@ -321,6 +321,8 @@ export async function mount(root, client) {
       else if (pressed && lost) (next.disabled ? runButton : next).focus();
     }
   });
+  // the workers field is checked when the reader leaves it (op parallel_ring's own check), not while it computes
+  checkOnLeave(root, { op: "parallel_ring", args: () => fields.values(), fields, skip: () => runButton.disabled });
   back.addEventListener("click", () => { setPlaying(false); if (data && at >= 0) goTo(at - 1); });
   next.addEventListener("click", () => { setPlaying(false); if (data && at < data.steps.length - 1) goTo(at + 1); });
   end.addEventListener("click", () => { setPlaying(false); if (data) goTo(data.steps.length - 1); });

@@ -5,7 +5,7 @@
 // runStreamed) that share the widget's status, message and Stop; asking is one call.
 
 import { fmtCell } from "../plot.js";
-import { bindFields, markSettled, readConfig, readoutMap, runStreamed } from "../widget-kit.js";
+import { bindFields, checkOnLeave, markSettled, readConfig, readoutMap, runStreamed } from "../widget-kit.js";
 import { lineChart } from "./job-kit.js";
 
 const num = (v, d = 3) => (v == null ? "–" : v.toFixed(d));
@@ -20,6 +20,8 @@ function partView(root, part, run, stop) {
   return {
     dataset: root.dataset,
     appendChild: (node) => root.appendChild(node),
+    closest: (sel) => root.closest(sel),
+    querySelectorAll: (sel) => part.querySelectorAll(sel), // the part's fields' message slots (checkOnLeave)
     querySelector(sel) {
       if (sel === '[data-role="form"]') return part.querySelector(sel);
       if (sel === '[data-action="run"]') return run;
@@ -134,6 +136,7 @@ export async function mount(root, client) {
     op: "run:posttrain_pretrain",
     fields: preFields,
     args: () => ({ steps: preFields.values().pretrain_steps, seed: preFields.values().pretrain_seed }),
+    checkErrors: (errors) => renamed({ errors }).errors, // a field checked on leaving it: the same renaming
     startText: "Pretraining…",
     announceStart: "Pretraining started.",
     onStart() {
@@ -179,6 +182,7 @@ export async function mount(root, client) {
     call: (op, args, opts) => client.call(`run:posttrain_${method}`, args, opts) };
   const tune = runStreamed(partView(root, tunePart, runButton, stopButton), tuneClient, {
     op: "run:posttrain_<method>",
+    checkOp: () => `run:posttrain_${method}`, // read after args(), which sets method: leaving a field checks its method's
     fields,
     args() {
       const v = fields.values();
@@ -273,6 +277,10 @@ export async function mount(root, client) {
       markSettled(askPart);
     }
   });
+
+  // a line is checked when the reader leaves it, as Ask would check it (not while a run goes)
+  checkOnLeave(askPart, { op: "posttrain_ask", args: () => ({ line: askFields.values().line, seed: fields.values().seed }),
+    fields: askFields, skip: () => pretrain.running || tune.running });
 
   if (!(await pretrain.ready(null, "Press Pretrain: the course model trains here first, then a copy of it is fine-tuned."))) return;
   busy(false);
