@@ -111,6 +111,36 @@ def test_ring_refuses_bad_worker_counts_then_recovers(chapter11):
     assert result(w)["workers"] == 2
 
 
+def test_ring_checks_the_workers_field_on_leaving_it_and_keeps_the_drawing(chapter11):
+    """Out of range and nonsense worker counts, typed and left with Tab (no Split and start), get
+    parallel_ring's own message under the field (the same words the op gives); the fixed value clears it.
+    The 3-worker ring on show stays as it was (its step, drawing, result and status), still steppable."""
+    from test_field_checks import leave, shown
+
+    from pylib.web import InputError, parallel_ops
+    w = widget(chapter11, "ring-allreduce")
+    start_ring(w, 3)
+    w.locator('[data-action="next"]').click()
+    expect(w.locator('[data-readout="step"]')).to_have_text("1 of 4")
+    before, good = shown(w), w.evaluate(DRAWN)
+    field = w.locator('input[name="workers"]')
+    for value in ("9", "1", "lots", "<b class=injected>x</b>"):
+        with pytest.raises(InputError) as refusal:
+            parallel_ops.validate_ring({"workers": value})
+        slot = leave(w, "workers", value)
+        expect(slot).to_have_text(refusal.value.errors["workers"])
+        expect(field).to_have_attribute("aria-invalid", "true")
+        assert shown(w) == before and w.evaluate(DRAWN) == good, value
+    assert chapter11.locator("[data-widget] b.injected").count() == 0
+    screenshot_widget(w, "ring-checked-on-leaving")
+    slot = leave(w, "workers", "8")
+    expect(slot).to_be_empty()
+    assert field.get_attribute("aria-invalid") is None
+    assert shown(w) == before and w.evaluate(DRAWN) == good
+    w.locator('[data-action="next"]').click()  # the ring on show still steps: it is the 3 workers' run
+    expect(w.locator('[data-readout="step"]')).to_have_text("2 of 4")
+
+
 # The drawing's blocks as the reader sees them: each block's worker, chunk, count attribute and the
 # count written on it; the blocks this step sends to; the node labels' boxes; how many sliding copies.
 DRAWN = """w => {

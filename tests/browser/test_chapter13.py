@@ -82,6 +82,36 @@ def test_slow_train_refuses_a_bad_seed_then_recovers(chapter13):
     assert result(w)["syncs"] == result(w)["steps"] // 10
 
 
+def test_slow_train_checks_the_seed_on_leaving_it_and_keeps_the_last_run(chapter13):
+    """After a stopped run: a bad seed typed and left with Tab (no Start) gets run:slow_train's own
+    message under the field, from slow_train_start's check (the same words the run gives); the fixed
+    seed clears it. No run starts, and the last run's result, readouts and chart table stay."""
+    from test_field_checks import leave, shown
+
+    from pylib.web import InputError, slow_links_ops
+    w = widget(chapter13, "slow-train")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    if w.get_attribute("data-result") is None:  # run alone: a short stopped run to keep on show
+        before = submit(w, method="dense", seed="0")
+        w.page.wait_for_function("el => el.dataset.runStarted === 'true'", arg=w.element_handle(), timeout=TIMEOUT)
+        w.locator('[data-action="stop"]').click()
+        assert wait_settled(w, after=before) == "stopped"
+    table, before = chart_table(w), shown(w)
+    seed = w.locator('input[name="seed"]')
+    method = w.locator('select[name="method"]').input_value()
+    for bad in ("-1", "2.5", "<b class=injected>x</b>"):
+        with pytest.raises(InputError) as refusal:
+            slow_links_ops.validate_train({"method": method, "seed": bad})
+        expect(leave(w, "seed", bad)).to_have_text(refusal.value.errors["seed"])
+        expect(seed).to_have_attribute("aria-invalid", "true")
+        assert shown(w) == before, bad
+    assert chapter13.locator("[data-widget] b.injected").count() == 0
+    expect(leave(w, "seed", "0")).to_be_empty()
+    assert seed.get_attribute("aria-invalid") is None
+    assert shown(w) == before and chart_table(w) == table
+    assert w.get_attribute("data-run-started") is None
+
+
 # ---------------------------------------------------------------------------
 # link-race
 

@@ -386,3 +386,27 @@ def test_chinchilla_fit_matches_cpython_and_refuses_bad_choices(chapter14):
         assert run(w) == "error"
         assert w.locator('input[name="compute"]').get_attribute("aria-invalid") == "true"
     no_injected_markup(chapter14)
+
+
+def test_chinchilla_fit_checks_a_field_on_leaving_it_and_keeps_the_last_fit(chapter14):
+    """The fit runs only on Fit: after a good fit, values typed and left with Tab get scaling_chinchilla's
+    own message under their field (the same words the fit gives), among them the one that needs the data:
+    leaving out 245 of the 245 runs leaves too few. The fixed values clear them, and the fit on show (its
+    result, readouts and table) stays; no fit runs."""
+    from test_field_checks import leave, shown
+
+    from pylib.web import InputError, scaling_ops
+    w = widget(chapter14, "chinchilla-fit")
+    good = {"loss": "huber", "drop_highest": "5", "min_tokens_per_param": "0", "compute": "5.88e23"}
+    set_fields(w, **good)
+    assert run(w) == "done"
+    before = shown(w)
+    for name, bad in (("drop_highest", "245"), ("min_tokens_per_param", "1000"), ("compute", "1e99"), ("compute", "lots")):
+        with pytest.raises(InputError) as refusal:
+            scaling_ops.validate_chinchilla({**good, name: bad})
+        expect(leave(w, name, bad)).to_have_text(refusal.value.errors[name])
+        expect(w.locator(f'input[name="{name}"]')).to_have_attribute("aria-invalid", "true")
+        assert shown(w) == before, (name, bad)
+        expect(leave(w, name, good[name])).to_be_empty()
+        assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
+    assert shown(w) == before

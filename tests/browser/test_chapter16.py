@@ -241,6 +241,57 @@ def test_sft_in_the_page_matches_cpython_and_shows_before_and_after(chapter16, c
     expect(w.locator('[data-readout="score_b"]')).to_contain_text("(chance: 1 in 8, 0.125)")
 
 
+def test_fields_are_checked_on_leaving_them_and_the_last_run_stays(chapter16, cpython):
+    """With the SFT run on show: a bad value typed and left with Tab (no button pressed) gets the op's own
+    message under its field, in each part: pretraining's steps (pylib's "steps", shown under
+    pretrain_steps), fine-tuning's steps for SFT and β once DPO is chosen (the method chosen decides
+    the op checked), and the question's line; the fixed value clears it. Nothing runs, and the run's
+    result, readouts, chart table and samples stay."""
+    from kit_checks import screenshot_widget
+    from test_field_checks import leave, shown
+
+    from pylib.web import InputError, posttrain_ops as ops
+    w = widget(chapter16, "sft-dpo")
+    expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
+    assert result(w)["method"] == "sft"
+    table, before = chart_table(w, "chart-data"), shown(w)
+    after = w.locator('[data-role="after"]').inner_text()
+
+    def refusal(check, args, key):
+        with pytest.raises(InputError) as e:
+            check(args)
+        return e.value.errors[key]
+
+    vocab = cpython["session"].vocab
+    cases = [  # field, bad value, its message from the op's own check, the value to leave it with
+        ("pretrain_steps", "0", refusal(ops.validate_pretrain, {"steps": "0", "seed": "0"}, "steps"),
+         w.locator('input[name="pretrain_steps"]').input_value()),
+        ("steps", "5000", refusal(ops.validate_sft, {"steps": "5000", "seed": "0", "arm": "response"}, "steps"),
+         str(SFT_STEPS)),
+        ("line", "x" * 200, refusal(ops.validate_ask, {"line": "x" * 200, "seed": "0"}, "line"),
+         w.locator('input[name="line"]').input_value()),
+    ]
+    for name, bad, text, good in cases:
+        slot = leave(w, name, bad)
+        expect(slot).to_have_text(text)
+        expect(w.locator(f'input[name="{name}"]')).to_have_attribute("aria-invalid", "true")
+        assert shown(w) == before, name
+        if name == "line":  # a long line in the field and its message under it, on a desktop and a phone
+            screenshot_widget(w, "sft-dpo-checked-on-leaving")
+        slot = leave(w, name, good)
+        expect(slot).to_be_empty()
+        assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
+    w.locator('input[name="method"][value="dpo"]').check()
+    beta = w.locator('input[name="beta"]').input_value()
+    text = refusal(lambda a: ops.validate_dpo_start(a, vocab), {"beta": "0", "target": "e", "seed": "0", "steps": "10"}, "beta")
+    expect(leave(w, "beta", "0")).to_have_text(text)
+    expect(leave(w, "beta", beta)).to_be_empty()
+    w.locator('input[name="method"][value="sft"]').check()
+    assert shown(w) == before and chart_table(w, "chart-data") == table
+    assert w.locator('[data-role="after"]').inner_text() == after
+    assert w.get_attribute("data-run-started") is None and result(w)["method"] == "sft"
+
+
 def test_bad_lines_get_a_message(chapter16):
     """Each bad line, one after another: refused, the field marked invalid, a message in the answer box
     and in the field's error slot, which its aria-describedby names. (Once one test per line.)"""
