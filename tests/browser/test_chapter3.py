@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, drive_slider, refused, set_fields
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, refused, screenshot_widget, set_fields
 
 chapter3 = chapter_fixture("03-")
 
@@ -121,6 +121,48 @@ def test_logit_grad_refuses_bad_input_visibly(chapter3):
         refused(w, case, field, text)
     w, status = show_logit_grad(chapter3, **good)  # and it still works
     assert status == "done" and result(w)["rows"]
+
+
+def test_logit_grad_checks_a_field_on_leaving_it_and_keeps_the_last_answer(chapter3):
+    """After Show, leaving the position or top-k field with an out-of-range value shows Python's message
+    (the op's own check, validate_logit_grad) under it before any Show; the fix clears it; the last
+    answer's rows, readouts, status and result stay, and nothing is computed."""
+    from pylib.web import objective_ops
+
+    w, status = show_logit_grad(chapter3, window=0, position=10, k=3)
+    assert status == "done"
+    shown = """el => [el.dataset.status, el.dataset.settles, el.dataset.result,
+        el.querySelector('[data-role="message"]').textContent,
+        [...el.querySelectorAll('[data-readout], tbody td')].map((c) => c.textContent)]"""
+    before = w.evaluate(shown)
+    good = {"model": "untrained", "window": "0", "position": "10", "k": "3"}
+    for name, raw in [("position", "64"), ("k", "0"), ("window", "abc")]:
+        try:
+            objective_ops.validate_logit_grad({**good, name: raw})
+            raise AssertionError(f"{name}={raw!r} passed pylib's check")
+        except objective_ops.InputError as e:
+            expected = e.errors[name]
+        slot = leave_field(w, name, raw)
+        expect(slot).to_have_text(expected)
+        expect(w.locator(f'input[name="{name}"]')).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(shown) == before, name
+    screenshot_widget(w, "logit-grad-checked-on-leaving")
+    for name, raw in [("position", "10"), ("k", "3"), ("window", "0")]:
+        expect(leave_field(w, name, raw)).to_be_empty()
+        assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
+    assert w.evaluate(shown) == before
+
+
+def leave_field(w, name, text):
+    """Type text into field name, leave it with Tab, and wait for Python's check of it (the widget's
+    data-checks moves on and nothing is pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=TIMEOUT)
+    return w.locator(f'[data-error-for="{name}"]')
 
 
 STOP_AT = 20  # pretraining steps before Stop: the loss over the 8 positions below is already ~10 nats lower

@@ -1,9 +1,9 @@
 // p, y and p - y at one position of a validation window: a thin view over pylib.web.objective_ops's
 // objective_logit_grad (pylib.loss's forward and backward) and, for the trained model, the chunked
-// run:objective_pretrain (stoppable). Fields, errors and status through the kit; everything from the
-// reader or the model is shown with textContent.
+// run:objective_pretrain (stoppable). Fields, errors and status through the kit (a typed field is checked
+// when the reader leaves it: checkOnLeave); everything from the reader or the model is shown with textContent.
 
-import { bindFields, makeStatus, reportError, startPython } from "../widget-kit.js";
+import { bindFields, checkOnLeave, makeStatus, reportError, startPython } from "../widget-kit.js";
 
 const SHOWN = { "\n": "↵", " ": "␣", "\t": "⇥" };
 const ARGS = ["window", "position", "k"];
@@ -25,6 +25,9 @@ export async function mount(root, client) {
   });
   const label = fields.label;
   fields.label = (name) => (name === "model" ? "Model" : label(name)); // a radio group has no label[for]
+  const argsOf = (values) => ({ model: values.model, ...Object.fromEntries(ARGS.map((k) => [k, values[k]])) });
+  // leaving a typed field: Python's check of what Show would send (not while Show trains or computes)
+  checkOnLeave(root, { op: "objective_logit_grad", args: () => argsOf(fields.values()), fields, skip: () => busy });
 
   async function pretrain() {
     stopButton.disabled = false;
@@ -88,8 +91,7 @@ export async function mount(root, client) {
     runButton.setAttribute("aria-disabled", "true"); // disabled would drop the focus to <body>
     fields.clearErrors();
     delete root.dataset.result;
-    const values = fields.values();
-    const args = { model: values.model, ...Object.fromEntries(ARGS.map((k) => [k, values[k]])) };
+    const args = argsOf(fields.values());
     let focusField = false;
     try {
       let note = "";

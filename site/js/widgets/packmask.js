@@ -4,7 +4,7 @@
 // series colours (documents) and --chart-axis (across a boundary); the mask is redrawn on "themechange".
 
 import { cssColor, describe, fillTable, frameOf } from "../plot.js";
-import { bindFields, calculator, markSettled, reportError, SETTLED } from "../widget-kit.js";
+import { bindFields, calculator, checkOnLeave, markSettled, reportError, SETTLED } from "../widget-kit.js";
 import { setLegend } from "./chart-extras.js";
 import { barChart, DOC_COLORS, docClass, docLegend, keepFocus, redrawOnResize, tableFocusable } from "./data-svg.js";
 
@@ -92,6 +92,10 @@ export async function mount(root, client) {
     },
   });
   keepFocus(root);
+  // the leak test's own form: leaving its position field, Python checks it against the window shown
+  // (not before a window is drawn, nor while the test runs)
+  checkOnLeave(leakPart, { op: "data_leak", args: () => ({ start: win.start, position: leakFields.input("position").value }),
+    fields: leakFields, skip: () => !win || leakButton.disabled });
 
   const drawLeak = () => {
     const r = lastLeak;
