@@ -1,7 +1,7 @@
 // Live BPE (pylib.bpe through pylib.web.data_ops's data_bpe_* ops, chunked and stoppable), on the kit's
 // runStreamed. Merges and tokens are shown with textContent: pasted markup stays text.
 
-import { bindFields, readConfig, readoutMap, reportError, runStreamed } from "../widget-kit.js";
+import { bindFields, checkOnLeave, readConfig, readoutMap, reportError, runStreamed } from "../widget-kit.js";
 import { lineChart } from "./data-svg.js";
 
 const SHOWN = { "\n": "↵", " ": "␣" };
@@ -21,6 +21,12 @@ export async function mount(root, client) {
   const split = fields.input("split");
   const chart = lineChart($('[data-role="chart"]'));
   let curve = { xs: [], ys: [] };
+  // One form, two ops, each checked when the reader leaves a field: Learn merges' data_bpe_start (the
+  // run's check) answers for text and vocab_size, Load corpus text's data_excerpt for start and n_chars;
+  // neither touches the other's messages.
+  const EXCERPT = ["start", "n_chars"];
+  const shownErrors = () => Object.fromEntries(EXCERPT
+    .map((n) => [n, root.querySelector(`[data-error-for="${n}"]`)?.textContent || ""]).filter(([, m]) => m));
 
   const draw = () => {
     const measured = split.checked ? config.measured_split : config.measured;
@@ -47,6 +53,7 @@ export async function mount(root, client) {
     op: "run:data_bpe",
     fields,
     args: () => ({ text: fields.input("text").value, vocab_size: fields.input("vocab_size").value, split: split.checked }),
+    checkErrors: (errors) => ({ ...shownErrors(), ...errors }), // start's and n_chars' are the excerpt's
     startText: "Counting pairs…",
     announceStart: "Learning merges.",
     onStart() {
@@ -107,8 +114,11 @@ export async function mount(root, client) {
   const setStatus = run.setStatus;
 
   // Corpus text into the box: the excerpt's own call (not a run); its errors go to their fields.
+  const excerptArgs = () => ({ start: fields.input("start").value, n_chars: fields.input("n_chars").value });
+  const excerptFields = { setError: (name, msg) => { if (EXCERPT.includes(name)) fields.setError(name, msg); } };
+  checkOnLeave(root, { op: "data_excerpt", args: excerptArgs, fields: excerptFields, skip: () => excerptButton.disabled });
   const excerpt = async () => {
-    const r = await client.call("data_excerpt", { start: fields.input("start").value, n_chars: fields.input("n_chars").value });
+    const r = await client.call("data_excerpt", excerptArgs());
     fields.input("text").value = r.text;
     return `Loaded ${r.text.length.toLocaleString("en")} characters of the training plays.`;
   };
