@@ -388,10 +388,16 @@ export function checkOnLeave(root, { op, args, fields, skip = null, errorsOf = n
   // read after args() (a widget whose args() chooses the op); errorsOf(errors) renames Python's keys
   const startOf = (o) => (o === "train" ? "train_start" : o.startsWith("run:") ? `${o.slice(4)}_start` : o);
   let seq = 0;
+  // A field left by pressing one of the widget's buttons (Start, Compute, Apply: they check the fields
+  // themselves) is not checked: a message shown between the press and the release would move the
+  // button from under the pointer and the click would be lost.
+  let pressing = false;
+  host.addEventListener("pointerdown", (event) => { pressing = !!event.target.closest?.("button"); }, true);
+  for (const type of ["pointerup", "pointercancel"]) window.addEventListener(type, () => { pressing = false; }, true);
   form.addEventListener("change", (event) => {
     const el = event.target;
     if (!el || !FIELD_TYPES(el) || el.type === "range" || el.type === "checkbox" || el.type === "radio") return;
-    if (document.documentElement.dataset.pyodide !== "ready" || (skip && skip())) return;
+    if (pressing || document.documentElement.dataset.pyodide !== "ready" || (skip && skip())) return;
     let sent;
     try {
       sent = args();
