@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table
+from kit_checks import assert_fields_labelled, chart_table, screenshot_widget
 
 chapter6 = chapter_fixture("06-")
 
@@ -350,6 +350,60 @@ def test_lr_change_to_an_absurd_rate_ends_in_a_labelled_divergence(chapter6):
     assert r["diverged_at"] is not None and r["changes"][0]["lr"] == 500
     assert r["diverged_at"] >= r["changes"][0]["step"]
     expect(w.locator('[data-role="message"]')).to_contain_text(f"Diverged at step {r['diverged_at']}")
+
+
+def leave_field(w, name, text):
+    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
+    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
+    field = w.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=60_000)
+    return w.locator(f'[data-error-for="{name}"]')
+
+
+SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
+    message: el.querySelector('[data-role="message"]').textContent,
+    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th')].map((c) => c.textContent)})"""
+
+
+def python_refuses(validate, args):
+    """The op's own check in CPython: its messages for args, by field."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors
+    return {}
+
+
+def test_lr_change_checks_the_new_rate_on_leaving_its_field_and_keeps_the_stopped_run(chapter6):
+    """The new rate's field (its own form, wired to checkOnLeave by lr-change.js) gets the op's message as
+    the reader leaves it, before any Apply; a fix clears it; the stopped run's readouts, chart and table
+    stay, nothing is applied and nothing runs."""
+    from pylib.web import schedule_ops
+    w, before = _start_lr_change(chapter6, lr="0.003")
+    chapter6.wait_for_function("el => +el.querySelector('[data-readout=step]').textContent >= 3",
+                               arg=w.element_handle(), timeout=TIMEOUT)
+    w.locator('[data-action="stop"]').click()
+    assert wait_settled(w, after=before) == "stopped"
+    table = chart_table(w)  # fills the chart's table first: SHOWN_JS reads its cells too
+    shown = w.evaluate(SHOWN_JS)
+    new_lr = w.locator('input[name="new_lr"]')
+    for raw in ["0", "5000", "fast", "<b class=injected>1</b>"]:
+        expected = python_refuses(schedule_ops.validate_lrchange_set, {"new_lr": raw})["new_lr"]
+        expect(leave_field(w, "new_lr", raw)).to_have_text(expected)
+        expect(new_lr).to_have_attribute("aria-invalid", "true")
+        assert w.evaluate(SHOWN_JS) == shown, raw
+    assert chapter6.locator("[data-widget] b.injected").count() == 0
+    screenshot_widget(w, "lr-change-checked-on-leaving")
+    expect(leave_field(w, "new_lr", "0.001")).to_be_empty()
+    assert new_lr.get_attribute("aria-invalid") is None
+    assert w.evaluate(SHOWN_JS) == shown and chart_table(w) == table
+    expect(w.locator('[data-readout="changes"]')).to_have_text("0")
+    expect(w.locator('[data-action="apply"]')).to_be_disabled()
 
 
 def test_lr_change_refuses_a_bad_starting_rate(chapter6):

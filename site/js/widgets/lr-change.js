@@ -2,7 +2,7 @@
 // run:schedule_lrchange and schedule_lrchange_set (pylib.web.schedule_ops). The worker handles the
 // set call between two chunks, so the change applies from the next step; the chart marks it.
 
-import { bindFields, markSettled, readoutMap, reportError, runStreamed } from "../widget-kit.js";
+import { bindFields, checkOnLeave, markSettled, readoutMap, reportError, runStreamed } from "../widget-kit.js";
 import { AXIS_FONT_PX, Plot, cssColor, fmtCell } from "../plot.js";
 
 /** plot.js's Plot with a second y axis on the right (scale "lr") for the learning rate, series 3.
@@ -166,5 +166,8 @@ export async function mount(root, client) {
     },
     onError() { applyButton.disabled = true; },
   });
+  // The new rate is checked when the reader leaves its field, as Apply checks it (runStreamed checks the
+  // run's form): the value only; whether a run is going is Apply's to say.
+  checkOnLeave(apply, { op: "schedule_lrchange_set", args: () => applyFields.values(), fields: applyFields });
   await run.ready(null, "Ready. Press Start, then change the learning rate while it runs.");
 }
