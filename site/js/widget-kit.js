@@ -629,7 +629,8 @@ export function runStreamed(root, client, opts) {
 
 /**
  * calculator(root, client, opts): one call per Compute (and, with live: true, per edit or slider move,
- * latest wins). opts: op, fields, args() (default fields.values()), onResult(value) → {text, result?},
+ * latest wins). opts: op, fields, args() (default fields.values()), checkArgs() (what a check on leaving a
+ * field sends, default args()), onResult(value) → {text, result?},
  * onError(err) (clear what showed the last result), busy: extra buttons disabled while a call runs.
  * Returns {run() (buttons disabled while it runs), schedule() (live updates: one call at a time, the
  * latest wins, announced at most every few seconds), compute({announce}), ready(setUp?)}.
@@ -715,7 +716,10 @@ export function calculator(root, client, opts) {
     event.preventDefault();
     run();
   });
-  checkOnLeave(root, { op: opts.op, args: () => (opts.args ? opts.args() : opts.fields.values()), fields: opts.fields });
+  // opts.checkArgs(): the args to check, for a widget whose args() also notes what its call asked for
+  // (a check must not change what the result shown is labelled with)
+  const checkArgs = opts.checkArgs || opts.args || (() => opts.fields.values());
+  checkOnLeave(root, { op: opts.op, args: checkArgs, fields: opts.fields });
 
   return {
     compute,

@@ -137,6 +137,7 @@ export async function mount(root, client) {
     op: "pipeline_schedule",
     fields,
     args() { t0 = performance.now(); return fields.values(); },
+    checkArgs: () => fields.values(), // a check must not restart the update's timer
     // A refused combination keeps the last good charts, their titles and the readouts together, and says so.
     onError() {
       stale.hidden = false;
