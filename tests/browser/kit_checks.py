@@ -269,3 +269,58 @@ def screenshot_widget(w, name, widths=(1280, 360), height=900):
     finally:
         if before:
             page.set_viewport_size(before)
+
+
+# ---------------------------------------------------------------------------
+# A field checked when the reader leaves it (widget-kit.js checkOnLeave, op check_args)
+
+
+def leave_field(w, name, text, scope=None, timeout=120_000):
+    """Type text into field name (inside scope, by default the widget w), leave it with Tab, and wait
+    for Python's check of it (w's data-checks moves on and nothing is pending). Returns the field's
+    error slot."""
+    scope = scope or w
+    field = scope.locator(f'input[name="{name}"]')
+    before = int(w.get_attribute("data-checks") or 0)
+    field.fill(text)
+    field.press("Tab")
+    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
+                             arg=[w.element_handle(), before], timeout=timeout)
+    return scope.locator(f'[data-error-for="{name}"]')
+
+
+# what the widget shows of its last answer: status, settles, result, message, readouts, tables, charts' sentences
+SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
+    message: el.querySelector('[data-role="message"]').textContent,
+    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th, .kit-chart-summary')].map((c) => c.textContent)})"""
+
+# the form's values as the widget sends them (sliders left out: they follow their fields)
+FORM_JS = """el => Object.fromEntries([...el.querySelectorAll('[data-role="form"] [name]')]
+    .filter((i) => i.type !== 'range' && ((i.type !== 'radio' && i.type !== 'checkbox') || i.checked))
+    .map((i) => [i.name, i.value]))"""
+
+
+def python_refuses(validate, args):
+    """The op's own check in CPython (the function the op calls): its messages for args, by field."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors
+    return {}
+
+
+# what a calculator shows of its last answer: a check on leaving a field must leave all of it as it was
+SHOWN_LAST = """el => [el.dataset.status, el.dataset.settles, el.dataset.result,
+    el.querySelector('[data-role="message"]').textContent,
+    [...el.querySelectorAll('[data-readout], tbody td, tbody th')].map((c) => c.textContent)]"""
+
+
+def expected_message(validate, args, name):
+    """pylib's message for field name in args: what the op itself would refuse them with."""
+    from pylib.web import InputError
+    try:
+        validate(args)
+    except InputError as e:
+        return e.errors[name]
+    raise AssertionError(f"pylib accepts {args}")

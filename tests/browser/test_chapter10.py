@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
+from kit_checks import FORM_JS, SHOWN_JS, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, set_fields
 
 chapter10 = chapter_fixture("10-")
 
@@ -286,39 +286,6 @@ def test_calculator_refuses_bad_input_and_recovers(chapter10):
 
 # ---------------------------------------------------------------------------
 # A field checked when the reader leaves it (widget-kit.js checkOnLeave, op check_args)
-
-
-def leave_field(w, name, text):
-    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
-    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
-    field = w.locator(f'input[name="{name}"]')
-    before = int(w.get_attribute("data-checks") or 0)
-    field.fill(text)
-    field.press("Tab")
-    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
-                             arg=[w.element_handle(), before], timeout=60_000)
-    return w.locator(f'[data-error-for="{name}"]')
-
-
-# what the widget shows of its last answer: status, settles, result, message, readouts, tables, charts' sentences
-SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
-    message: el.querySelector('[data-role="message"]').textContent,
-    cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th, .kit-chart-summary')].map((c) => c.textContent)})"""
-
-# the form's values as the widget sends them (sliders left out: they follow their fields)
-FORM_JS = """el => Object.fromEntries([...el.querySelectorAll('[data-role="form"] [name]')]
-    .filter((i) => i.type !== 'range' && ((i.type !== 'radio' && i.type !== 'checkbox') || i.checked))
-    .map((i) => [i.name, i.value]))"""
-
-
-def python_refuses(validate, args):
-    """The op's own check in CPython (the function the op calls): its messages for args, by field."""
-    from pylib.web import InputError
-    try:
-        validate(args)
-    except InputError as e:
-        return e.errors
-    return {}
 
 
 def test_calculator_checks_heads_on_leaving_the_field_and_keeps_the_last_figures(chapter10):

@@ -11,7 +11,7 @@ import numpy as np
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled, widget
-from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, screenshot_widget, set_fields
+from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, leave_field, screenshot_widget, set_fields
 
 chapter2 = chapter_fixture("02-")
 TIMEOUT = 120_000  # ms
@@ -348,18 +348,6 @@ def test_leak_test_refuses_bad_positions(chapter2):
         assert st["line_class"] == "widget-message error", f"{raw!r}: {st['line_class']}"
 
 
-def leave_field(w, scope, name, text):
-    """Type text into field name (inside scope), leave it with Tab, and wait for Python's check of it
-    (the widget's data-checks moves on and nothing is pending). Returns the field's error slot."""
-    field = scope.locator(f'input[name="{name}"]')
-    before = int(w.get_attribute("data-checks") or 0)
-    field.fill(text)
-    field.press("Tab")
-    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
-                             arg=[w.element_handle(), before], timeout=TIMEOUT)
-    return scope.locator(f'[data-error-for="{name}"]')
-
-
 def test_leak_position_is_checked_on_leaving_it_and_the_last_test_stays(chapter2):
     """After a leak test, leaving the position field with an out-of-range value, or a position that holds
     an EOS, shows Python's message (pylib's validate_leak, the op's own check) under it before any
@@ -389,12 +377,12 @@ def test_leak_position_is_checked_on_leaving_it_and_the_last_test_stays(chapter2
              (str(eos_at[0]), "That position holds an EOS; pick a character inside a document.")]
     for raw, expected in cases:
         assert expected == message(raw), raw
-        slot = leave_field(w, part, "position", raw)
+        slot = leave_field(w, "position", raw, scope=part)
         expect(slot).to_have_text(expected)
         expect(part.locator('input[name="position"]')).to_have_attribute("aria-invalid", "true")
         assert w.evaluate(shown) == before, raw
     screenshot_widget(w, "packmask-checked-on-leaving")
-    slot = leave_field(w, part, "position", "7")
+    slot = leave_field(w, "position", "7", scope=part)
     expect(slot).to_be_empty()
     assert part.locator('input[name="position"]').get_attribute("aria-invalid") is None
     assert w.evaluate(shown) == before

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, drive_slider, refused, screenshot_widget, set_fields
+from kit_checks import assert_fields_labelled, chart_table, drive_slider, leave_field, refused, screenshot_widget, set_fields
 
 chapter3 = chapter_fixture("03-")
 
@@ -151,18 +151,6 @@ def test_logit_grad_checks_a_field_on_leaving_it_and_keeps_the_last_answer(chapt
         expect(leave_field(w, name, raw)).to_be_empty()
         assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
     assert w.evaluate(shown) == before
-
-
-def leave_field(w, name, text):
-    """Type text into field name, leave it with Tab, and wait for Python's check of it (the widget's
-    data-checks moves on and nothing is pending). Returns the field's error slot."""
-    field = w.locator(f'input[name="{name}"]')
-    before = int(w.get_attribute("data-checks") or 0)
-    field.fill(text)
-    field.press("Tab")
-    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
-                             arg=[w.element_handle(), before], timeout=TIMEOUT)
-    return w.locator(f'[data-error-for="{name}"]')
 
 
 STOP_AT = 20  # pretraining steps before Stop: the loss over the 8 positions below is already ~10 nats lower

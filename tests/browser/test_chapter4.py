@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import SETTLED_JS, chapter_fixture, corpus, settle_after, settles, wait_settled
-from kit_checks import assert_fields_labelled, chart_table, screenshot_widget, set_fields
+from kit_checks import SHOWN_LAST, assert_fields_labelled, chart_table, expected_message, leave_field, screenshot_widget, set_fields
 
 chapter4 = chapter_fixture("04-")
 TIMEOUT = 120_000  # ms
@@ -155,35 +155,6 @@ def test_nudge_checks_a_field_on_leaving_it_and_keeps_the_last_comparison(chapte
         expect(leave_field(w, name, good[name])).to_be_empty()
         assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
     assert w.evaluate(SHOWN_LAST) == before and chart_table(w) == table
-
-
-
-def leave_field(w, name, text):
-    """Type text into field name, leave it with Tab, and wait for Python's check of it (the widget's
-    data-checks moves on and nothing is pending). Returns the field's error slot."""
-    field = w.locator(f'input[name="{name}"]')
-    before = int(w.get_attribute("data-checks") or 0)
-    field.fill(text)
-    field.press("Tab")
-    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
-                             arg=[w.element_handle(), before], timeout=TIMEOUT)
-    return w.locator(f'[data-error-for="{name}"]')
-
-
-# what a calculator shows of its last answer: a check on leaving a field must leave all of it as it was
-SHOWN_LAST = """el => [el.dataset.status, el.dataset.settles, el.dataset.result,
-    el.querySelector('[data-role="message"]').textContent,
-    [...el.querySelectorAll('[data-readout], tbody td, tbody th')].map((c) => c.textContent)]"""
-
-
-def expected_message(validate, args, name):
-    """pylib's message for field name in args: what the op itself would refuse them with."""
-    from pylib.web import InputError
-    try:
-        validate(args)
-    except InputError as e:
-        return e.errors[name]
-    raise AssertionError(f"pylib accepts {args}")
 
 
 def test_nudge_shows_markup_as_text(chapter4):

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import assert_fields_labelled, chart_table, screenshot_widget
+from kit_checks import assert_fields_labelled, chart_table, leave_field, python_refuses, screenshot_widget
 
 chapter6 = chapter_fixture("06-")
 
@@ -352,31 +352,9 @@ def test_lr_change_to_an_absurd_rate_ends_in_a_labelled_divergence(chapter6):
     expect(w.locator('[data-role="message"]')).to_contain_text(f"Diverged at step {r['diverged_at']}")
 
 
-def leave_field(w, name, text):
-    """Type text into field name and leave it with Tab; wait for the check's answer (widget-kit.js
-    checkOnLeave: data-checks moves on, nothing pending). Returns the field's error slot."""
-    field = w.locator(f'input[name="{name}"]')
-    before = int(w.get_attribute("data-checks") or 0)
-    field.fill(text)
-    field.press("Tab")
-    w.page.wait_for_function("([el, n]) => Number(el.dataset.checks || 0) > n && !('pending' in el.dataset)",
-                             arg=[w.element_handle(), before], timeout=60_000)
-    return w.locator(f'[data-error-for="{name}"]')
-
-
 SHOWN_JS = """el => ({status: el.dataset.status, settles: el.dataset.settles, result: el.dataset.result ?? null,
     message: el.querySelector('[data-role="message"]').textContent,
     cells: [...el.querySelectorAll('[data-readout], tbody td, tbody th')].map((c) => c.textContent)})"""
-
-
-def python_refuses(validate, args):
-    """The op's own check in CPython: its messages for args, by field."""
-    from pylib.web import InputError
-    try:
-        validate(args)
-    except InputError as e:
-        return e.errors
-    return {}
 
 
 def test_lr_change_checks_the_new_rate_on_leaving_its_field_and_keeps_the_stopped_run(chapter6):
