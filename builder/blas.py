@@ -55,4 +55,4 @@ def setting():
         return f"OPENBLAS_CORETYPE={core} (the kernels results.json was measured with)"
     if core:
         return f"OPENBLAS_CORETYPE={core} (not {MEASURED_CORE}: values may differ from results.json's)"
-    return f"OPENBLAS_CORETYPE unset (OpenBLAS chose its kernels: values may differ from results.json's)"
+    return "OPENBLAS_CORETYPE unset (OpenBLAS chose its kernels: values may differ from results.json's)"

@@ -101,7 +101,7 @@ def part_split(corpus):
 
 TORCH_CASES = {2: [("gpipe", 8, 1), ("1f1b", 8, 1), ("interleaved", 8, 2)], 4: [("gpipe", 8, 1), ("1f1b", 8, 1)]}
 # the interleaved schedule on 4 processes, 2 chunks each: 8 virtual stages need 8 blocks. At m = p = 4
-# pylib's order (Megatron-LM's before November 2024) runs every forward first and torch's does not:
+# pylib's order (Megatron-LM's 2022 code) runs every forward first and torch's does not:
 # measured where they differ, not forced to agree.
 DEEP_LAYERS, DEEP_CASES = 8, {4: [("interleaved", 8, 2), ("interleaved", 4, 2)]}
 

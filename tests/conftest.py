@@ -20,6 +20,17 @@ blas.pin()  # OPENBLAS_NUM_THREADS=1 and, with AVX-512, the kernels results.json
 import pytest  # noqa: E402
 
 
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """PyTorch on one thread for a module's tests, as build.py --measure runs the companions (float16
+    products on two threads were slower here, not faster); the count is restored afterwards."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def shared_corpus():
     """pylib.data.build_corpus(), once per process, its token arrays read-only: a test that wrote

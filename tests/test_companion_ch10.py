@@ -23,12 +23,7 @@ B, T = 2, 8
 F64_TOL = 1e-12  # float64's u is 1.1e-16: 1e-12 leaves room for ~10^4 roundings, and catches any real error
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def batch(cfg, seed=1):

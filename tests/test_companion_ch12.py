@@ -116,7 +116,7 @@ def test_torch_interleaved_on_4_ranks_runs_pylibs_order_action_by_action(run4):
 
 
 def test_torch_interleaved_at_m_equal_p_warms_up_by_its_formula_not_megatrons(run4):
-    # at m = p pylib (Megatron-LM before November 2024) runs every forward first; torch warms up with
+    # at m = p pylib (Megatron-LM's 2022 code) runs every forward first; torch warms up with
     # w = min((v-1) p + 2 (p-1-s), v m) forwards (_get_warmup_ops in torch/distributed/pipelining/
     # schedules.py), and its steady phase opens with one more forward: so ranks 2 and 3 differ
     p, m, v = 4, 4, 2

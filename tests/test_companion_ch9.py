@@ -23,13 +23,7 @@ TCFG = train.TrainConfig(batch_size=4)
 B, T, C, V, L = TCFG.batch_size, CFG.block_size, CFG.n_embd, CFG.vocab_size, CFG.n_layer
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread, as build.py --measure runs the companion (and float16 products on two threads were slower here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,14 @@ from pylib.web import check_ops, scaling_ops
 BAD = ["", "   ", "NaN", "inf", "-1", "1e400", "🙂", "<b>x</b>", None, "0x10", "1.5", "1e9"]
 
 
+def call(op, args):
+    """op's answer through the page's entry point, pylib.web.handle, as the worker calls it."""
+    return json.loads(web.handle(op, json.dumps(args)))
+
+
 def check(op, args):
-    out = json.loads(web.handle("check_args", json.dumps({"op": op, "args": args})))
+    """check_args's answer for op and args (shared by test_web_checks_A, _B and _C)."""
+    out = call("check_args", {"op": op, "args": args})
     assert out["ok"], out
     return out["value"]
 

@@ -12,6 +12,8 @@ import pytest
 from pylib import data, model, web
 from pylib.web import backprop_ops, data_ops, init_ops, objective_ops, optim_ops
 
+from test_web_checks import call, check
+
 BAD = ["", "   ", "NaN", "inf", "-1", "1e400", "🙂", "<b>x</b>", None, "0x10", "1.5", "1e9", "1_0"]
 
 
@@ -24,16 +26,6 @@ def page_session(shared_corpus):
     s.vocab, s.train_tokens, s.val_tokens = shared_corpus.vocab, shared_corpus.train, shared_corpus.val
     yield s
     s.vocab, s._tokens = saved
-
-
-def call(op, args):
-    return json.loads(web.handle(op, json.dumps(args)))
-
-
-def check(op, args):
-    out = call("check_args", {"op": op, "args": args})
-    assert out["ok"], out
-    return out["value"]
 
 
 def val_window_with_eos():

@@ -12,6 +12,8 @@ import pytest
 from pylib import web
 from pylib.web import InputError, job_ops, memory_ops, precision_ops, schedule_ops, stability_ops
 
+from test_web_checks import check
+
 BAD = ["", "   ", "NaN", "inf", "-1", "1e400", "🙂", "<b class=injected>x</b>", None, "0x10", "1.5", "1e9", "0"]
 
 MEMORY = {**{k: str(v) for k, v in memory_ops.presets()["course"].items()}, "precision": "mixed", "optimizer": "adamw"}
@@ -58,12 +60,6 @@ def session(shared_corpus):
     s = web.Session()
     s.vocab, s.train_tokens, s.val_tokens = corpus.vocab, corpus.train, corpus.val
     return s
-
-
-def check(op, args):
-    out = json.loads(web.handle("check_args", json.dumps({"op": op, "args": args})))
-    assert out["ok"], out
-    return out["value"]
 
 
 def refusal(session, op, args):

@@ -11,19 +11,11 @@ import pytest
 from pylib import web
 from pylib.systems import planner, slow_links as sl
 from pylib.web import model_parallel_ops, parallel_ops, posttrain_ops, scaling_ops, slow_links_ops
+
+from test_web_checks import call, check
 from test_scaling import TRUE, synthetic_sweep
 
 BAD = ["", "   ", "NaN", "inf", "-1", "0", "1e400", "🙂", "<b>x</b>", None, "0x10", "1.5", "1e9", "1_000"]
-
-
-def call(op, args):
-    return json.loads(web.handle(op, json.dumps(args)))
-
-
-def check(op, args):
-    out = call("check_args", {"op": op, "args": args})
-    assert out["ok"], out
-    return out["value"]
 
 
 @pytest.fixture(scope="module")

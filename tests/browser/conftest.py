@@ -58,6 +58,15 @@ def site_url():
     server.server_close()
 
 
+@pytest.fixture(scope="module")
+def fresh_context(browser, site_url):
+    """A browser context of the module's own (empty storage, no service worker: not the returning
+    reader's profile) and the site's URL: (context, base URL)."""
+    context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
+    yield context, site_url
+    context.close()
+
+
 # ---------------------------------------------------------------------------
 # The returning reader's profile
 #

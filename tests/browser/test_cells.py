@@ -429,15 +429,10 @@ UNSAVED_NOTE = re.compile(r"^Your edit could not be saved in this browser \(its 
 
 
 @pytest.fixture(scope="module")
-def fresh_site(browser):
-    """A fresh browser context (its own, empty localStorage: the module's profile holds the other
-    tests' edits) and the site served to it: (context, base URL). Each test empties the storage first."""
-    url, server = build.serve_in_thread(SITE)
-    context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
-    yield context, url
-    context.close()
-    server.shutdown()
-    server.server_close()
+def fresh_site(fresh_context):
+    """A fresh context (its own, empty localStorage: the module's profile holds the other tests'
+    edits) and the site's URL. Each test empties the storage first."""
+    return fresh_context
 
 
 # The widgets' Python worker, answered by one that never starts: editing a cell needs no Python, and

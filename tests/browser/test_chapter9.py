@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
-from kit_checks import FORM_JS, SHOWN_JS, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, refused, screenshot_widget, set_fields
+from kit_checks import SHOWN_JS, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, refused, screenshot_widget, set_fields
 
 chapter9 = chapter_fixture("09-")
 

@@ -7,8 +7,7 @@ leaving a field does nothing and starts nothing."""
 import pytest
 from playwright.sync_api import expect
 
-import build
-from conftest import SITE, PageLog, chapter_fixture, chapter_url, result, settle_after, settles, widget
+from conftest import PageLog, chapter_fixture, chapter_url, result, settle_after, widget
 from kit_checks import chart_table, screenshot_widget
 
 chapter1 = chapter_fixture("01-")
@@ -116,14 +115,9 @@ def test_the_compute_calculator_checks_a_field_on_leaving_it_and_keeps_its_figur
 
 
 @pytest.fixture(scope="module")
-def site(browser):
-    """The site served to a fresh context of its own: (context, base URL)."""
-    url, server = build.serve_in_thread(SITE)
-    context = browser.new_context(viewport={"width": 1100, "height": 1000}, service_workers="block")
-    yield context, url
-    context.close()
-    server.shutdown()
-    server.server_close()
+def site(fresh_context):
+    """A context of its own, not the reader's profile, and the site's URL: (context, base URL)."""
+    return fresh_context
 
 
 def test_on_the_index_leaving_a_control_starts_no_python_and_throws_nothing(site):
