@@ -246,6 +246,26 @@ def wait_settled(w, statuses=SETTLED, timeout=180_000, after=None):
     return w.get_attribute("data-status")
 
 
+PRESS_STOP_AT_JS = """([el, n]) => {
+  const readout = el.querySelector('[data-readout=step]');
+  const watch = new MutationObserver(() => {
+    if (el.dataset.runStarted === 'true' && Number(readout.textContent) >= n) {
+      watch.disconnect();
+      el.querySelector('[data-action=stop]').click();
+    }
+  });
+  watch.observe(readout, { childList: true, characterData: true, subtree: true });
+}"""
+
+
+def press_stop_at(w, step):
+    """Arm widget w to have its Stop pressed as soon as its step readout shows `step` or more, during
+    the next run. The press happens in the page, in the task that updates the readout: a test that waits
+    for the readout and then clicks lets the worker train on meanwhile, and on a loaded machine a short
+    run could end before the click arrived. The worker still finishes the chunk under way."""
+    w.page.evaluate(PRESS_STOP_AT_JS, [w.element_handle(), step])
+
+
 def settle_after(w, action, statuses=SETTLED, timeout=180_000):
     """Do action() (a click, a fill, a key press) and wait for the answer to it: a run or call of
     widget w that ended after the action, with nothing pending. Returns the status."""

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from conftest import chapter_fixture, corpus, no_injected_markup, result, settle_after, settles, wait_settled, widget
+from conftest import chapter_fixture, corpus, press_stop_at, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import FORM_JS, SHOWN_JS, assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, refused, set_fields
 
 chapter15 = chapter_fixture("15-")
 
 TIMEOUT = 240_000
 NASTY = ["", "   ", "NaN", "-5", "1e309", "🙂", "<b class=injected>x</b>", "<img src='x' onerror='alert(1)'>"]
-STEPS = 30  # the checkpoint widget's run: long enough to stop, save, resume and compare, and no longer
+STEPS = 60  # the checkpoint widget's run: room after a stop at step 8-12 for the chunks already under way (about 3 steps of 80 ms each), then to resume and compare
 
 
 def message(w):
@@ -33,25 +33,27 @@ def ready(page):
     page.wait_for_selector("html[data-pyodide=ready]", timeout=120_000)
 
 
-def run_ckpt(page, steps=STEPS, seed=0):
+def run_ckpt(page, steps=STEPS, seed=0, stop_at=None):
     """Fill the checkpoint widget's steps and seed and press Start; returns the widget and its
-    settles() count from before the press."""
+    settles() count from before the press. With stop_at, Stop is pressed once the run shows that step
+    (press_stop_at: in the page, so the run cannot outpace the test)."""
     w = widget(page, "checkpoint")
     expect(w.locator('[data-action="run"]')).to_be_enabled(timeout=TIMEOUT)
     w.locator('input[name="steps"]').fill(str(steps))
     w.locator('input[name="seed"]').fill(str(seed))
+    if stop_at is not None:
+        press_stop_at(w, stop_at)
     before = settles(w)
     w.locator('[data-action="run"]').click()
     return w, before
 
 
-def stop_after(page, w, before, step):
-    """Once the run pressed after settles() count `before` shows step `step`, press Stop and wait
-    for that run to stop."""
-    page.wait_for_function("([el, n]) => el.dataset.runStarted !== 'false' && Number(el.querySelector('[data-readout=step]').textContent) >= n",
-                           arg=[w.element_handle(), step], timeout=TIMEOUT)
-    w.locator('[data-action="stop"]').click()
-    assert wait_settled(w, after=before) == "stopped"
+def stopped_at(page, stop_at, steps=STEPS):
+    """Start a run and stop it once it shows step stop_at; returns the widget, which must say it stopped
+    before the end."""
+    w, before = run_ckpt(page, steps, stop_at=stop_at)
+    assert wait_settled(w, timeout=TIMEOUT, after=before) == "stopped"
+    return w
 
 
 def download_checkpoint(page, w, tmp_path):
@@ -84,8 +86,7 @@ def test_uninterrupted_run_matches_cpython(uninterrupted):
 
 
 def test_download_reload_upload_continue_is_exact(chapter15, uninterrupted, tmp_path):
-    w, before = run_ckpt(chapter15)
-    stop_after(chapter15, w, before, 10)
+    w = stopped_at(chapter15, 10)
     path = download_checkpoint(chapter15, w, tmp_path)
     saved = int(w.get_attribute("data-saved"))
     assert 10 <= saved < STEPS and path.stat().st_size > 1000
@@ -122,8 +123,7 @@ def with_member(blob, name, raw):
 
 
 def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterrupted, tmp_path):
-    w, before = run_ckpt(chapter15)
-    stop_after(chapter15, w, before, 8)
+    w = stopped_at(chapter15, 8)
     good = download_checkpoint(chapter15, w, tmp_path).read_bytes()
     step = w.locator('[data-readout="step"]').inner_text()
     huge = tmp_path / "huge.npz"
@@ -161,13 +161,13 @@ def test_bad_uploads_get_a_message_and_keep_the_current_run(chapter15, uninterru
 
 
 def test_resume_without_the_optimizer_state_changes_the_curve(chapter15, uninterrupted, tmp_path):
-    w, before = run_ckpt(chapter15)
-    stop_after(chapter15, w, before, 12)
+    w = stopped_at(chapter15, 12)
     w.locator('[data-role="drop"]').check()
     assert settle_after(w, lambda: w.locator('[data-action="continue"]').click(), timeout=TIMEOUT) == "done"
     w.locator('[data-role="drop"]').uncheck()
     r = result(w)
     k = r["resumed_at"]
+    assert 12 <= k < STEPS - 1, k
     assert r["losses"][:k] == uninterrupted[:k]
     assert r["losses"][k] == uninterrupted[k]  # the first batch after the resume is scored before any update
     assert r["losses"][k + 1] != uninterrupted[k + 1]
