@@ -69,7 +69,7 @@ from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.anchors.index import slugify
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from builder import glossary, navigation, offline, plans, results_page, search_index, troubleshooting
+from builder import glossary, navigation, notebooks, offline, plans, results_page, search_index, troubleshooting
 
 ROOT = pathlib.Path(__file__).resolve().parent
 OUT = ROOT / "_site"
@@ -196,33 +196,36 @@ def copy_vendor(dest):
 # The pylib wheel: pure Python, NumPy its only dependency, byte-for-byte reproducible
 
 
-def build_wheel(dest, keep_old=False):
-    """Write pylib as a wheel into dest; the local version is a hash of the sources. Older wheels are
-    removed unless keep_old (a partial build leaves pages that still name them)."""
-    sources = sorted([*(ROOT / "pylib").rglob("*.py"), *(ROOT / "pylib").rglob("*.csv")])  # the data pylib reads
+def build_wheel(dest, keep_old=False, name=WHEEL_NAME, packages=("pylib",), summary="The course's NumPy training library",
+                requires=("numpy",)):
+    """Write the packages (pylib by default) as a wheel into dest; the local version is a hash of the
+    sources. Older wheels of that name are removed unless keep_old (a partial build leaves pages that
+    still name them)."""
+    sources = sorted(p for package in packages for pattern in ("*.py", "*.csv")  # the data pylib reads
+                     for p in (ROOT / package).rglob(pattern))
     names = [p.relative_to(ROOT).as_posix() for p in sources]  # pylib/..., sub-packages included
     digest = hashlib.sha256(b"".join(n.encode() + p.read_bytes() for n, p in zip(names, sources))).hexdigest()
     version = f"{WHEEL_VERSION}+{digest[:10]}"
-    dist_info = f"{WHEEL_NAME}-{version}.dist-info"
+    dist_info = f"{name}-{version}.dist-info"
     files = {n: p.read_bytes() for n, p in zip(names, sources)}
     files[f"{dist_info}/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {WHEEL_NAME}\nVersion: {version}\n"
-        "Summary: The course's NumPy training library\nRequires-Dist: numpy\n").encode()
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        f"Summary: {summary}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode()
     files[f"{dist_info}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: build.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n").encode()
-    record = [f"{name},sha256={_urlsafe_sha(data)},{len(data)}" for name, data in files.items()]
+    record = [f"{n},sha256={_urlsafe_sha(data)},{len(data)}" for n, data in files.items()]
     files[f"{dist_info}/RECORD"] = ("\n".join(record + [f"{dist_info}/RECORD,,"]) + "\n").encode()
-    name = f"{WHEEL_NAME}-{version}-py3-none-any.whl"
+    wheel = f"{name}-{version}-py3-none-any.whl"
     dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob(f"{WHEEL_NAME}-*.whl"):
-        if old.name != name and not keep_old:
+    for old in dest.glob(f"{name}-*.whl"):
+        if old.name != wheel and not keep_old:
             old.unlink()
-    with zipfile.ZipFile(dest / name, "w", zipfile.ZIP_DEFLATED) as whl:
+    with zipfile.ZipFile(dest / wheel, "w", zipfile.ZIP_DEFLATED) as whl:
         for arcname, data in files.items():
             info = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             whl.writestr(info, data, zipfile.ZIP_DEFLATED)
-    return name
+    return wheel
 
 
 def _urlsafe_sha(data):
@@ -924,7 +927,7 @@ def render_glossary(env, results, entries, chapter_plans, links):
             {e.anchor: markupsafe.Markup(html) for e, html in zip(entries, rendered[len(entries):])})
 
 
-def build_site(out=OUT, only_chapters=None):
+def build_site(out=OUT, only_chapters=None, site_url=None, publish_github=None):
     """Everything in _site/, from the sources; fails with BuildError on any unknown reference.
 
     only_chapters: render just these chapter numbers (a quicker build while writing one chapter;
@@ -948,10 +951,15 @@ def build_site(out=OUT, only_chapters=None):
         if not chapters:
             raise BuildError("chapters/ has no NN-slug.md files")
         try:
+            notebook_links = notebooks.write_notebooks(out, chapters, site_url or notebooks.DEFAULT_SITE_URL, wheel,
+                                                       build_wheel, publish_github)
+        except notebooks.NotebookError as e:
+            raise BuildError(str(e)) from e
+        try:
             entries = glossary.load(GLOSSARY)
         except glossary.GlossaryError as e:
             raise BuildError(str(e)) from e
-        links = [c.as_dict() for c in chapters]
+        links = [dict(c.as_dict(), notebook=notebook_links[c.number]) for c in chapters]
         chapter_plans = {c.number: load_plan(c, chapters) for c in chapters}  # the index's map needs every one
         sentences, definitions, sections = render_glossary(env, results, entries, chapter_plans, links)
         terms = {c.number: glossary.terms_for_page(entries, definitions, "../glossary.html", c.number) for c in chapters}
@@ -967,6 +975,7 @@ def build_site(out=OUT, only_chapters=None):
             plan = chapter_plans[chapter.number]
             body = render_chapter(env, chapter, results, chapters, terms[chapter.number], plan)
             page = {"number": chapter.number, "title": chapter.title, "slug": chapter.slug,
+                    "notebook": notebook_links[chapter.number],
                     "body": body, "contents": navigation.contents(body),
                     "next_why": render_next(env, results, chapter, plan),
                     "prev": links[i - 1] if i > 0 else None,
@@ -1113,6 +1122,11 @@ def main(argv=None):
     parser.add_argument("--no-build", action="store_true", help="with --serve: serve what is built")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--out", type=pathlib.Path, default=OUT, help="build into this folder (default _site/)")
+    parser.add_argument("--site-url", metavar="URL",
+                        help="the address the site is served at, for the notebooks' set-up cell (default: "
+                             f"{notebooks.DEFAULT_SITE_URL}, scripts/serve.sh's)")
+    parser.add_argument("--publish-github", metavar="OWNER/REPO/BRANCH[/FOLDER]",
+                        help="where the built site is published on GitHub: gives each notebook an Open in Colab link")
     parser.add_argument("--chapters", type=int, nargs="+", metavar="N",
                         help="render only these chapters' pages (e.g. --chapters 5 6)")
     args = parser.parse_args(argv)
@@ -1127,7 +1141,8 @@ def main(argv=None):
             measure.main(measure=args.measure, bench=args.bench, only=args.only, workers=args.workers,
                          scheduler=args.scheduler)
         if not args.no_build:
-            chapters = build_site(args.out.resolve(), args.chapters)
+            site_url = args.site_url and (args.site_url if args.site_url.endswith("/") else args.site_url + "/")
+            chapters = build_site(args.out.resolve(), args.chapters, site_url, args.publish_github)
             print(corpus_report())
             print(f"built {len(args.chapters or chapters)} chapter(s) into {args.out}/")
     except BuildError as e:

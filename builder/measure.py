@@ -67,6 +67,9 @@ def run_task(chapter, part=None):
     """One task, in whatever process the executor chose: its output and its wall-clock seconds."""
     sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
     module = importlib.import_module(f"experiments.{chapter}")
+    from experiments import common
+    if common.is_small():
+        raise RuntimeError("a measurement inside experiments.common.small_size(): results.json is always the full size")
     t0 = time.perf_counter()
     out = getattr(module, part)(_corpus()) if part else module.run(_corpus())
     return out, time.perf_counter() - t0

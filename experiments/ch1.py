@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, rounded, progress, run_parts, scaled
 
 PARTS = ["part_default", "part_old_default"]
 
@@ -28,6 +28,15 @@ PLATEAU_MARGIN = 0.1  # nats: "at the unigram loss" means within this of it (on 
 SPREAD_SEEDS = (0, 1, 2, 3, 4)  # the old default against the new, paired by seed
 OLD_LR = 0.02  # the default learning rate before this chapter's spread study
 PREV_FROM = 8  # the previous-token share averages rows t >= 8 (early rows attend to few tokens anyway)
+SMALL = {"seeds": (0, 1), "steps": 30}  # the notebook's reduced size (experiments.common.small_size)
+
+
+def base_config(train_cfg=None, **changes):
+    """train_cfg (default TrainConfig(), its steps cut to SMALL's at the reduced size) with final_eval
+    and the changes."""
+    from pylib import train
+    cfg = train_cfg or dataclasses.replace(train.TrainConfig(), steps=scaled(train.TrainConfig().steps, SMALL["steps"]))
+    return dataclasses.replace(cfg, final_eval=True, **changes)
 
 
 def first_step(history, key, predicate):
@@ -105,7 +114,7 @@ def _runs(corpus, train_cfg, seeds, sample_seeds=()):
     from pylib import model, sample, train
     model_cfg = model.GPTConfig()
     out, samples = {}, {}
-    for seed in seeds:
+    for seed in progress(seeds, desc=f"lr {train_cfg.lr}, {train_cfg.steps} steps", unit="seed"):
         cfg = dataclasses.replace(train_cfg, seed=seed)
         t0 = time.perf_counter()
         params, history = train.train(model_cfg, cfg, corpus.train, corpus.val)
@@ -127,11 +136,14 @@ def below_bigram(prefix, corpus, model_cfg, finals):
             f"{prefix}.below_bigram_n": len(below)}
 
 
-def run_default(corpus, seeds=SEEDS, train_cfg=None, spread_seeds=SPREAD_SEEDS):
-    """The default run (TrainConfig(final_eval=True)) once per seed in seeds | spread_seeds."""
-    from pylib import data, model, train
+def run_default(corpus, seeds=None, train_cfg=None, spread_seeds=None):
+    """The default run (TrainConfig(final_eval=True)) once per seed in seeds | spread_seeds (default
+    SEEDS and SPREAD_SEEDS, or SMALL's seeds at the reduced size)."""
+    from pylib import data, model
+    seeds = seeds or scaled(SEEDS, SMALL["seeds"])
+    spread_seeds = spread_seeds or scaled(SPREAD_SEEDS, SMALL["seeds"])
     model_cfg = model.GPTConfig()
-    base = dataclasses.replace(train_cfg or train.TrainConfig(), final_eval=True)
+    base = base_config(train_cfg)
     unigram = data.unigram_loss(corpus.train, corpus.val, corpus.vocab.size)
     all_seeds = tuple(sorted(set(seeds) | set(spread_seeds)))
     runs, samples = _runs(corpus, base, all_seeds, sample_seeds=seeds[:1])
@@ -181,11 +193,13 @@ def part_default(corpus):
     return run_default(corpus)
 
 
-def run_old_default(corpus, seeds=SPREAD_SEEDS, train_cfg=None):
-    """The old default, lr OLD_LR and otherwise TrainConfig(final_eval=True), once per seed."""
-    from pylib import data, model, train
+def run_old_default(corpus, seeds=None, train_cfg=None, lr=OLD_LR):
+    """The old default, lr OLD_LR (or lr) and otherwise TrainConfig(final_eval=True), once per seed
+    (default SPREAD_SEEDS, or SMALL's seeds at the reduced size)."""
+    from pylib import data, model
+    seeds = seeds or scaled(SPREAD_SEEDS, SMALL["seeds"])
     model_cfg = model.GPTConfig()
-    base = dataclasses.replace(train_cfg or train.TrainConfig(), lr=OLD_LR, final_eval=True)
+    base = base_config(train_cfg, lr=lr)
     runs, _ = _runs(corpus, base, seeds)
     x_sub, _ = data.eval_windows(corpus.val, base.eval_windows, model_cfg.block_size)
     values = {}
@@ -218,11 +232,13 @@ def markdown(results):
     from experiments.common import EVAL_FULL, paired_text
     v = results["values"]
     settings = results["settings"]["ch1.default"]
+    seeds = sorted(map(int, v["ch1.default.final_val.per_seed"]))
+    spread_seeds = sorted(map(int, v["ch1.spread.lr0_02.final_val.per_seed"]))
     lines = [
         "## Chapter 1: the default run, and the old default's spread",
         "",
         f"Settings: {', '.join(f'{k}={x}' for k, x in sorted(settings.items()))}; "
-        f"seeds {', '.join(map(str, SEEDS))}. Mean ± sample sd over seeds (per-seed values in results.json).",
+        f"seeds {', '.join(map(str, seeds))}. Mean ± sample sd over seeds (per-seed values in results.json).",
         f"Final validation losses are on {EVAL_FULL}. The training side of the gap is "
         f"{v['ch1.default.train_windows']:,} evenly spaced windows of the training split "
         f"(pylib.data.eval_windows), as many as the validation split has. Plateau steps are read from the "
@@ -248,8 +264,8 @@ def markdown(results):
     lines += [f"| unigram (letter-frequency) loss | {v['ch1.unigram_loss']:.4f} | `ch1.unigram_loss` |",
               f"| ln V | {v['ch1.ln_vocab']:.4f} | `ch1.ln_vocab` |",
               "",
-              f"Old default (lr {OLD_LR}) against the new (lr {settings['lr']}), both 400 steps, seeds "
-              f"{', '.join(map(str, SPREAD_SEEDS))}, whole validation split:",
+              f"Old default (lr {results['settings']['ch1.spread.lr0_02']['lr']}) against the new (lr {settings['lr']}), "
+              f"both {settings['steps']} steps, seeds {', '.join(map(str, spread_seeds))}, whole validation split:",
               "",
               "| arm | per seed | mean ± sd |",
               "| --- | --- | --- |"]
@@ -272,7 +288,7 @@ def markdown(results):
               "- validation minus training, default run: "
               + paired_text(v, "ch1.default.final_val", "ch1.default.final_train", 0.02),
               "",
-              f"Sample (seed {SEEDS[0]}, temperature 0.8, prompt `ROMEO:`):",
+              f"Sample (seed {seeds[0]}, temperature 0.8, prompt `ROMEO:`):",
               "",
               "```",
               v["ch1.default.sample"].rstrip(),

@@ -9,12 +9,48 @@ Final validation losses come from the last record's val_full: the whole validati
 (pylib.evaluation), the same evaluation in every chapter. Curves use the trainer's fixed subset.
 """
 
+import contextlib
 import math
 import statistics
 
 SEEDS = (0, 1, 2)  # every setting is run with these three seeds unless a comparison needs more
 
 EVAL_FULL = "the whole validation split (8,837 non-overlapping windows)"  # how results.md names it
+
+
+# The notebooks' reduced size (notebooks/*.py, SMALL = True): inside small_size(), scaled(full, small)
+# gives each part's small sizes (fewer steps, seeds, widths), so that a notebook runs in seconds in the
+# tests. build.py --measure never enters it (builder.measure refuses to): results.json is the full size.
+_small = False
+
+
+@contextlib.contextmanager
+def small_size(on=True):
+    """Run the parts at their reduced size while inside (or at full size, with on=False)."""
+    global _small
+    before, _small = _small, bool(on)
+    try:
+        yield
+    finally:
+        _small = before
+
+
+def is_small():
+    return _small
+
+
+def scaled(full, small):
+    """A part's size: full, or small inside small_size()."""
+    return small if _small else full
+
+
+def progress(iterable, **tqdm_args):
+    """A loop worth a progress bar (seeds, settings): tqdm's in a notebook (experiments.notebook turns it
+    on), the iterable itself elsewhere."""
+    return _progress(iterable, **tqdm_args) if _progress else iterable
+
+
+_progress = None
 
 
 def mean_sd(xs):
@@ -66,7 +102,7 @@ def run_parts(namespace, parts, corpus):
     """A module's PARTS, one after the other, merged into one output: what measure.py does with
     them as separate tasks. namespace: the module's globals(), where the part functions live."""
     out = {"values": {}, "curves": {}, "settings": {}, "timings": {}}
-    for name in parts:
+    for name in progress(parts, desc=namespace.get("__name__", "parts"), unit="part"):
         for section, entries in namespace[name](corpus).items():
             out[section].update(entries)
     return out

@@ -126,9 +126,11 @@ def group_of(nodeid):
     """The group a test runs in, from its id: its module, so that a module's fixtures (a chapter page
     loaded once, a corpus built once) serve all its tests on one process; but test_a11y's visits, one
     page each (ids ending "[<page>.html-chromium]"), are a group per page, so that the pages are shared
-    out among the processes like modules."""
+    out among the processes like modules; and test_notebooks' notebooks, a group each."""
     module = nodeid.split("::")[0]
     visit = re.search(r"\[(.+\.html)-chromium\]$", nodeid) if module.endswith("browser/test_a11y.py") else None
+    if module.endswith("tests/test_notebooks.py"):  # a notebook per group too: each runs a kernel of its own
+        visit = re.search(r"::test_notebook_runs\[(.+)\]$", nodeid)
     return f"{module}:{visit.group(1)}" if visit else module
 
 
