@@ -85,3 +85,20 @@ def test_a_source_without_its_parameters_cell_is_refused(tmp_path):
     bad.write_text("# %% [markdown]\n# # Title\n\n# %%\nSMALL = False\n", encoding="utf-8")
     with pytest.raises(notebooks.NotebookError, match="parameters"):
         notebooks.build_notebook(chapter, bad, "http://x/", WHEELS)
+
+
+def test_a_chapter_without_a_notebook_fails_the_build(tmp_path):
+    import dataclasses
+    extra = dataclasses.replace(CHAPTERS[1], number=99, slug="99-not-written")
+    with pytest.raises(notebooks.NotebookError, match=r"no notebook for chapter\(s\) \[99\]"):
+        notebooks.write_notebooks(tmp_path, [*CHAPTERS.values(), extra], "http://x/", "pylib-x.whl", build.build_wheel)
+
+
+def test_measure_refuses_the_reduced_size():
+    from builder import measure
+    from experiments import common
+    with common.small_size():
+        assert common.scaled(400, 30) == 30
+        with pytest.raises(RuntimeError, match="results.json is always the full size"):
+            measure.run_task("ch1", "part_default")
+    assert not common.is_small() and common.scaled(400, 30) == 400
