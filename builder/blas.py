@@ -10,13 +10,22 @@ results.md records the setting. On a CPU without AVX-512 nothing is pinned, and 
 may differ from results.json in the last bits, and its chaotic runs by more.
 
 Only the kernels are fixed: one thread (OPENBLAS_NUM_THREADS=1) fixes the order of each sum within
-them, as before. PyTorch has its own kernels and is not affected.
+them, as before.
+
+PyTorch (the companions) has kernels of its own, chosen the same way: ATen runs its AVX-512 ones on a
+CPU with AVX-512, and on one with AVX-512 FP16 its float16 kernels round differently again (chapter 9's
+fp16 companion ended 2.1 E from pylib's emulation on such a CPU, 1.1 E elsewhere; E is float16's own
+effect). So ATEN_CPU_CAPABILITY=avx2 is set wherever the CPU has AVX2: the same kernels on every x86
+machine of the last decade. COURSE_ATEN_CPU_CAPABILITY chooses others, and an empty one leaves the
+choice to PyTorch.
 """
 
 import os
 
 MEASURED_CORE = "SkylakeX"  # the OpenBLAS core type results.json was measured with
 CORE_NEEDS = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})  # its instructions
+ATEN_CAPABILITY = "avx2"  # PyTorch's kernels for the companions
+ATEN_NEEDS = frozenset({"avx2", "fma"})
 
 
 def cpu_flags(cpuinfo="/proc/cpuinfo"):
@@ -38,13 +47,21 @@ def pin(environ=os.environ, flags=None):
     others on purpose, and an empty one leaves the choice to OpenBLAS. Must run before NumPy is
     imported; returns the core type now in force, or None."""
     environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    flags = cpu_flags() if flags is None else flags
     chosen = environ.get("COURSE_OPENBLAS_CORETYPE")
-    if chosen is None and CORE_NEEDS <= (cpu_flags() if flags is None else flags):
+    if chosen is None and CORE_NEEDS <= flags:
         chosen = MEASURED_CORE
     if chosen:
         environ["OPENBLAS_CORETYPE"] = chosen
     elif chosen == "":
         environ.pop("OPENBLAS_CORETYPE", None)
+    aten = environ.get("COURSE_ATEN_CPU_CAPABILITY")
+    if aten is None and ATEN_NEEDS <= flags:
+        aten = ATEN_CAPABILITY
+    if aten:
+        environ["ATEN_CPU_CAPABILITY"] = aten
+    elif aten == "":
+        environ.pop("ATEN_CPU_CAPABILITY", None)
     return environ.get("OPENBLAS_CORETYPE")
 
 
@@ -52,7 +69,10 @@ def setting():
     """How the kernels were chosen, as results.md states it."""
     core = os.environ.get("OPENBLAS_CORETYPE")
     if core == MEASURED_CORE:
-        return f"OPENBLAS_CORETYPE={core} (the kernels results.json was measured with)"
-    if core:
-        return f"OPENBLAS_CORETYPE={core} (not {MEASURED_CORE}: values may differ from results.json's)"
-    return "OPENBLAS_CORETYPE unset (OpenBLAS chose its kernels: values may differ from results.json's)"
+        text = f"OPENBLAS_CORETYPE={core} (the kernels results.json was measured with)"
+    elif core:
+        text = f"OPENBLAS_CORETYPE={core} (not {MEASURED_CORE}: values may differ from results.json's)"
+    else:
+        text = "OPENBLAS_CORETYPE unset (OpenBLAS chose its kernels: values may differ from results.json's)"
+    aten = os.environ.get("ATEN_CPU_CAPABILITY")
+    return text + (f"; PyTorch's ATEN_CPU_CAPABILITY={aten}" if aten else "; PyTorch's kernels as it chose them")

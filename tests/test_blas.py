@@ -13,7 +13,8 @@ AVX512 = blas.CORE_NEEDS | {"sse2", "avx2", "fma"}
 def test_a_cpu_with_avx512_gets_the_measured_kernels_and_one_thread():
     env = {}
     assert blas.pin(env, flags=AVX512) == blas.MEASURED_CORE
-    assert env == {"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": blas.MEASURED_CORE}
+    assert env == {"OPENBLAS_NUM_THREADS": "1", "OPENBLAS_CORETYPE": blas.MEASURED_CORE,
+                   "ATEN_CPU_CAPABILITY": blas.ATEN_CAPABILITY}
 
 
 def test_a_cpu_without_avx512_keeps_the_environments_choice():
@@ -34,6 +35,34 @@ def test_the_environments_core_type_is_overridden_but_a_chosen_one_is_kept():
     assert blas.pin(env, flags=AVX512) == "Haswell" and env["OPENBLAS_NUM_THREADS"] == "2"
     env = {"COURSE_OPENBLAS_CORETYPE": "", "OPENBLAS_CORETYPE": "Haswell"}
     assert blas.pin(env, flags=AVX512) is None and "OPENBLAS_CORETYPE" not in env
+
+
+def test_pytorchs_kernels_are_avx2_wherever_the_cpu_has_it_unless_chosen():
+    """ATen's AVX-512 kernels (and AVX-512 FP16's float16 ones) round differently from its AVX2 ones."""
+    env = {"ATEN_CPU_CAPABILITY": "avx512"}
+    blas.pin(env, flags=AVX512 | {"avx512_fp16"})
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2"
+    env = {}
+    blas.pin(env, flags=AVX512 - {"fma"})
+    assert "ATEN_CPU_CAPABILITY" not in env
+    env = {"COURSE_ATEN_CPU_CAPABILITY": "avx512"}
+    blas.pin(env, flags=AVX512)
+    assert env["ATEN_CPU_CAPABILITY"] == "avx512"
+    env = {"COURSE_ATEN_CPU_CAPABILITY": "", "ATEN_CPU_CAPABILITY": "avx512"}
+    blas.pin(env, flags=AVX512)
+    assert "ATEN_CPU_CAPABILITY" not in env
+
+
+def test_pytorch_runs_the_pinned_kernels():
+    """Imported after the pin (as conftest does), PyTorch reports AVX2 on a CPU that has it."""
+    if not blas.ATEN_NEEDS <= blas.cpu_flags():
+        import pytest
+        pytest.skip("this CPU has no AVX2: nothing is pinned")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_ATEN_CPU_CAPABILITY", "ATEN_CPU_CAPABILITY")}
+    out = subprocess.run([sys.executable, "-c", "import build, torch; print(torch.backends.cpu.get_cpu_capability())"],
+                         cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "AVX2"
 
 
 def test_the_flags_are_read_from_cpuinfo(tmp_path):
