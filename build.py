@@ -29,7 +29,6 @@ page, the offline copy and the measurements) are the package builder/.
 
 import argparse
 import ast
-import os
 
 # One BLAS thread unless the caller says otherwise, set before NumPy is first imported: the
 # measurements' timings then use the same thread count as the benchmark, and a --measure run next

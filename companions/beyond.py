@@ -23,7 +23,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from companions.model import GPT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,6 @@ headers, and nothing else the process writes in that window.
 Legend: W ranks, B batch, T time, N parameters.
 """
 
-import os
 import time
 
 import numpy as np

@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from experiments.common import needs_torch, run_parts
+from experiments.common import needs_torch, progress, run_parts, scaled
 
 SHAPES = {  # name: (GPTConfig overrides, B, T)
     "course": ({}, 16, 64),  # the course's model at its training batch
@@ -52,24 +52,28 @@ SHAPES = {  # name: (GPTConfig overrides, B, T)
 }
 MODES = ("none", "selective", "full")
 TIME_REPEATS = 25
+SMALL = {"time_repeats": 2}  # the notebook's reduced size (experiments.common.small_size): every shape, fewer timed steps
 
 
-def shape_batch(corpus, name):
-    """(cfg, x, y): the model of SHAPES[name] and B windows of T tokens, evenly spaced in the validation split."""
+def shape_batch(corpus, name, shapes=None):
+    """(cfg, x, y): the model of shapes[name] (default SHAPES) and B windows of T tokens, evenly spaced in the
+    validation split."""
     from pylib import data, model
-    overrides, B, T = SHAPES[name]
+    overrides, B, T = (shapes or SHAPES)[name]
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size, **overrides)
     x, y = data.eval_windows(corpus.val, B, T)[:2]
     return cfg, x.copy(), y.copy()  # copies: views of one windows array would share the ids buffer
 
 
-def part_memory(corpus):
+def part_memory(corpus, shapes=None):
+    """The bytes held in each mode, for every shape in shapes (default SHAPES)."""
     from pylib import model
     from pylib.systems import checkpointing
+    shapes = shapes or SHAPES
     t0 = time.perf_counter()
     v = {}
-    for name, (_, B, T) in SHAPES.items():
-        cfg, x, y = shape_batch(corpus, name)
+    for name, (_, B, T) in progress(shapes.items(), desc="memory", unit="shape"):
+        cfg, x, y = shape_batch(corpus, name, shapes)
         params = model.init_params(cfg, 0)
         _, ref = model.loss_and_grads(params, cfg, x, y)
         k = f"ch10.ckpt.{name}"
@@ -86,18 +90,22 @@ def part_memory(corpus):
     return {"values": v, "timings": {"ch10.memory.seconds": time.perf_counter() - t0}}
 
 
-def part_time(corpus):
+def part_time(corpus, shapes=None):
+    """The fastest of TIME_REPEATS (SMALL's at the reduced size) interleaved steps in each mode, for every shape in
+    shapes (default SHAPES)."""
     from pylib import model
     from pylib.systems import checkpointing
+    shapes = shapes or SHAPES
+    repeats = scaled(TIME_REPEATS, SMALL["time_repeats"])
     t0 = time.perf_counter()
     v, timed = {}, {}
-    for name in SHAPES:
-        cfg, x, y = shape_batch(corpus, name)
+    for name in progress(shapes, desc="time", unit="shape"):
+        cfg, x, y = shape_batch(corpus, name, shapes)
         params = model.init_params(cfg, 0)
         for mode in MODES:  # one untimed step each first
             checkpointing.step(params, cfg, x, y, mode, record=False)
         times = {m: [] for m in MODES}
-        for _ in range(TIME_REPEATS):
+        for _ in range(repeats):
             for mode in MODES:
                 s = time.perf_counter()
                 checkpointing.step(params, cfg, x, y, mode, record=False)
@@ -107,7 +115,7 @@ def part_time(corpus):
             timed[f"ch10.time.{name}.{mode}.ms"] = 1e3 * best
             if mode != "none":
                 timed[f"ch10.time.{name}.{mode}.extra_pct"] = 100 * (best / min(times["none"]) - 1)
-    v["ch10.time.repeats"] = TIME_REPEATS
+    v["ch10.time.repeats"] = repeats
     return {"values": v, "timings": {**timed, "ch10.time.seconds": time.perf_counter() - t0}}
 
 
@@ -122,7 +130,7 @@ def part_torch(corpus):
     try:
         v = {"ch10.torch.status": f"measured with torch {torch.__version__} on the CPU",
              "ch10.torch.rng_state_bytes": ckpt.rng_state_bytes()}
-        for name, (_, B, T) in SHAPES.items():
+        for name, (_, B, T) in progress(SHAPES.items(), desc="PyTorch", unit="shape"):
             cfg, x, y = shape_batch(corpus, name)
             params = model.init_params(cfg, 0)
             k = f"ch10.torch.{name}"
@@ -244,8 +252,8 @@ def derived(corpus):
     return d
 
 
-def markdown(results):
-    """results.md's section for chapter 10."""
+def markdown(results, shapes=None):
+    """results.md's section for chapter 10 (the rows of shapes, default SHAPES)."""
     v, t = results["values"], results.get("timings", {})
     lines = ["## Chapter 10: training memory", "",
              "Bytes of activations held in one forward and backward (float32, pylib's own cache accounting), "
@@ -253,7 +261,7 @@ def markdown(results):
              f"{v.get('ch10.time.repeats', TIME_REPEATS)} interleaved steps (step times: timings, not reproducible).", "",
              "| model | B × T | mode | held after forward | peak | peak set by | unequal grad elements | step (ms) | extra time |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name in SHAPES:
+    for name in shapes or SHAPES:
         k = f"ch10.ckpt.{name}"
         if f"{k}.none.stored" not in v:
             continue

@@ -49,7 +49,7 @@ import time
 
 import numpy as np
 
-from experiments.common import final_val, needs_torch, run_parts
+from experiments.common import final_val, needs_torch, progress, run_parts, scaled
 
 SIZES = [4 ** k for k in range(2, 12)]  # float32 elements: 16 ... 4,194,304 (64 B ... 16 MiB)
 REPEATS = 25
@@ -67,13 +67,19 @@ MATMUL_REPEATS = 5
 MFU_STEPS = 30
 ZERO_DP = 64  # data-parallel workers for the 7B memory example (the ZeRO paper's Figure 1 uses N_d = 64)
 LABEL = "measured on this CPU over localhost"
+# The notebook's reduced size (experiments.common.small_size): the same parts in seconds, every key still
+# produced. gloo keeps its 4 processes (the p = 4 keys) on 5 sizes up to 256 KiB (2 fitted at each end, one
+# predicted); PyTorch's engines run on 2 processes for 2 steps; 2 simulated workers train 20 steps. What is
+# left is mostly starting processes that import torch: ~2 s of CPU each, 6 of them here.
+SMALL = {"sizes": [4 ** k for k in (2, 4, 6, 7, 8)], "repeats": 3, "torch_world": 2, "torch_steps": 2,
+         "torch_repeats": 2, "dp_workers": (1, 2), "dp_steps": 20, "matmul_repeats": 2, "mfu_steps": 5}
 
 
 # ---------------------------------------------------------------------------
 # gloo
 
 
-def _gloo_worker(rank, world, port, grads, queue, pair_done):
+def _gloo_worker(rank, world, port, grads, queue, pair_done, sizes=SIZES, repeats=(REPEATS, REPEATS_LARGE)):
     """One process: time all-reduces (2-process subgroup, then all), then all-reduce its gradient."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     import torch
@@ -84,12 +90,12 @@ def _gloo_worker(rank, world, port, grads, queue, pair_done):
 
     def timings(group, members):
         out = {}
-        for n in SIZES:
+        for n in sizes:
             x = torch.ones(n)
             for _ in range(2):
                 dist.all_reduce(x, group=group)  # warm-up: connections and buffers
             times = []
-            for _ in range(REPEATS if n <= SMALL_MAX else REPEATS_LARGE):
+            for _ in range(repeats[0] if n <= SMALL_MAX else repeats[1]):
                 dist.barrier(group=group)
                 t0 = time.perf_counter()
                 dist.all_reduce(x, group=group)
@@ -140,7 +146,7 @@ def gloo_sum_check(gloo_sum, vectors):
             "differing": int(np.count_nonzero(diff))}
 
 
-def run_gloo(corpus):
+def run_gloo(corpus, sizes=SIZES, repeats=(REPEATS, REPEATS_LARGE)):
     """Start 4 gloo processes over localhost; their timings and the summed gradients."""
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
@@ -149,7 +155,8 @@ def run_gloo(corpus):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     queue, pair_done = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_gloo_worker, args=(r, 4, port, grads, queue, pair_done)) for r in range(4)]
+    procs = [ctx.Process(target=_gloo_worker, args=(r, 4, port, grads, queue, pair_done, sizes, repeats))
+             for r in range(4)]
     for proc in procs:
         proc.start()
     try:
@@ -167,18 +174,20 @@ def part_gloo(corpus):
     import torch
     from pylib.systems import collectives as col
     t0 = time.perf_counter()
-    results, grads = run_gloo(corpus)
+    sizes = scaled(SIZES, SMALL["sizes"])
+    repeats = scaled(REPEATS, SMALL["repeats"])
+    results, grads = run_gloo(corpus, sizes, (repeats, scaled(REPEATS_LARGE, SMALL["repeats"])))
     values, curves, timed = {"ch11.gloo.status": LABEL}, {}, {}
     for p in (2, 4):
         key = f"ch11.gloo.p{p}"
         measured = results[0][f"p{p}"]
-        nbytes = np.array([4 * n for n in SIZES], dtype=np.float64)
-        seconds = np.array([measured[n][0] for n in SIZES])  # the fastest of the repeats: the least disturbed
-        medians = np.array([measured[n][1] for n in SIZES])
-        fit_idx = list(range(FIT_SMALL)) + list(range(len(SIZES) - FIT_LARGE, len(SIZES)))
+        nbytes = np.array([4 * n for n in sizes], dtype=np.float64)
+        seconds = np.array([measured[n][0] for n in sizes])  # the fastest of the repeats: the least disturbed
+        medians = np.array([measured[n][1] for n in sizes])
+        fit_idx = list(range(FIT_SMALL)) + list(range(len(sizes) - FIT_LARGE, len(sizes)))
         alpha, beta = col.fit_alpha_beta(nbytes[fit_idx], seconds[fit_idx], p)
         predicted = np.array([col.ring_all_reduce_time(b, p, alpha, beta) for b in nbytes])
-        middle = slice(FIT_SMALL, len(SIZES) - FIT_LARGE)
+        middle = slice(FIT_SMALL, len(sizes) - FIT_LARGE)
         rel = np.abs(predicted[middle] - seconds[middle]) / seconds[middle]
         timed.update({  # timings and what is fitted to them: not reproducible, so not among the values
             f"{key}.alpha_us": alpha * 1e6,
@@ -201,9 +210,9 @@ def part_gloo(corpus):
         values[f"{key}.grad.elements"] = int(grads[p][0].size)
     values["ch11.gloo.oversubscribed_p4"] = f"4 processes on {os.cpu_count()} cores"
     values["ch11.gloo.torch_version"] = torch.__version__
-    curves["ch11.gloo.sizes_elements"] = list(SIZES)
+    curves["ch11.gloo.sizes_elements"] = list(sizes)
     return {"values": values, "curves": curves, "settings": {"ch11.gloo": {
-                "sizes": SIZES, "repeats": REPEATS, "fit_small": FIT_SMALL, "fit_large": FIT_LARGE,
+                "sizes": sizes, "repeats": repeats, "fit_small": FIT_SMALL, "fit_large": FIT_LARGE,
                 "cores": os.cpu_count(), "label": LABEL}},
             "timings": {**timed, "ch11.gloo.seconds": time.perf_counter() - t0}}
 
@@ -212,11 +221,11 @@ def part_gloo(corpus):
 # PyTorch's own engines: DDP, ZeroRedundancyOptimizer and FSDP2 beside pylib's workers
 
 
-def torch_batches(corpus, cfg):
-    """TORCH_STEPS batches of GRAD_BATCH windows from the training split (seeded), split over the ranks."""
+def torch_batches(corpus, cfg, steps=TORCH_STEPS):
+    """steps (TORCH_STEPS) batches of GRAD_BATCH windows from the training split (seeded), split over the ranks."""
     from pylib import data
     rng = np.random.default_rng([11, 1])
-    return [data.get_batch(corpus.train, GRAD_BATCH, cfg.block_size, rng) for _ in range(TORCH_STEPS)]
+    return [data.get_batch(corpus.train, GRAD_BATCH, cfg.block_size, rng) for _ in range(steps)]
 
 
 def _yes(flag):
@@ -231,15 +240,17 @@ def part_torch(corpus):
     from companions import ch11_ddp
     from pylib import model, train
     cfg, tc = model.GPTConfig(), train.TrainConfig()
+    world, steps = scaled(TORCH_WORLD, SMALL["torch_world"]), scaled(TORCH_STEPS, SMALL["torch_steps"])
+    repeats = scaled(TORCH_REPEATS, SMALL["torch_repeats"])
     params = model.init_params(cfg, 0)
-    batches = torch_batches(corpus, cfg)
+    batches = torch_batches(corpus, cfg, steps)
     hyper = dict(lr=tc.lr, beta1=tc.beta1, beta2=tc.beta2, eps=tc.eps, weight_decay=tc.weight_decay)  # lr constant
-    ranks = ch11_ddp.run(params, cfg, batches, hyper, TORCH_WORLD, repeats=TORCH_REPEATS)
-    ref = ch11_ddp.pylib_reference(params, cfg, batches, hyper, TORCH_WORLD)
-    cmp = ch11_ddp.compare(ranks, ref, TORCH_WORLD)
+    ranks = ch11_ddp.run(params, cfg, batches, hyper, world, repeats=repeats)
+    ref = ch11_ddp.pylib_reference(params, cfg, batches, hyper, world)
+    cmp = ch11_ddp.compare(ranks, ref, world)
     k = "ch11.torch"
     v = {f"{k}.status": LABEL, f"{k}.torch_version": torch.__version__,
-         f"{k}.oversubscribed": f"{TORCH_WORLD} processes on {os.cpu_count()} cores",
+         f"{k}.oversubscribed": f"{world} processes on {os.cpu_count()} cores",
          f"{k}.grad.sum_within_bound": _yes(cmp["grad.sum_max_ratio"] <= 1.0),
          f"{k}.grad.sum_max_ratio": cmp["grad.sum_max_ratio"],
          f"{k}.grad.sum_bit_identical": _yes(cmp["grad.sum_bit_identical"]),
@@ -260,7 +271,7 @@ def part_torch(corpus):
             per_rank = cmp[f"{e}.held.{part}"]
             v[f"{k}.{e}.held.{part}.max"], v[f"{k}.{e}.held.{part}.min"] = max(per_rank), min(per_rank)
     v[f"{k}.fsdp2.held.params_padded"] = max(cmp["fsdp2.held.params_padded"])
-    even_share = model.count_params(cfg) / TORCH_WORLD
+    even_share = model.count_params(cfg) / world
     v[f"{k}.zero1.partition_max_over_even"] = v[f"{k}.zero1.held.updated_elements.max"] / even_share
     for e in ("ddp", "ddp_small_buckets"):
         v[f"{k}.{e}.buckets"] = len(cmp[f"{e}.bucket_bytes"])
@@ -271,14 +282,14 @@ def part_torch(corpus):
         v[f"{k}.collective.{name}.wire_bytes"] = max(cmp[f"collective.{name}.wire_bytes"])
     v[f"{k}.ddp.header_bytes"] = v[f"{k}.ddp.wire_bytes_max"] - int(round(4 * ref["stages"][0]["sent_per_step"]))
     timed = {f"{k}.seconds": time.perf_counter() - t0}
-    if TORCH_REPEATS:  # rank 0's medians; the other ranks wait in the same barriers
+    if repeats:  # rank 0's medians; the other ranks wait in the same barriers
         s = ranks[0]["seconds"]
         timed.update({f"{k}.compute_ms": 1e3 * s["compute"], f"{k}.allreduce_ms": 1e3 * s["allreduce"],
                       f"{k}.step_ms": 1e3 * s["step"], f"{k}.exposed_ms": 1e3 * (s["step"] - s["compute"]),
                       f"{k}.allreduce_share": s["allreduce"] / (s["compute"] + s["allreduce"])})
     return {"values": v, "curves": {f"{k}.ddp.wire_bytes_rank0": cmp["ddp.wire_bytes"][0]},
-            "settings": {k: {"world": TORCH_WORLD, "steps": TORCH_STEPS, "batch": GRAD_BATCH, "seed": 0,
-                             "repeats": TORCH_REPEATS, "small_bucket_mb": ch11_ddp.SMALL_BUCKET_MB,
+            "settings": {k: {"world": world, "steps": steps, "batch": GRAD_BATCH, "seed": 0,
+                             "repeats": repeats, "small_bucket_mb": ch11_ddp.SMALL_BUCKET_MB,
                              "warnings": ranks[0]["warnings"], "label": LABEL}},
             "timings": timed}
 
@@ -292,11 +303,12 @@ def part_dp(corpus):
     from pylib.systems import data_parallel as dp
     t0 = time.perf_counter()
     cfg = model.GPTConfig()
-    tc = train.TrainConfig(steps=DP_STEPS, final_eval=True)
+    steps, workers = scaled(DP_STEPS, SMALL["dp_steps"]), scaled(DP_WORKERS, SMALL["dp_workers"])
+    tc = train.TrainConfig(steps=steps, final_eval=True)
     values, curves, losses = {}, {}, {}
-    for W in DP_WORKERS:
+    for W in progress(workers, desc=f"data-parallel runs, {steps} steps", unit="run"):
         state = dp.data_parallel_train_state(cfg, tc, W)
-        history = train.train_steps(state, cfg, tc, corpus.train, corpus.val, DP_STEPS)
+        history = train.train_steps(state, cfg, tc, corpus.train, corpus.val, steps)
         losses[W] = np.array([r["loss"] for r in history])
         curves[f"ch11.dp.w{W}.loss"] = [float(v) for v in losses[W]]
         curves[f"ch11.dp.w{W}.val_step"] = [r["step"] for r in history if "val" in r]
@@ -306,10 +318,10 @@ def part_dp(corpus):
         if W > 1:
             values[f"ch11.dp.w{W}.max_loss_diff"] = float(np.max(np.abs(losses[W] - losses[1])))
             values[f"ch11.dp.w{W}.final_val_diff"] = abs(values[f"ch11.dp.w{W}.final_val"] - values["ch11.dp.w1.final_val"])
-    values["ch11.dp.max_loss_diff"] = max(values[f"ch11.dp.w{W}.max_loss_diff"] for W in DP_WORKERS if W > 1)
-    values["ch11.dp.max_final_val_diff"] = max(values[f"ch11.dp.w{W}.final_val_diff"] for W in DP_WORKERS if W > 1)
+    values["ch11.dp.max_loss_diff"] = max(values[f"ch11.dp.w{W}.max_loss_diff"] for W in workers if W > 1)
+    values["ch11.dp.max_final_val_diff"] = max(values[f"ch11.dp.w{W}.final_val_diff"] for W in workers if W > 1)
     return {"values": values, "curves": curves,
-            "settings": {"ch11.dp": {"workers": list(DP_WORKERS), "steps": DP_STEPS, "seed": 0}},
+            "settings": {"ch11.dp": {"workers": list(workers), "steps": steps, "seed": 0}},
             "timings": {"ch11.dp.seconds": time.perf_counter() - t0}}
 
 
@@ -322,8 +334,8 @@ def part_mfu(corpus):
     from pylib.systems import overlap
     t0 = time.perf_counter()
     cfg, tc = model.GPTConfig(), train.TrainConfig()
-    peak, n = overlap.measure_matmul_peak(MATMUL_SIZES, MATMUL_REPEATS)
-    step = overlap.measure_step_seconds(cfg, corpus.train, tc.batch_size, MFU_STEPS)
+    peak, n = overlap.measure_matmul_peak(MATMUL_SIZES, scaled(MATMUL_REPEATS, SMALL["matmul_repeats"]))
+    step = overlap.measure_step_seconds(cfg, corpus.train, tc.batch_size, scaled(MFU_STEPS, SMALL["mfu_steps"]))
     flops = overlap.model_flops_per_step(cfg, tc.batch_size, cfg.block_size)
     return {"values": {"ch11.mfu.blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "unset")},
             "timings": {  # all derived from timings: not reproducible
@@ -457,6 +469,10 @@ def derived(corpus):
 def markdown(results):
     """results.md's section for chapter 11."""
     v, c, t = results["values"], results.get("curves", {}), results.get("timings", {})
+    settings = results.get("settings", {})  # the sizes run (the notebook's reduced size has fewer)
+    torch_steps = settings.get("ch11.torch", {}).get("steps", TORCH_STEPS)
+    dp_steps = settings.get("ch11.dp", {}).get("steps", DP_STEPS)
+    dp_workers = settings.get("ch11.dp", {}).get("workers", DP_WORKERS)
     lines = ["## Chapter 11: data parallelism, all-reduce and ZeRO", ""]
     lines.append(f"gloo: {v.get('ch11.gloo.status', 'not run')}")
     for p in (2, 4):
@@ -476,7 +492,7 @@ def markdown(results):
     if "ch11.torch.ddp.vs_pylib_max_abs" in v:
         k = "ch11.torch"
         lines += ["", f"### PyTorch's engines ({v[f'{k}.oversubscribed']}), "
-                  f"{TORCH_STEPS} AdamW steps, {LABEL}", "",
+                  f"{torch_steps} AdamW steps, {LABEL}", "",
                   f"DDP's gradient against pylib's data_parallel_loss_and_grads: {v[f'{k}.grad.max_rel_u']:.1f} u "
                   f"(per tensor, of its largest entry); gloo's sum within the float32 bound: {v[f'{k}.grad.sum_within_bound']} "
                   f"({v[f'{k}.grad.sum_max_ratio']:.2f} of it; bit-identical to the ring: {v[f'{k}.grad.sum_bit_identical']})", "",
@@ -498,10 +514,10 @@ def markdown(results):
             lines += ["", f"Step-time split (rank 0, medians; timings: not reproducible): compute {t[f'{k}.compute_ms']:.1f} ms, "
                       f"all-reduce {t[f'{k}.allreduce_ms']:.1f} ms, DDP forward and backward {t[f'{k}.step_ms']:.1f} ms"]
     if "ch11.dp.w1.final_val" in v:
-        lines += ["", f"### Data-parallel training, {DP_STEPS} steps, seed 0", "",
+        lines += ["", f"### Data-parallel training, {dp_steps} steps, seed 0", "",
                   "| workers | final loss (whole validation split) | all-reduce bytes per worker per step | largest training-loss difference from W = 1 |",
                   "| ---: | ---: | ---: | ---: |"]
-        for W in DP_WORKERS:
+        for W in dp_workers:
             d = v.get(f"ch11.dp.w{W}.max_loss_diff", 0.0)
             lines.append(f"| {W} | {v[f'ch11.dp.w{W}.final_val']:.5f} | {v[f'ch11.dp.w{W}.allreduce_bytes']:,} | {d:.3g} |")
     if "ch11.mfu.peak_gflops" in t:

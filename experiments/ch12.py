@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from experiments.common import needs_torch
+from experiments.common import needs_torch, scaled
 
 SCHEDULE_CASES = [("gpipe", 2, 8, 1), ("gpipe", 4, 8, 1), ("1f1b", 2, 8, 1), ("1f1b", 4, 8, 1),
                   ("interleaved", 2, 8, 2)]
@@ -104,6 +104,10 @@ TORCH_CASES = {2: [("gpipe", 8, 1), ("1f1b", 8, 1), ("interleaved", 8, 2)], 4: [
 # pylib's order (Megatron-LM's 2022 code) runs every forward first and torch's does not:
 # measured where they differ, not forced to agree.
 DEEP_LAYERS, DEEP_CASES = 8, {4: [("interleaved", 8, 2), ("interleaved", 4, 2)]}
+# The notebook's reduced size (experiments.common.small_size): only the cases the chapter quotes by name
+# (1F1B and the two interleaved ones on 4 processes; on 2, the tensor-parallel runs alone). The two
+# launches stay: the 6 processes importing torch (~2 s of CPU each) are most of the part's time.
+SMALL = {"cases": {2: [], 4: [("1f1b", 8, 1)]}}
 
 
 def _warmup(order):
@@ -128,7 +132,7 @@ def part_torch(corpus):
     values = {"ch12.torch.status": "measured on this CPU, gloo over localhost",
               "ch12.torch.version": torch.__version__.split("+")[0]}
     worst, matching, total = 0.0, 0, 0
-    for world, cases in TORCH_CASES.items():
+    for world, cases in scaled(TORCH_CASES, SMALL["cases"]).items():
         deep = (deep_params, deep_cfg, DEEP_CASES[world]) if world in DEEP_CASES else None
         ranks = launch.run(ch12_pipeline.worker, world, params, cfg, x, y, cases, world == 2, deep)
         for i, run in enumerate(ranks[0]["pipeline"]):

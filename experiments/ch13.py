@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, paired_text, progress, rounded, run_parts, scaled
 from pylib.studies import target as tgt
 from pylib.systems import compress, queueing, slow_links as sl
 
@@ -46,6 +46,10 @@ STEPS = 400  # synced steps: the default run's length
 EVAL_INTERVAL = 10  # a multiple of DiLoCo's H, so its global weights are evaluated after each sync
 TARGET = 2.75  # nats, on the 128-window validation subset; fixed before the three-seed runs (see above)
 METHODS = tuple(sl.METHODS)
+# The notebook's reduced size (experiments.common.small_size): two seeds, 20 synced steps (a multiple of
+# EVAL_INTERVAL, so that DiLoCo's last sync is evaluated), the validation subset at 32 windows. No method reaches
+# TARGET in 20 steps: the steps-to-target arms then hold None for every seed, as for a method that never reaches it.
+SMALL = {"seeds": (0, 1), "steps": 20, "config": {"eval_windows": 32}}
 
 # The link table: (name, bandwidth in bytes/s, latency in s, source). Only cited figures; the
 # example WAN row is an input for the arithmetic, not a measurement of any network.
@@ -59,18 +63,23 @@ EXAMPLE_LATENCY = 0.05  # s per message for the WAN example (an input, not a mea
 EXAMPLE_STEP_MS = 3.0  # ms of compute per synced step for the link widget's start (an input: about a default CPU step here)
 
 
-def config(method, seed):
-    return sl.configured(method, seed=seed, steps=STEPS, eval_interval=EVAL_INTERVAL)
+def config(method, seed, **changes):
+    """The chapter's SlowConfig for method and seed (STEPS steps, or SMALL's at the reduced size), with changes."""
+    fields = {"steps": scaled(STEPS, SMALL["steps"]), "eval_interval": EVAL_INTERVAL, **scaled({}, SMALL["config"])}
+    return sl.configured(method, seed=seed, **{**fields, **changes})
 
 
-def method_runs(corpus, method):
-    """Every seed of one method: per-seed steps and bytes to TARGET, the curve's mean and sd."""
+def method_runs(corpus, method, seeds=None, **changes):
+    """Every seed of one method (SEEDS, or seeds; SMALL's at the reduced size): per-seed steps and bytes to TARGET,
+    the curve's mean and sd. changes: SlowConfig fields changed from the chapter's settings."""
+    seeds = seeds or scaled(SEEDS, SMALL["seeds"])
+    n_steps = config(method, seeds[0], **changes).steps
     histories, seconds = {}, {}
-    for seed in SEEDS:
+    for seed in progress(seeds, desc=method, unit="seed"):
         t0 = time.perf_counter()
-        histories[seed] = sl.run(config(method, seed), corpus.train, corpus.val, corpus.vocab.size)
+        histories[seed] = sl.run(config(method, seed, **changes), corpus.train, corpus.val, corpus.vocab.size)
         seconds[seed] = time.perf_counter() - t0
-    state = sl.init_run(config(method, SEEDS[0]), corpus.train, corpus.val, corpus.vocab.size)
+    state = sl.init_run(config(method, seeds[0], **changes), corpus.train, corpus.val, corpus.vocab.size)
     base = f"ch13.{method}"
     values = {
         f"{base}.bytes_per_sync": int(sl.sync_wire_bytes(state)),
@@ -85,21 +94,21 @@ def method_runs(corpus, method):
     values[f"{base}.reached_runs"] = sum(1 for v in steps.values() if v is not None)
     norms = {s: np.array([r["update_norm"] if r.get("update_norm") is not None else np.nan
                           for r in h if "update_norm" in r]) for s, h in histories.items()}  # (steps,) per seed
-    quarter = STEPS // 4
+    quarter = n_steps // 4
     for name, part in (("mean_update_norm", slice(None)), ("update_norm_first_quarter", slice(0, quarter)),
-                       ("update_norm_last_quarter", slice(STEPS - quarter, STEPS))):
-        values.update(arm(f"{base}.{name}", {s: float(np.mean(u[part])) if len(u) == STEPS and np.all(np.isfinite(u)) else None
+                       ("update_norm_last_quarter", slice(n_steps - quarter, n_steps))):
+        values.update(arm(f"{base}.{name}", {s: float(np.mean(u[part])) if len(u) == n_steps and np.all(np.isfinite(u)) else None
                                              for s, u in norms.items()}))
     evals = {s: [r for r in h if r.get("val") is not None] for s, h in histories.items()}
     n_points = min(len(e) for e in evals.values())
-    vals = np.array([[r["val"] for r in evals[s][:n_points]] for s in SEEDS])  # (seeds, points)
-    values.update(arm(f"{base}.final_val_subset", {s: evals[s][-1]["val"] if evals[s][-1]["step"] == STEPS else None
-                                                   for s in SEEDS}))
-    values.update(arm(f"{base}.best_val_subset", {s: float(vals[i].min()) for i, s in enumerate(SEEDS)}))
-    curve = {"steps": [r["step"] for r in evals[SEEDS[0]][:n_points]],
+    vals = np.array([[r["val"] for r in evals[s][:n_points]] for s in seeds])  # (seeds, points)
+    values.update(arm(f"{base}.final_val_subset", {s: evals[s][-1]["val"] if evals[s][-1]["step"] == n_steps else None
+                                                   for s in seeds}))
+    values.update(arm(f"{base}.best_val_subset", {s: float(vals[i].min()) for i, s in enumerate(seeds)}))
+    curve = {"steps": [r["step"] for r in evals[seeds[0]][:n_points]],
              "val_mean": rounded(vals.mean(axis=0)), "val_sd": rounded(vals.std(axis=0, ddof=1)),
-             "bytes": [int(r["bytes"]) for r in evals[SEEDS[0]][:n_points]]}  # the same for every seed
-    timings = {f"{base}.run_seconds": sum(seconds.values()) / len(SEEDS)}
+             "bytes": [int(r["bytes"]) for r in evals[seeds[0]][:n_points]]}  # the same for every seed
+    timings = {f"{base}.run_seconds": sum(seconds.values()) / len(seeds)}
     return {"values": values, "curves": {f"{base}.curve": curve}, "timings": timings}
 
 
@@ -109,9 +118,11 @@ def _part(method):
         out = method_runs(corpus, method)
         out["timings"][f"ch13.part_{method}.seconds"] = time.perf_counter() - t0
         if method == METHODS[0]:
-            out["settings"] = {"ch13": {"steps": STEPS, "eval_interval": EVAL_INTERVAL, "target": TARGET,
+            cfg = config(method, 0)
+            out["settings"] = {"ch13": {"steps": cfg.steps, "eval_interval": EVAL_INTERVAL, "target": TARGET,
                                         "workers": sl.SlowConfig().workers, "batch_size": sl.SlowConfig().batch_size,
-                                        "seeds": list(SEEDS), "eval": "the trainer's 128-window validation subset"}}
+                                        "seeds": list(scaled(SEEDS, SMALL["seeds"])),
+                                        "eval": f"the trainer's {cfg.eval_windows}-window validation subset"}}
         return out
     part.__name__ = f"part_{method}"
     return part
@@ -206,6 +217,10 @@ def derived(corpus):
 def markdown(results):
     """results.md's section for chapter 13."""
     v = results["values"]
+    # the steps, seeds and subset the runs used (the notebook's reduced size has fewer)
+    settings = results.get("settings", {}).get("ch13", {"steps": STEPS, "seeds": list(SEEDS),
+                                                         "eval": "the trainer's 128-window validation subset"})
+    seeds = settings["seeds"]
 
     def cell(key, fmt=",.0f"):
         per = v.get(key + ".per_seed")
@@ -216,9 +231,9 @@ def markdown(results):
         return ("; ".join(parts)) + (f" (mean {mean:{fmt}})" if mean is not None else "")
 
     lines = ["## Chapter 13: training over slow links (a four-worker toy)", "",
-             f"Four simulated workers, the default model, {STEPS} synced steps of 4 × 4 windows; loss on the "
-             f"trainer's 128-window validation subset every {EVAL_INTERVAL} steps; target {TARGET} nats, fixed in "
-             f"advance. Per seed {', '.join(map(str, SEEDS))}; bytes are each worker's wire bytes.", "",
+             f"Four simulated workers, the default model, {settings['steps']} synced steps of 4 × 4 windows; loss on the "
+             f"{settings['eval'].removeprefix('the ')} every {EVAL_INTERVAL} steps; target {TARGET} nats, fixed in "
+             f"advance. Per seed {', '.join(map(str, seeds))}; bytes are each worker's wire bytes.", "",
              "| method | bytes per sync | syncs per step | steps to target | bytes to target | reached | val at end (subset) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for m in METHODS:
@@ -226,7 +241,7 @@ def markdown(results):
         if f"{b}.bytes_per_sync" not in v:
             continue
         lines.append(f"| {m} | {v[b + '.bytes_per_sync']:,} | {v[b + '.syncs_per_step']:g} | {cell(b + '.steps_to_target')} | "
-                     f"{cell(b + '.bytes_to_target')} | {v[b + '.reached_runs']}/{len(SEEDS)} | {cell(b + '.final_val_subset', '.3f')} |")
+                     f"{cell(b + '.bytes_to_target')} | {v[b + '.reached_runs']}/{len(seeds)} | {cell(b + '.final_val_subset', '.3f')} |")
     lines += ["", "Mean norm of the global weights' step, ||Δθ||, over all steps (and the first and last quarters):", "",
               "| method | whole run | first quarter | last quarter |", "| --- | --- | --- | --- |"]
     for m in METHODS:

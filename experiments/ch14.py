@@ -53,11 +53,44 @@ import numpy as np
 
 from pylib.systems import flops
 
-from experiments.common import SEEDS, arm, final_val, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, is_small, progress, rounded, run_parts, scaled
 
 from pylib.studies import scaling
 
 PARTS = ["part_sweep"]
+
+# The notebook's reduced size (experiments.common.small_size), to test that the notebook runs and makes
+# every key: two seeds; four budgets named b1..b4 as the chapter's are, b1 with the widths the chapter
+# quotes there (4, 8, 16) and b4 with its (8, 12, 16), chosen from a pilot so that every profile's
+# parabolas open upwards (the fits need a minimum at each budget; short runs' profiles are mostly
+# concave), which puts them in descending order; the held-out budget 1.25x the largest; two bootstrap
+# refits; the final loss on the validation split's first val_windows windows (the whole split's
+# evaluation would cost more than these runs) and eval_windows windows for the subset evaluations.
+# Its numbers say nothing about scaling: runs of a few to a few hundred steps.
+SMALL = {"seeds": (0, 1), "budgets": {1.6e9: (4, 8, 16), 8e8: (12, 16, 24), 6e8: (6, 8, 12), 1e8: (8, 12, 16, 24)},
+         "held_out_budget": 2e9, "resamples": 2, "val_windows": 256, "eval_windows": 16}
+
+
+def seeds():
+    """SEEDS, or SMALL's at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def budgets():
+    """{budget: widths}: scaling.BUDGETS, or SMALL's at the reduced size."""
+    return scaled(scaling.BUDGETS, SMALL["budgets"])
+
+
+def held_out_budget():
+    """scaling.HELD_OUT_BUDGET, or SMALL's at the reduced size."""
+    return scaled(scaling.HELD_OUT_BUDGET, SMALL["held_out_budget"])
+
+
+def val_tokens(corpus, block_size):
+    """The tokens the final loss is scored on: the whole validation split, or at the reduced size its
+    first SMALL["val_windows"] non-overlapping windows."""
+    n = scaled(None, SMALL["val_windows"] * block_size + 1)
+    return corpus.val if n is None else corpus.val[:n]
 
 
 def budget_tag(i):
@@ -71,18 +104,19 @@ def one_run(corpus, width, budget, seed):
     cfg = scaling.width_config(width, corpus.vocab.size)
     steps = scaling.steps_for_budget(cfg, budget)
     tcfg = train.TrainConfig(steps=steps, batch_size=scaling.BATCH, warmup_steps=scaling.warmup_for(steps),
-                             eval_interval=steps, seed=seed, final_eval=True)
-    _, history = train.train(cfg, tcfg, corpus.train, corpus.val)
+                             eval_interval=steps, seed=seed, final_eval=True,
+                             eval_windows=scaled(train.TrainConfig().eval_windows, SMALL["eval_windows"]))
+    _, history = train.train(cfg, tcfg, corpus.train, val_tokens(corpus, cfg.block_size))
     return model.count_params(cfg), scaling.tokens(cfg, steps), steps, final_val(history)
 
 
 def sweep(corpus):
     """Every (budget, width, seed) run: {(budget, width): {"n", "d", "steps", "loss": {seed: value}}}."""
     runs = {}
-    for budget, widths in scaling.BUDGETS.items():
+    for budget, widths in progress(list(budgets().items()), desc="budgets", unit="budget"):
         for width in widths:
             per_seed = {}
-            for seed in SEEDS:
+            for seed in seeds():
                 n, d, steps, loss = one_run(corpus, width, budget, seed)
                 per_seed[seed] = loss
             runs[budget, width] = {"n": n, "d": d, "steps": steps, "loss": per_seed}
@@ -101,7 +135,7 @@ def points(runs, seed=None):
 def predict(fit, vocab_size):
     """The held-out run's prediction, from the fits alone (nothing about the held-out run is known)."""
     from pylib import model
-    c = scaling.HELD_OUT_BUDGET
+    c = held_out_budget()
     n_opt, d_opt = fit["k_n"] * c ** fit["a"], fit["k_d"] * c ** fit["b"]
     width = scaling.width_for_params(n_opt, vocab_size)
     cfg = scaling.width_config(width, vocab_size)
@@ -123,7 +157,7 @@ def predict(fit, vocab_size):
 def held_out_run(corpus, prediction):
     """Train the predicted width at the held-out budget, three seeds; the errors against the prediction."""
     width = prediction["ch14.predict.width"]
-    losses = {seed: one_run(corpus, width, scaling.HELD_OUT_BUDGET, seed)[3] for seed in SEEDS}
+    losses = {seed: one_run(corpus, width, held_out_budget(), seed)[3] for seed in progress(seeds(), desc="held-out run", unit="seed")}
     values = arm("ch14.heldout.final_val", losses)
     mean = values["ch14.heldout.final_val.mean"]
     for kind in ("parametric", "power_law"):
@@ -141,14 +175,15 @@ PARAMETRIC_BOOT_SEED = 0  # the resamples' generator: fixed, so --measure repeat
 def parametric_interval(runs, prediction, measured):
     """The parametric prediction's seed bootstrap (scaling.bootstrap_parametric_prediction), at the
     held-out run's N and D, on the sweep alone; and where the measured held-out loss lies against it."""
-    budgets = scaling.BUDGETS.items()
+    sweep_budgets = budgets().items()
+    resamples = scaled(PARAMETRIC_RESAMPLES, SMALL["resamples"])
     boot = scaling.bootstrap_parametric_prediction(
-        [np.array([runs[b, w]["n"] for w in ws], float) for b, ws in budgets],
-        [np.array([runs[b, w]["d"] for w in ws], float) for b, ws in budgets],
-        [np.array([[runs[b, w]["loss"][s] for s in SEEDS] for w in ws]) for b, ws in budgets],  # (widths, seeds)
+        [np.array([runs[b, w]["n"] for w in ws], float) for b, ws in sweep_budgets],
+        [np.array([runs[b, w]["d"] for w in ws], float) for b, ws in sweep_budgets],
+        [np.array([[runs[b, w]["loss"][s] for s in seeds()] for w in ws]) for b, ws in sweep_budgets],  # (widths, seeds)
         (prediction["ch14.predict.n_params"], prediction["ch14.predict.tokens"]),
-        PARAMETRIC_RESAMPLES, PARAMETRIC_BOOT_SEED)
-    return {"ch14.boot_parametric.resamples": PARAMETRIC_RESAMPLES, "ch14.boot_parametric.low": boot["low"],
+        resamples, PARAMETRIC_BOOT_SEED)
+    return {"ch14.boot_parametric.resamples": resamples, "ch14.boot_parametric.low": boot["low"],
             "ch14.boot_parametric.high": boot["high"],
             "ch14.boot_parametric.heldout_lies": scaling.position(measured, boot["low"], boot["high"])}
 
@@ -156,13 +191,14 @@ def parametric_interval(runs, prediction, measured):
 def part_sweep(corpus):
     values, curves = {}, {}
     runs = sweep(corpus)
-    budgets = list(scaling.BUDGETS)
+    sweep_budgets = budgets()
+    budget_list = list(sweep_budgets)
     for (budget, width), r in runs.items():
-        key = f"ch14.{budget_tag(budgets.index(budget))}.w{width}"
+        key = f"ch14.{budget_tag(budget_list.index(budget))}.w{width}"
         values.update(arm(f"{key}.final_val", r["loss"]))
         values[f"{key}.n_params"], values[f"{key}.tokens"], values[f"{key}.steps"] = r["n"], r["d"], r["steps"]
     fit = scaling.analyse(points(runs))  # on the seed means
-    for i, budget in enumerate(budgets):
+    for i, budget in enumerate(budget_list):
         opt = fit["optima"][budget]
         tag = f"ch14.opt.{budget_tag(i)}"
         values[f"{tag}.found"] = opt is not None
@@ -173,7 +209,7 @@ def part_sweep(corpus):
                    "ch14.fit.k_d": fit["k_d"], "ch14.fit.loss_exp": fit["loss_exp"], "ch14.fit.k_loss": fit["k_loss"],
                    "ch14.fit.a_plus_b": fit["a"] + fit["b"]})
     values.update({f"ch14.chinchilla.{k}": v for k, v in fit["chinchilla"].items()})
-    per_seed = {seed: scaling.analyse(points(runs, seed)) for seed in SEEDS}  # the exponents' seed spread
+    per_seed = {seed: scaling.analyse(points(runs, seed)) for seed in seeds()}  # the exponents' seed spread
     values.update(arm("ch14.fit.a", {s: f.get("a") for s, f in per_seed.items()}))
     values.update(arm("ch14.fit.b", {s: f.get("b") for s, f in per_seed.items()}))
     values.update(arm("ch14.fit.chinchilla_alpha", {s: f["chinchilla"]["alpha"] for s, f in per_seed.items()}))
@@ -190,22 +226,25 @@ def part_sweep(corpus):
     values.update(parametric_interval(runs, prediction, values["ch14.heldout.final_val.mean"]))
 
     curves["ch14.isoflop"] = {
-        "budgets": budgets,
+        "budgets": budget_list,
         "series": [{"budget": b, "widths": list(ws),
                     "n": [runs[b, w]["n"] for w in ws], "d": [runs[b, w]["d"] for w in ws],
                     "loss_mean": rounded([np.mean(list(runs[b, w]["loss"].values())) for w in ws]),
-                    "loss_per_seed": [rounded([runs[b, w]["loss"][s] for s in SEEDS]) for w in ws]}
-                   for b, ws in scaling.BUDGETS.items()],
-        "heldout": {"budget": scaling.HELD_OUT_BUDGET, "n": prediction["ch14.predict.n_params"],
+                    "loss_per_seed": [rounded([runs[b, w]["loss"][s] for s in seeds()]) for w in ws]}
+                   for b, ws in sweep_budgets.items()],
+        "heldout": {"budget": held_out_budget(), "n": prediction["ch14.predict.n_params"],
                     "d": prediction["ch14.predict.tokens"],
-                    "loss_per_seed": rounded([values["ch14.heldout.final_val.per_seed"][str(s)] for s in SEEDS]),
+                    "loss_per_seed": rounded([values["ch14.heldout.final_val.per_seed"][str(s)] for s in seeds()]),
                     "predicted_parametric": round(prediction["ch14.predict.loss_parametric"], 5),
                     "predicted_power_law": round(prediction["ch14.predict.loss_power_law"], 5)},
     }
-    settings = {"ch14.sweep": {"budgets": budgets, "widths": {str(b): list(w) for b, w in scaling.BUDGETS.items()},
+    settings = {"ch14.sweep": {"budgets": budget_list, "widths": {str(b): list(w) for b, w in sweep_budgets.items()},
                                "n_head": scaling.N_HEAD, "batch_size": scaling.BATCH,
-                               "held_out_budget": scaling.HELD_OUT_BUDGET, "seeds": list(SEEDS),
+                               "held_out_budget": held_out_budget(), "seeds": list(seeds()),
                                "final_eval": "the whole validation split (pylib.evaluation)"}}
+    if is_small():  # the reduced size scores on the first val_windows windows only: say so
+        settings["ch14.sweep"].update(final_eval=f"the first {SMALL['val_windows']} windows of the validation split",
+                                      val_windows=SMALL["val_windows"])
     return {"values": values, "curves": curves, "settings": settings, "timings": {}}
 
 
@@ -420,15 +459,20 @@ def markdown(results):
     def pm(k, f=".3f"):
         return f"{v[k + '.mean']:{f}} ± {v[k + '.sd']:{f}}" if v.get(k + ".mean") is not None else "–"
 
-    budgets = list(scaling.BUDGETS)
+    sweep = results["settings"]["ch14.sweep"]  # the budgets, widths and seeds the results were measured at
+    budget_widths = [(b, sweep["widths"][str(b)]) for b in sweep["budgets"]]
+    budgets = [b for b, _ in budget_widths]
+    widths = sorted({w for _, ws in budget_widths for w in ws})
+    small = "val_windows" in sweep  # measured at the notebook's reduced size
+    final_eval = f"the validation split's first {sweep['val_windows']:,} windows" if small else EVAL_FULL
     lines = ["## Chapter 14: scaling laws", "",
              f"A toy IsoFLOP sweep of the course model's family (one layer, {scaling.N_HEAD} heads, widths "
-             f"{', '.join(map(str, scaling.WIDTHS))}), B = {scaling.BATCH}, peak lr 1e-2 cosine to each run's end; "
-             f"budgets in FLOPs counted by pylib.systems.flops (6N + 12LTC per token). Final loss on {EVAL_FULL}; "
-             f"mean ± sd over seeds {', '.join(map(str, SEEDS))}.", "",
-             "| budget (FLOPs) | width | N (params) | D (tokens) | steps | final val (whole split) |",
+             f"{', '.join(map(str, widths))}), B = {scaling.BATCH}, peak lr 1e-2 cosine to each run's end; "
+             f"budgets in FLOPs counted by pylib.systems.flops (6N + 12LTC per token). Final loss on {final_eval}; "
+             f"mean ± sd over seeds {', '.join(map(str, sweep['seeds']))}.", "",
+             f"| budget (FLOPs) | width | N (params) | D (tokens) | steps | final val ({'first windows' if small else 'whole split'}) |",
              "| --- | --- | --- | --- | --- | --- |"]
-    for i, (b, ws) in enumerate(scaling.BUDGETS.items()):
+    for i, (b, ws) in enumerate(budget_widths):
         for w in ws:
             k = f"ch14.{budget_tag(i)}.w{w}"
             lines.append(f"| {b:.2g} | {w} | {v[k + '.n_params']:,} | {v[k + '.tokens']:,} | {v[k + '.steps']} | "

@@ -62,7 +62,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, needs_torch, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, is_small, needs_torch, paired_text, progress, rounded, run_parts, scaled
 
 RESUME = {"at_step": 200, "early_step": 30, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
 REPLAY = {"lr_ckpt_step": 5, "lr_steps": 80}  # with pylib.studies.resume.REPLAY (the page re-runs it)
@@ -76,6 +76,27 @@ HEALTH = {"overfit_steps": 200, "markov_concentration": 0.05, "markov_tokens": 2
           "markov_seed": 0}
 TORCH = {"save_world": 4, "load_world": 2, "k": 20, "n": 20, "seed": 0}  # part_torch: ranks, steps before and after the save
 MARGIN = 0.02  # nats: below this two final losses count as the same (chosen before measuring)
+# The notebook's reduced size (experiments.common.small_size): every part in seconds, every key still there.
+# The resume keeps the three seeds (the chapter quotes each seed's steps to the target) on runs of 40 steps
+# saved at step 20 (the target is then out of reach: "not reached"); its six whole-split evaluations are
+# most of its time. Two seeds for the replay and the health checks; FSDP2 and DCP save on 2 processes and
+# load on 1 after 2 steps (3 processes importing torch, ~2 s of CPU each, instead of 6).
+SMALL = {"steps": 40, "resume": {**RESUME, "at_step": 20, "early_step": 10, "window": 10, "curve_before": 5, "curve_after": 20},
+         "replay": {**REPLAY, "lr_steps": 30}, "replay_seeds": (0, 1), "seeds": (0, 1),
+         "health": {**HEALTH, "overfit_steps": 30, "markov_tokens": 20_000, "markov_val": 5_000},
+         "torch": {**TORCH, "save_world": 2, "load_world": 1, "k": 2, "n": 2}, "val_tokens": 32_768}
+
+
+def scored_on():
+    """What the resume's final losses are scored on, in results.md's words."""
+    from experiments.common import EVAL_FULL
+    return (f"the first {SMALL['val_tokens']:,} tokens of the validation split (the notebook's reduced size)"
+            if is_small() else EVAL_FULL)
+
+
+def _steps(tcfg):
+    """tcfg, or at the reduced size tcfg with SMALL's steps (the same object at full size)."""
+    return dataclasses.replace(tcfg, steps=SMALL["steps"]) if is_small() else tcfg
 
 
 def _strip(history):
@@ -90,18 +111,19 @@ def resume_seed(corpus, seed):
     from pylib import checkpoint, model, train
     from pylib.studies import monitoring, resume
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
-    tcfg = train.TrainConfig(seed=seed, final_eval=True)
-    k = RESUME["at_step"]
+    tcfg = _steps(train.TrainConfig(seed=seed, final_eval=True))
+    k = scaled(RESUME, SMALL["resume"])["at_step"]
+    val = corpus.val[:scaled(None, SMALL["val_tokens"])]  # the whole split at full size
     state = train.init_train_state(mcfg, tcfg)
-    head = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, k)
+    head = train.train_steps(state, mcfg, tcfg, corpus.train, val, k)
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
-    sizes = resume.first_update_sizes(ckpt, mcfg, corpus.train, corpus.val)
+    sizes = resume.first_update_sizes(ckpt, mcfg, corpus.train, val)
     plain = dataclasses.replace(tcfg, final_eval=False)  # the uninterrupted run: its final evaluation is the proper resume's
-    tail = train.train_steps(state, mcfg, plain, corpus.train, corpus.val, tcfg.steps)
+    tail = train.train_steps(state, mcfg, plain, corpus.train, val, tcfg.steps)
     proper_state, _ = resume.restart(ckpt, mcfg, with_optimizer=True)
-    proper = train.train_steps(proper_state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    proper = train.train_steps(proper_state, mcfg, tcfg, corpus.train, val, tcfg.steps)
     no_opt_state, _ = resume.restart(ckpt, mcfg, with_optimizer=False)
-    no_opt = train.train_steps(no_opt_state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    no_opt = train.train_steps(no_opt_state, mcfg, tcfg, corpus.train, val, tcfg.steps)
     identical = [{k: x for k, x in r.items() if k != "val_full"} for r in _strip(proper)] == _strip(tail) and all(
         np.array_equal(proper_state["params"][n], state["params"][n]) for n in state["params"])
     return {"head": head, "tail": tail, "proper": proper, "no_opt": no_opt, "identical": identical,
@@ -115,26 +137,28 @@ def early_resume_seed(corpus, seed):
     from pylib import checkpoint, model, train
     from pylib.studies import resume
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
-    tcfg = train.TrainConfig(seed=seed)
+    tcfg = _steps(train.TrainConfig(seed=seed))
+    R = scaled(RESUME, SMALL["resume"])
     state = train.init_train_state(mcfg, tcfg)
-    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, RESUME["early_step"])
+    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, R["early_step"])
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
     out = {"sizes": resume.first_update_sizes(ckpt, mcfg, corpus.train, corpus.val)}
     for name, with_opt in (("proper", True), ("no_opt", False)):
         st, _ = resume.restart(ckpt, mcfg, with_optimizer=with_opt)
-        out[name] = train.train_steps(st, mcfg, tcfg, corpus.train, corpus.val, RESUME["window"])
+        out[name] = train.train_steps(st, mcfg, tcfg, corpus.train, corpus.val, R["window"])
     return out
 
 
 def part_resume(corpus):
     from pylib import train
     from pylib.studies import resume, target
-    runs = {s: resume_seed(corpus, s) for s in SEEDS}
-    k, w = RESUME["at_step"], RESUME["window"]
-    steps = train.TrainConfig().steps
+    R = scaled(RESUME, SMALL["resume"])
+    runs = {s: resume_seed(corpus, s) for s in progress(SEEDS, desc="resume", unit="seed")}
+    k, w = R["at_step"], R["window"]
+    steps = _steps(train.TrainConfig()).steps
 
     def reached(r, name):  # steps to the target of one arm: head and tail are one run of `steps` steps
-        return target.steps_to_target(r["head"] + r[name], RESUME["target"], steps=steps)
+        return target.steps_to_target(r["head"] + r[name], R["target"], steps=steps)
 
     values = {"ch15.resume.identical_runs": sum(r["identical"] for r in runs.values()),
               "ch15.resume.ckpt_bytes": runs[SEEDS[0]]["bytes"],
@@ -161,7 +185,7 @@ def part_resume(corpus):
                    "ch15.resume.target_order.tie": order["tie"], "ch15.resume.target_order.neither": order["neither"],
                    "ch15.resume.target_order.p": order["p"],
                    "ch15.resume.target_order.min_p": target.censored_sign_test([(0, 1)] * len(runs), steps)["p"]})
-    early = {s: early_resume_seed(corpus, s) for s in SEEDS}
+    early = {s: early_resume_seed(corpus, s) for s in progress(SEEDS, desc="early resume", unit="seed")}
     for name in ("proper", "no_opt"):
         values.update(arm(f"ch15.resume.early.{name}.excess_max",
                           {s: resume.paired_excess(r[name], r["proper"], w)["max"] for s, r in early.items()}))
@@ -173,13 +197,13 @@ def part_resume(corpus):
     peak = {s: max(range(w), key=lambda i: resume.paired_excess(r["no_opt"], r["proper"], w)["excess"][i])
             for s, r in runs.items()}
     values.update(arm("ch15.resume.no_opt.peak_after", peak))
-    lo, hi = k - RESUME["curve_before"], k + RESUME["curve_after"]
+    lo, hi = k - R["curve_before"], k + R["curve_after"]
     curves = {}
     for name in ("proper", "no_opt"):
         arr = np.array([[x["loss"] for x in (r["head"] + r[name])[lo:hi]] for r in runs.values()])  # (seeds, steps)
         curves[f"ch15.resume.{name}"] = {"steps": list(range(lo, hi)), "loss_mean": rounded(arr.mean(axis=0), 4),
                                          "loss_sd": rounded(arr.std(axis=0, ddof=1), 4)}
-    settings = {"resume": {**RESUME, "steps": 400, "model": "decoder-5k", "seeds": list(SEEDS)}}
+    settings = {"resume": {**R, "steps": scaled(400, SMALL["steps"]), "model": "decoder-5k", "seeds": list(SEEDS)}}
     return {"values": values, "curves": curves, "settings": settings}
 
 
@@ -214,21 +238,23 @@ def lr_spike_seed(corpus, seed):
     from pylib.studies import resume, stability
     mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "none", seed, lr=stability.BAD["lr_spike"])
     state = train.init_train_state(mcfg, tcfg)
-    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, REPLAY["lr_ckpt_step"])
+    R = scaled(REPLAY, SMALL["replay"])
+    train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, R["lr_ckpt_step"])
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
-    original = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, REPLAY["lr_steps"])
-    other = resume.replay(ckpt, mcfg, corpus.train, corpus.val, REPLAY["lr_steps"], set(), 0, False)
+    original = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, R["lr_steps"])
+    other = resume.replay(ckpt, mcfg, corpus.train, corpus.val, R["lr_steps"], set(), 0, False)
     at = lambda h: next((r["step"] for r in h if r.get("diverged")), None)  # noqa: E731
     return {"original": at(original), "other": at(other)}
 
 
 def part_replay(corpus):
     from pylib.studies import resume, stability
-    runs = {s: replay_seed(corpus, s) for s in REPLAY_SEEDS}
+    seeds = scaled(REPLAY_SEEDS, SMALL["replay_seeds"])
+    runs = {s: replay_seed(corpus, s) for s in progress(seeds, desc="replay", unit="seed")}
     values = {"ch15.replay.identical_runs": sum(r["identical"] for r in runs.values())}
     for name in ("original", "same", "other"):
         values.update(arm(f"ch15.replay.{name}.spike", {s: resume.replay_spike(r[name], r["bad_steps"]) for s, r in runs.items()}))
-    lr = {s: lr_spike_seed(corpus, s) for s in REPLAY_SEEDS}
+    lr = {s: lr_spike_seed(corpus, s) for s in progress(seeds, desc="lr spike", unit="seed")}
     values["ch15.replay.lr.original_diverged_runs"] = sum(v["original"] is not None for v in lr.values())
     values["ch15.replay.lr.other_diverged_runs"] = sum(v["other"] is not None for v in lr.values())
     values.update(arm("ch15.replay.lr.original_diverged_at", {s: v["original"] for s, v in lr.items()}))
@@ -237,8 +263,8 @@ def part_replay(corpus):
     for name in ("same", "other"):
         curves[f"ch15.replay.{name}"] = {"steps": [r["step"] for r in runs[SEEDS[0]][name]],
                                          **{f"loss_{s}": rounded([x["loss"] for x in r[name]], 4) for s, r in runs.items()}}
-    settings = {"replay": {**REPLAY, **resume.REPLAY, "inject_step": stability.BAD["inject_step"], "repeats": stability.BAD["repeats"],
-                           "lr_spike": stability.BAD["lr_spike"], "seeds": list(REPLAY_SEEDS)}}
+    settings = {"replay": {**scaled(REPLAY, SMALL["replay"]), **resume.REPLAY, "inject_step": stability.BAD["inject_step"],
+                           "repeats": stability.BAD["repeats"], "lr_spike": stability.BAD["lr_spike"], "seeds": list(seeds)}}
     return {"values": values, "curves": curves, "settings": settings}
 
 
@@ -283,24 +309,27 @@ def part_health(corpus):
     from pylib import model, train
     from pylib.studies import monitoring
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
-    tcfg = train.TrainConfig(steps=HEALTH["overfit_steps"])
+    H_ = scaled(HEALTH, SMALL["health"])
+    seeds = scaled(SEEDS, SMALL["seeds"])
+    tcfg = train.TrainConfig(steps=H_["overfit_steps"])
     values = {}
     over = {s: monitoring.overfit_one_batch(mcfg, dataclasses.replace(tcfg, seed=s), corpus.train,
-                                            HEALTH["overfit_steps"], seed=s) for s in SEEDS}
+                                            H_["overfit_steps"], seed=s) for s in progress(seeds, desc="overfit one batch", unit="seed")}
     values.update(arm("ch15.health.overfit_first", {s: h[0] for s, h in over.items()}))
     values.update(arm("ch15.health.overfit_last", {s: h[-1] for s, h in over.items()}))
-    P, pi = monitoring.markov_source(mcfg.vocab_size, HEALTH["markov_concentration"], HEALTH["markov_seed"])
+    P, pi = monitoring.markov_source(mcfg.vocab_size, H_["markov_concentration"], H_["markov_seed"])
     H = monitoring.entropy_rate(P, pi)
-    toks = monitoring.sample_markov(P, HEALTH["markov_tokens"] + HEALTH["markov_val"], HEALTH["markov_seed"] + 1)
-    tr, va = toks[:HEALTH["markov_tokens"]], toks[HEALTH["markov_tokens"]:]
-    runs = {s: train.train(mcfg, train.TrainConfig(seed=s, final_eval=True), tr, va)[1] for s in SEEDS}
+    toks = monitoring.sample_markov(P, H_["markov_tokens"] + H_["markov_val"], H_["markov_seed"] + 1)
+    tr, va = toks[:H_["markov_tokens"]], toks[H_["markov_tokens"]:]
+    runs = {s: train.train(mcfg, _steps(train.TrainConfig(seed=s, final_eval=True)), tr, va)[1]
+            for s in progress(seeds, desc="Markov chain", unit="seed")}
     values["ch15.health.markov_entropy"] = H
     values.update(arm("ch15.health.markov_final_val", {s: final_val(h) for s, h in runs.items()}))
     values.update(arm("ch15.health.markov_gap", {s: final_val(h) - H for s, h in runs.items()}))
     arr = np.array([[r["val"] for r in h if "val" in r] for h in runs.values()])
-    curves = {"ch15.health.markov": {"steps": [r["step"] for r in runs[SEEDS[0]] if "val" in r],
+    curves = {"ch15.health.markov": {"steps": [r["step"] for r in runs[seeds[0]] if "val" in r],
                                      "val_mean": rounded(arr.mean(axis=0), 4), "entropy": round(H, 5)}}
-    return {"values": values, "curves": curves, "settings": {"health": HEALTH}}
+    return {"values": values, "curves": curves, "settings": {"health": H_}}
 
 
 # ---------------------------------------------------------------------------
@@ -352,7 +381,8 @@ def part_torch(corpus):
     from companions import ch15_dcp as dcp_run
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     tcfg = train.TrainConfig(seed=TORCH["seed"])
-    k, n, W, W2 = TORCH["k"], TORCH["n"], TORCH["save_world"], TORCH["load_world"]
+    T = scaled(TORCH, SMALL["torch"])
+    k, n, W, W2 = T["k"], T["n"], T["save_world"], T["load_world"]
     with tempfile.TemporaryDirectory(prefix="ch15-dcp-") as tmp:
         path = os.path.join(tmp, "checkpoint")  # the metadata records this path: one length on every run
         out = dcp_run.dcp_vs_pylib(mcfg, tcfg, corpus.train, path, k, n, W, W2)
@@ -407,7 +437,7 @@ def part_torch(corpus):
     timings = {"ch15.torch.save_seconds": first["save_seconds"], "ch15.torch.load_seconds": second["load_seconds"],
                "ch15.torch.pylib_save_seconds": pylib_save_seconds, "ch15.torch.pylib_load_seconds": pylib_load_seconds,
                "ch15.torch.seconds": time.perf_counter() - t0}
-    return {"values": values, "curves": curves, "settings": {"ch15.torch": {**TORCH, "files": sorted(files)}},
+    return {"values": values, "curves": curves, "settings": {"ch15.torch": {**T, "files": sorted(files)}},
             "timings": timings}
 
 
@@ -455,7 +485,6 @@ def derived(corpus):
 
 def markdown(results):
     """results.md's section for chapter 15."""
-    from experiments.common import EVAL_FULL
     v = results["values"]
 
     def pm(k, f=".3f"):
@@ -470,19 +499,24 @@ def markdown(results):
             return "no comparison: a seed has no value (never reached the target, or diverged)"
 
     g = lambda k, f=".4g": format(v[k], f) if k in v and v[k] is not None else "–"  # noqa: E731
+    settings = results.get("settings", {})  # the sizes run (the notebook's reduced size is smaller)
+    R = {**RESUME, "steps": 400, "seeds": list(SEEDS), **settings.get("resume", {})}
+    seeds, replay_seeds = R["seeds"], settings.get("replay", {}).get("seeds", REPLAY_SEEDS)
+    T = {**TORCH, **settings.get("ch15.torch", {})}
+    overfit_steps = settings.get("health", {}).get("overfit_steps", HEALTH["overfit_steps"])
     lines = ["## Chapter 15: running a job", "",
-             f"Resume: default model and settings, saved at step {RESUME['at_step']} and continued to step 400; "
-             f"final loss on {EVAL_FULL}; steps to a subset validation loss of {RESUME['target']}. Mean ± sd over seeds "
-             f"{', '.join(map(str, SEEDS))}. Proper resumes identical to the uninterrupted run, bit for bit: "
-             f"{v.get('ch15.resume.identical_runs', '–')} of {len(SEEDS)}; checkpoint size {v.get('ch15.resume.ckpt_bytes', '–')} bytes.", "",
-             "| arm | largest batch-loss excess, first 20 steps | mean excess | first update norm | final val (whole split) | steps to target |",
+             f"Resume: default model and settings, saved at step {R['at_step']} and continued to step {R['steps']}; "
+             f"final loss on {scored_on()}; steps to a subset validation loss of {R['target']}. Mean ± sd over seeds "
+             f"{', '.join(map(str, seeds))}. Proper resumes identical to the uninterrupted run, bit for bit: "
+             f"{v.get('ch15.resume.identical_runs', '–')} of {len(seeds)}; checkpoint size {v.get('ch15.resume.ckpt_bytes', '–')} bytes.", "",
+             f"| arm | largest batch-loss excess, first {R['window']} steps | mean excess | first update norm | final val (whole split) | steps to target |",
              "| --- | --- | --- | --- | --- | --- |"]
     for name in ("proper", "no_opt"):
         b = f"ch15.resume.{name}"
         lines.append(f"| {name} | {pm(b + '.excess_max')} | {pm(b + '.excess_mean')} | {pm(b + '.first_update', '.4f')} | "
                      f"{pm(b + '.final_val')} | {pm(b + '.steps_to_target', '.1f')} |")
     lines += ["", f"- first update, no_opt / proper: {pm('ch15.resume.first_update_ratio', '.1f')}",
-              f"- at step {RESUME['early_step']}: first update no_opt / proper {pm('ch15.resume.early.first_update_ratio', '.1f')}; "
+              f"- at step {R['early_step']}: first update no_opt / proper {pm('ch15.resume.early.first_update_ratio', '.1f')}; "
               f"excess max {pm('ch15.resume.early.no_opt.excess_max')}; no_opt − proper: "
               f"{cmp('ch15.resume.early.no_opt.excess_max', 'ch15.resume.early.proper.excess_max')}",
               f"- excess max, no_opt − proper: {cmp('ch15.resume.no_opt.excess_max', 'ch15.resume.proper.excess_max')}",
@@ -491,18 +525,18 @@ def markdown(results):
               f"{v.get('ch15.resume.target_order.no_opt_first', '–')}, proper first in "
               f"{v.get('ch15.resume.target_order.proper_first', '–')}, same evaluation in "
               f"{v.get('ch15.resume.target_order.tie', '–')}, neither reached in "
-              f"{v.get('ch15.resume.target_order.neither', '–')} of {len(SEEDS)} seeds; sign test p = "
-              f"{g('ch15.resume.target_order.p', '.3g')} (the smallest possible with {len(SEEDS)} seeds: "
+              f"{v.get('ch15.resume.target_order.neither', '–')} of {len(seeds)} seeds; sign test p = "
+              f"{g('ch15.resume.target_order.p', '.3g')} (the smallest possible with {len(seeds)} seeds: "
               f"{g('ch15.resume.target_order.min_p', '.3g')})",
-              f"- initial loss − ln V: {pm('ch15.health.initial_gap', '.4f')} ({v.get('ch15.health.initial_ok_runs', '–')} of 3 within 0.1)",
+              f"- initial loss − ln V: {pm('ch15.health.initial_gap', '.4f')} ({v.get('ch15.health.initial_ok_runs', '–')} of {len(seeds)} within 0.1)",
               "", "Replay (chapter 8's bad stretch, no clipping; checkpoint 10 steps before it). Same-batch "
-              f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(REPLAY_SEEDS)}.", "",
+              f"replays identical to the original: {v.get('ch15.replay.identical_runs', '–')} of {len(replay_seeds)}.", "",
               "| run | spike after the stretch (nats) |", "| --- | --- |"]
     for name in ("original", "same", "other"):
         lines.append(f"| {name} | {pm(f'ch15.replay.{name}.spike')} |")
     lines += ["", f"- spike, same − other: {cmp('ch15.replay.same.spike', 'ch15.replay.other.spike')}",
-              f"- lr spike: original diverged in {v.get('ch15.replay.lr.original_diverged_runs', '–')} of {len(REPLAY_SEEDS)}, "
-              f"replayed on other batches in {v.get('ch15.replay.lr.other_diverged_runs', '–')} of {len(REPLAY_SEEDS)}", ""]
+              f"- lr spike: original diverged in {v.get('ch15.replay.lr.original_diverged_runs', '–')} of {len(replay_seeds)}, "
+              f"replayed on other batches in {v.get('ch15.replay.lr.other_diverged_runs', '–')} of {len(replay_seeds)}", ""]
     for name, s in GOODPUT.items():
         b = f"ch15.goodput.{name}"
         lines.append(f"Goodput, {name} (δ = {s['delta']}, M = {s['M']}, R = {s['R']} min): Young {g(b + '.young')}, Daly "
@@ -514,14 +548,14 @@ def markdown(results):
     if "ch15.torch.status" in v:
         t = lambda k, f=".3g": format(v[k], f) if isinstance(v.get(k), (int, float)) else str(v.get(k, "–"))  # noqa: E731
         lines += [f"PyTorch's checkpoint (torch.distributed.checkpoint, FSDP2; {t('ch15.torch.status')}): saved after "
-                  f"{TORCH['k']} steps on {TORCH['save_world']} processes, loaded on {TORCH['load_world']}, {TORCH['n']} more steps.", "",
+                  f"{T['k']} steps on {T['save_world']} processes, loaded on {T['load_world']}, {T['n']} more steps.", "",
                   f"- the whole state at the resume point, bit for bit: {t('ch15.torch.resume_point_identical')}; resumed on "
-                  f"{TORCH['save_world']}, the run that never stopped: {t('ch15.torch.same_world_identical')}; pylib's checkpoint of "
+                  f"{T['save_world']}, the run that never stopped: {t('ch15.torch.same_world_identical')}; pylib's checkpoint of "
                   f"the same state holds the same numbers: {t('ch15.torch.pylib_file_identical')}, and resumes the same: "
                   f"{t('ch15.torch.via_pylib_identical')}",
                   f"- largest weight difference from the run that never stopped, after the first / last continued step: resumed "
-                  f"on {TORCH['load_world']} {t('ch15.torch.resumed.first_diff')} / {t('ch15.torch.resumed.last_diff')}; two runs "
-                  f"that never stopped, {TORCH['load_world']} and {TORCH['save_world']} processes, "
+                  f"on {T['load_world']} {t('ch15.torch.resumed.first_diff')} / {t('ch15.torch.resumed.last_diff')}; two runs "
+                  f"that never stopped, {T['load_world']} and {T['save_world']} processes, "
                   f"{t('ch15.torch.worlds.first_diff')} / {t('ch15.torch.worlds.last_diff')}; pylib's ZeRO-3 reshard "
                   f"{t('ch15.torch.pylib_reshard.first_diff')} / {t('ch15.torch.pylib_reshard.last_diff')}; the weights moved "
                   f"up to {t('ch15.torch.moved')} in those steps",
@@ -530,7 +564,7 @@ def markdown(results):
                   f"{t('ch15.torch.dcp_pieces')} pieces, {t('ch15.torch.dcp_payload_bytes', 'd')} bytes of numbers, "
                   f"{t('ch15.torch.dcp_bytes_per_piece', '.0f')} bytes of framing a piece), against pylib's "
                   f"{t('ch15.torch.pylib_bytes', 'd')} bytes in one file", ""]
-    lines += [f"Health: one batch, {HEALTH['overfit_steps']} steps: {pm('ch15.health.overfit_first')} → "
+    lines += [f"Health: one batch, {overfit_steps} steps: {pm('ch15.health.overfit_first')} → "
               f"{pm('ch15.health.overfit_last')}. Markov chain entropy rate {g('ch15.health.markov_entropy')}; final "
               f"held-out loss {pm('ch15.health.markov_final_val')} (gap {pm('ch15.health.markov_gap')}).", ""]
     return lines

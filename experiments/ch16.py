@@ -44,11 +44,12 @@ and 60.1 s under a load average of 4.3).
 One task (no PARTS): the pretrained model is shared by every method of its seed.
 """
 
+import dataclasses
 import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, paired_text
+from experiments.common import SEEDS, arm, is_small, paired_text, progress, scaled
 
 from pylib.studies import preferences as pf, sft
 
@@ -66,12 +67,49 @@ PREF_METHODS = {  # name: (method, settings)
 LOSS_MARGIN = 0.02  # nats: differences smaller than this count as none (chosen before measuring)
 ACC_MARGIN = 0.02  # accuracy: two points in a hundred
 FREQ_MARGIN = 0.01  # target-letter frequency: one point in a hundred
+# The notebook's reduced size (experiments.common.small_size): two seeds, a short pretraining, fewer SFT
+# steps, the first test_pairs held-out pairs, fewer preference prompts, short RL runs, and batches of
+# `batch` for RL, DPO and IPO (DPO and IPO keep their 80 steps: the checkpoints' keys are the chapter's).
+SMALL = {"seeds": (0, 1), "pretrain_steps": 30, "sft_steps": 20, "test_pairs": 40, "pairs": 32, "eval_prompts": 16,
+         "rl_steps": 4, "batch": 4}
+
+
+def seeds():
+    """SEEDS, or SMALL's at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def sft_settings():
+    """pylib.studies.sft.SFT, or with SMALL's steps at the reduced size."""
+    return scaled(sft.SFT, dict(sft.SFT, steps=SMALL["sft_steps"]))
+
+
+def pref_settings():
+    """pylib.studies.preferences.PREF, or with SMALL's numbers of prompts at the reduced size."""
+    return scaled(pf.PREF, dict(pf.PREF, pairs=SMALL["pairs"], eval_prompts=SMALL["eval_prompts"]))
+
+
+def pref_methods():
+    """PREF_METHODS, or at the reduced size with SMALL's batches (and RL's steps)."""
+    small = {"batch_size": SMALL["batch"]}
+    return scaled(PREF_METHODS, {name: (method, None if settings is None else
+                                        dict(settings, **small, **({"steps": SMALL["rl_steps"]} if method == "rl" else {})))
+                                 for name, (method, settings) in PREF_METHODS.items()})
+
+
+def sft_set_for(corpus):
+    """The speaker questions every seed is fine-tuned and scored on (sft.build_sft_set on the validation
+    split); at the reduced size only the first SMALL["test_pairs"] held-out pairs are scored."""
+    sft_set = sft.build_sft_set(corpus.val, corpus.vocab, sft.pretrain_configs(corpus.vocab.size, 0)[0].block_size)
+    if is_small():
+        sft_set = dataclasses.replace(sft_set, test=sft_set.test[:SMALL["test_pairs"]])
+    return sft_set
 
 
 def pretrain(corpus, seed):
     """The default 400-step run of this seed: the pretrained model every method starts from."""
     from pylib import train
-    mcfg, tcfg = sft.pretrain_configs(corpus.vocab.size, seed)
+    mcfg, tcfg = sft.pretrain_configs(corpus.vocab.size, seed, steps=scaled(None, SMALL["pretrain_steps"]))
     params, history = train.train(mcfg, tcfg, corpus.train, corpus.val)
     return mcfg, params, history
 
@@ -88,7 +126,7 @@ def sft_seed(corpus, mcfg, params, seed, sft_set):
     out = {"pretrained": scores(params)}
     for name in sft.ARMS:
         state = sft.init_finetune(params, seed)
-        records = sft.sft_steps(state, mcfg, x, y, sft.loss_mask(name, pm, rm), sft.SFT["steps"])
+        records = sft.sft_steps(state, mcfg, x, y, sft.loss_mask(name, pm, rm), sft_settings()["steps"])
         out[name] = scores(state["params"])
         out[name]["final_train_loss"] = records[-1]["loss"]
     return out
@@ -98,8 +136,8 @@ def preferences_seed(corpus, mcfg, params, seed):
     """The pairs, the reward model and every method's measurements for one seed."""
     P = pf.PREF["prompt_tokens"]
     target = pf.target_id(corpus.vocab, pf.PREF["target"])
-    prompts = pf.prompts_from(corpus.val, pf.PREF["pairs"], P)
-    held_out = pf.prompts_from(corpus.val, pf.PREF["eval_prompts"], P, offset=HELD_OUT_OFFSET)
+    prompts = pf.prompts_from(corpus.val, pref_settings()["pairs"], P)
+    held_out = pf.prompts_from(corpus.val, pref_settings()["eval_prompts"], P, offset=HELD_OUT_OFFSET)
     pairs = pf.make_pairs(params, mcfg, prompts, target, np.random.default_rng([seed, 160]))
     test_pairs = pf.make_pairs(params, mcfg, held_out, target, np.random.default_rng([seed, 162]))
     w = pf.fit_reward_model(pairs, corpus.vocab.size)
@@ -107,7 +145,7 @@ def preferences_seed(corpus, mcfg, params, seed):
            "rm_target_rank": int((w > w[target]).sum()) + 1}
     ref_c = pf.response_logps(params, mcfg, pairs["prompts"], pairs["chosen"])
     ref_r = pf.response_logps(params, mcfg, pairs["prompts"], pairs["rejected"])
-    for name, (method, settings) in PREF_METHODS.items():
+    for name, (method, settings) in pref_methods().items():
         state = sft.init_finetune(params, seed)
         if method in pf.PAIR_LOSSES:  # in segments (the same run: the state carries its rng), measured at each checkpoint
             done = 0
@@ -139,9 +177,9 @@ HELD_OUT_OFFSET = 1000  # tokens: the held-out prompts start this far from the p
 
 def run(corpus):
     t0 = time.perf_counter()
-    sft_set = sft.build_sft_set(corpus.val, corpus.vocab, sft.pretrain_configs(corpus.vocab.size, 0)[0].block_size)
+    sft_set = sft_set_for(corpus)
     by_seed_sft, by_seed_pref, pre_seconds = {}, {}, 0.0
-    for seed in SEEDS:
+    for seed in progress(seeds(), desc="seeds", unit="seed"):
         t = time.perf_counter()
         mcfg, params, _ = pretrain(corpus, seed)
         pre_seconds += time.perf_counter() - t
@@ -153,13 +191,19 @@ def run(corpus):
             values.update(arm(f"ch16.sft.{name}.{metric}", {s: r[name][metric] for s, r in by_seed_sft.items()}))
     for name in sft.ARMS:
         values.update(arm(f"ch16.sft.{name}.final_train_loss", {s: r[name]["final_train_loss"] for s, r in by_seed_sft.items()}))
-    for key in by_seed_pref[SEEDS[0]]:
+    for key in by_seed_pref[seeds()[0]]:
         values.update(arm(f"ch16.pref.{key}", {s: r[key] for s, r in by_seed_pref.items()}))
     settings = {"ch16": {"pretraining": "TrainConfig() with each seed (chapter 1's default run), no whole-split evaluation",
                          "sft_set": sft.SFT_SET, "sft": sft.SFT, "pref": pf.PREF, "reward_model": pf.REWARD,
                          "dpo": pf.DPO, "ipo": pf.IPO, "rl": pf.RL, "answer_tokens": ANSWER_TOKENS, "held_out_offset": HELD_OUT_OFFSET,
                          "speakers": list(sft_set.speakers), "sft_train_pairs": len(sft_set.train),
                          "sft_test_pairs": len(sft_set.test)}}
+    if is_small():  # what the reduced size changed
+        methods = pref_methods()
+        settings["ch16"].update(pretraining=f"TrainConfig() with each seed, {SMALL['pretrain_steps']} steps (the notebook's "
+                                            "reduced size), no whole-split evaluation",
+                                pretrain_steps=SMALL["pretrain_steps"], sft=sft_settings(), pref=pref_settings(),
+                                dpo=methods["dpo"][1], ipo=methods["ipo"][1], rl=methods["rl"][1])
     timings = {"ch16.total_seconds": time.perf_counter() - t0, "ch16.pretrain_seconds": pre_seconds}
     return {"values": values, "curves": {}, "settings": settings, "timings": timings}
 
@@ -237,9 +281,13 @@ def markdown(results):
         except (KeyError, ValueError) as e:
             return f"– ({e})"
 
+    measured = results["settings"]["ch16"]
+    seed_list = sorted(map(int, v["ch16.sft.pretrained.accuracy.per_seed"]))  # the seeds the results were measured with
+    pretraining = (f"a {measured['pretrain_steps']}-step run, the notebook's reduced size" if "pretrain_steps" in measured
+                   else "the default 400-step run")
     lines = ["## Chapter 16: after pretraining (SFT, RLHF, DPO)", "",
-             f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds; each seed pretrains the course model "
-             "once (the default 400-step run) and every method starts from it. Paired comparisons: a − b, 95% "
+             f"Seeds {', '.join(map(str, seed_list))}; mean ± sample sd over seeds; each seed pretrains the course model "
+             f"once ({pretraining}) and every method starts from it. Paired comparisons: a − b, 95% "
              "t-interval.", "",
              "### SFT on speaker questions (held-out pairs)", "",
              "| model | loss per response token | loss per verse token | loss per template token | speaker accuracy | "

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, is_small, paired_text, progress, rounded, run_parts, scaled
 
 BPE_TRAIN_TOKENS = 500_000  # the first 500,000 ids of the training stream (about an eighth)
 BPE_VOCABS = (128, 256)  # the BPE vocabularies the model is trained on
@@ -40,26 +40,63 @@ QUALITY_N = 5  # word n-grams for the duplicated-n-gram fraction
 # occurrence as pylib.studies.dedup.duplicated_ngram_fraction does, so on the same text this one is larger.
 QUALITY_THRESHOLD = 0.15
 MARGIN = 0.02  # nats: the smallest difference that matters for a null result (chosen in advance)
+# The notebook's reduced size (experiments.common.small_size): BPE learnt on fewer ids; the models and the
+# mixtures two seeds of `steps` steps (the subset curves, which this chapter does not use, only at the first
+# and last step, on eval_windows windows), on the first train_tokens of the training stream, scored on the
+# first val_tokens of the validation stream (and of each held-out play); the weights the chapter and its
+# paired comparisons name; the near-duplicate searches on the first near_dup_scenes scenes and
+# near_dup_speeches speeches, the quality heuristic on the first quality_scenes scenes (the exact checks
+# still see every scene and speech).
+SMALL = {"bpe_train_tokens": 50_000, "seeds": (0, 1), "steps": 30, "eval_windows": 32, "train_tokens": 131_072,
+         "val_tokens": 16_384, "mix_weights": (0.0, 0.25, 0.5, 1.0), "near_dup_scenes": 40, "near_dup_speeches": 1_500,
+         "quality_scenes": 100}
+
+
+def train_split(corpus):
+    """The training stream: the whole of it, or its start at the reduced size."""
+    return corpus.train[:scaled(None, SMALL["train_tokens"])]
+
+
+def val_split(tokens):
+    """A validation stream (the split, or a held-out play): all of it, or its start at the reduced size."""
+    return tokens[:scaled(None, SMALL["val_tokens"])]
+
+
+def scored_on(full, what):
+    """What a loss is scored on, in results.md's words: full, or at the reduced size the first
+    SMALL["val_tokens"] tokens of what."""
+    return f"the first {SMALL['val_tokens']:,} tokens of {what}" if is_small() else full
+
+
+def train_config():
+    """TrainConfig(), or at the reduced size SMALL's steps, evaluating the subsets at the first and last step."""
+    from pylib import train
+    tc = train.TrainConfig()
+    return dataclasses.replace(tc, steps=scaled(tc.steps, SMALL["steps"]),
+                               eval_interval=scaled(tc.eval_interval, SMALL["steps"]),
+                               eval_windows=scaled(tc.eval_windows, SMALL["eval_windows"]))
 
 
 def learn_bpe(corpus, vocab_size, split=False):
     """BPE on the fixed training subset, base = the corpus's 65 ids, EOS never merged."""
     from pylib import bpe
     base = list(corpus.vocab.chars) + ["\u2404"]
-    return bpe.train_bpe(corpus.train[:BPE_TRAIN_TOKENS], base, vocab_size - corpus.vocab.size,
+    n_ids = scaled(BPE_TRAIN_TOKENS, SMALL["bpe_train_tokens"])
+    return bpe.train_bpe(corpus.train[:n_ids], base, vocab_size - corpus.vocab.size,
                          stop_id=corpus.vocab.eos_id, split=split)[0]
 
 
 def compression(corpus, tok):
     """Characters per token on the validation stream after each merge: (vocab sizes, ratios)."""
     from pylib import bpe
-    ids = corpus.val.astype(np.int64)
+    val = val_split(corpus.val)
+    ids = val.astype(np.int64)
     starts = tok.starts(ids)
     sizes, ratios = [len(tok.base)], [1.0]
     for i, (a, b) in enumerate(tok.merges):
         ids, starts = bpe.merge_split(ids, starts, a, b, len(tok.base) + i)
         sizes.append(len(tok.base) + i + 1)
-        ratios.append(corpus.val.size / ids.size)
+        ratios.append(val.size / ids.size)
     return sizes, ratios
 
 
@@ -75,22 +112,25 @@ def arm_name(V, split):
     return f"ch2.loss_v{V}" + ("split" if split else "")
 
 
-def char_vs_bpe(corpus, toks, values, timings):
-    """Default model and TrainConfig on char ids and on BPE ids (first V - 65 merges), 3 seeds."""
+def char_vs_bpe(corpus, toks, values, timings, runs=None):
+    """Default model and TrainConfig on char ids and on BPE ids (first V - 65 merges), 3 seeds.
+
+    runs: [(V, split)], default characters, BPE_VOCABS and SPLIT_VOCABS with pre-tokens."""
     from pylib import model, train
-    tc = dataclasses.replace(train.TrainConfig(), final_eval=True)
-    runs = [(corpus.vocab.size, False)] + [(V, False) for V in BPE_VOCABS] + [(V, True) for V in SPLIT_VOCABS]
-    for V, split in runs:
+    tc = dataclasses.replace(train_config(), final_eval=True)
+    seeds, train_tokens, val_tokens = scaled(SEEDS, SMALL["seeds"]), train_split(corpus), val_split(corpus.val)
+    runs = runs or [(corpus.vocab.size, False)] + [(V, False) for V in BPE_VOCABS] + [(V, True) for V in SPLIT_VOCABS]
+    for V, split in progress(runs, desc="tokenisations", unit="vocabulary"):
         tok, n = toks[split], V - corpus.vocab.size
         key = arm_name(V, split)
         t0 = time.perf_counter()
-        tr = tok.encode_ids(corpus.train, n) if n else corpus.train.astype(np.int64)
-        va = tok.encode_ids(corpus.val, n) if n else corpus.val.astype(np.int64)
+        tr = tok.encode_ids(train_tokens, n) if n else train_tokens.astype(np.int64)
+        va = tok.encode_ids(val_tokens, n) if n else val_tokens.astype(np.int64)
         timings[f"{key}.encode_seconds"] = time.perf_counter() - t0
         cfg = dataclasses.replace(model.GPTConfig(), vocab_size=V)
         cpt = scored_chars_per_token(tok, va, cfg.block_size) if n else 1.0
         per_token = {}
-        for seed in SEEDS:
+        for seed in seeds:
             _, hist = train.train(cfg, dataclasses.replace(tc, seed=seed), tr, va)
             per_token[seed] = final_val(hist)
         per_char = {s: (None if v is None else v / cpt) for s, v in per_token.items()}
@@ -127,7 +167,7 @@ def dedup_values(values):
     scenes = [s for s, _, _ in scene_rows]
     values["ch2.dedup.scenes"] = len(scenes)
     values["ch2.dedup.scene_exact_groups"] = len(dedup.exact_duplicate_groups(scenes))
-    scene_pairs = dedup.near_duplicate_pairs(scenes, **NEAR_DUP)
+    scene_pairs = dedup.near_duplicate_pairs(scenes[:scaled(None, SMALL["near_dup_scenes"])], **NEAR_DUP)
     values["ch2.dedup.scene_near_pairs"] = len(scene_pairs)
     sp = [(x, slug, split) for s, slug, split in scene_rows for x in speeches(s)]
     speech_texts = [x for x, _, _ in sp]
@@ -154,10 +194,11 @@ def dedup_values(values):
         values[f"ch2.dedup.cross_split.{n}.text"] = short(speech_texts[g[0]], 240)
         values[f"ch2.dedup.cross_split.{n}.train_plays"] = ", ".join(sorted({sp[i][1] for i in g if sp[i][2] == "train"}))
         values[f"ch2.dedup.cross_split.{n}.val_plays"] = ", ".join(sorted({sp[i][1] for i in g if sp[i][2] == "val"}))
-    near = dedup.near_duplicate_pairs(speech_texts, min_chars=SPEECH_MIN_CHARS, **NEAR_DUP)
+    searched = speech_texts[:scaled(None, SMALL["near_dup_speeches"])]  # every speech, or the first few
+    near = dedup.near_duplicate_pairs(searched, min_chars=SPEECH_MIN_CHARS, **NEAR_DUP)
     near = [p for p in near if dedup.normalise_for_dedup(speech_texts[p[0]]) != dedup.normalise_for_dedup(speech_texts[p[1]])]
     values["ch2.dedup.speech_near_pairs"] = len(near)
-    values["ch2.dedup.speech_long"] = sum(len(dedup.normalise_for_dedup(x)) >= SPEECH_MIN_CHARS for x in speech_texts)
+    values["ch2.dedup.speech_long"] = sum(len(dedup.normalise_for_dedup(x)) >= SPEECH_MIN_CHARS for x in searched)
     if near:
         i, j, est, exact = max(near, key=lambda p: (p[3], -p[0], -p[1]))
         values["ch2.dedup.speech_near_example_a"] = short(speech_texts[i], 240)
@@ -166,9 +207,10 @@ def dedup_values(values):
         values["ch2.dedup.speech_near_example_est"] = est
         values["ch2.dedup.speech_near_example_exact"] = exact
     # a quality heuristic: the duplicated word n-gram fraction of each scene
-    frac = np.array([dedup.duplicated_ngram_fraction(s, QUALITY_N) for s in scenes])
+    rated = scenes[:scaled(None, SMALL["quality_scenes"])]  # every scene, or the first few
+    frac = np.array([dedup.duplicated_ngram_fraction(s, QUALITY_N) for s in rated])
     flagged = np.flatnonzero(frac > QUALITY_THRESHOLD)
-    chars = np.array([len(s) for s in scenes])
+    chars = np.array([len(s) for s in rated])
     values["ch2.quality.median"] = float(np.median(frac))
     values["ch2.quality.flagged"] = int(flagged.size)
     values["ch2.quality.flagged_char_fraction"] = float(chars[flagged].sum() / chars.sum())
@@ -179,16 +221,17 @@ def dedup_values(values):
 
 
 def mixture_values(corpus, values, curves):
-    from pylib import data, model, train
+    from pylib import data, model
     from pylib.studies import mixture
     spans = data.play_spans(data.read_plays(), corpus.vocab)
     sources = mixture.genre_sources(corpus.train, spans)
-    srcs = [sources[g] for g in mixture.GENRES]
-    tc, cfg = train.TrainConfig(), model.GPTConfig()
+    srcs = [(sources[g][0], val_split(sources[g][1])) for g in mixture.GENRES]
+    tc, cfg = train_config(), model.GPTConfig()
+    weights, seeds = scaled(MIX_WEIGHTS, SMALL["mix_weights"]), scaled(SEEDS, SMALL["seeds"])
     held = {g: [] for g in mixture.GENRES}
-    for w in MIX_WEIGHTS:
+    for w in progress(weights, desc=f"mixtures, {tc.steps} steps", unit="weight"):
         losses = {g: {} for g in mixture.GENRES}
-        for seed in SEEDS:
+        for seed in seeds:
             t = dataclasses.replace(tc, seed=seed)
             state = mixture.init_mixture_run(cfg, t, srcs, [w, 1 - w])
             mixture.mixture_steps(state, cfg, t, t.steps)
@@ -198,7 +241,7 @@ def mixture_values(corpus, values, curves):
             a = arm(f"ch2.mix.w{int(w * 100)}.{g}", losses[g])
             values.update(a)
             held[g].append(a[f"ch2.mix.w{int(w * 100)}.{g}.mean"])
-    curves["ch2.mix"] = {"weights": list(MIX_WEIGHTS), **{g: rounded(held[g]) for g in mixture.GENRES}}
+    curves["ch2.mix"] = {"weights": list(weights), **{g: rounded(held[g]) for g in mixture.GENRES}}
     for g in mixture.GENRES:
         values[f"ch2.mix.{g}.train_tokens"] = int(sources[g][0].size)
         values[f"ch2.mix.{g}.held_out_tokens"] = int(sources[g][1].size)
@@ -212,7 +255,7 @@ def part_tokenise(corpus):
     """BPE without and with pre-tokens: compression curves, first merges, tokens that cross words."""
     from pylib import bpe
     values, curves, timings = {}, {}, {}
-    for split, suffix in ((False, ""), (True, "_split")):
+    for split, suffix in progress(((False, ""), (True, "_split")), desc="BPE", unit="tokeniser"):
         t0 = time.perf_counter()
         tok = learn_bpe(corpus, max(BPE_VOCABS), split)
         timings[f"ch2.bpe{suffix}.train_seconds"] = time.perf_counter() - t0
@@ -228,7 +271,8 @@ def part_tokenise(corpus):
         values[f"ch2.bpe{suffix}.learnt_tokens"] = len(strings)
         values[f"ch2.bpe{suffix}.crossing_examples"] = " ".join(repr(s) for s in sorted(crossing, key=lambda s: (-len(s), s))[:8])
     return {"values": values, "curves": curves, "timings": timings,
-            "settings": {"ch2.bpe": {"bpe_train_tokens": BPE_TRAIN_TOKENS, "pretoken_pattern": bpe.PRETOKEN_PATTERN}}}
+            "settings": {"ch2.bpe": {"bpe_train_tokens": scaled(BPE_TRAIN_TOKENS, SMALL["bpe_train_tokens"]),
+                                     "pretoken_pattern": bpe.PRETOKEN_PATTERN}}}
 
 
 def part_models(corpus):
@@ -240,7 +284,7 @@ def part_models(corpus):
     timings["ch2.char_vs_bpe.seconds"] = time.perf_counter() - t0
     return {"values": values, "timings": timings,
             "settings": {"ch2.models": {"bpe_vocabs": list(BPE_VOCABS), "split_vocabs": list(SPLIT_VOCABS),
-                                        "seeds": list(SEEDS), "final_loss": "whole validation split"}}}
+                                        "seeds": list(scaled(SEEDS, SMALL["seeds"])), "final_loss": "whole validation split"}}}
 
 
 def part_cleaning(corpus):
@@ -266,7 +310,8 @@ def part_mixture(corpus):
     t0 = time.perf_counter()
     mixture_values(corpus, values, curves)
     return {"values": values, "curves": curves, "timings": {"ch2.mix.seconds": time.perf_counter() - t0},
-            "settings": {"ch2.mix": {"mix_weights": list(MIX_WEIGHTS), "seeds": list(SEEDS),
+            "settings": {"ch2.mix": {"mix_weights": list(scaled(MIX_WEIGHTS, SMALL["mix_weights"])),
+                                     "seeds": list(scaled(SEEDS, SMALL["seeds"])),
                                      "final_loss": "each genre's whole held-out play"}}}
 
 
@@ -309,10 +354,13 @@ def derived(corpus):
 
 def markdown(results):
     """results.md's section for chapter 2."""
-    v = results["values"]
+    v, settings = results["values"], results["settings"]
+    model_seeds, mix_seeds = len(settings["ch2.models"]["seeds"]), len(settings["ch2.mix"]["seeds"])
+    held_out = scored_on("each genre's whole held-out play", "each genre's held-out play")
     lines = ["## Chapter 2: data and tokenisation", "",
-             f"BPE learnt on the first {BPE_TRAIN_TOKENS:,} ids of the training stream, without and with "
-             "GPT-2-style pre-tokens; compression on the validation stream (characters per token, EOS "
+             f"BPE learnt on the first {settings['ch2.bpe']['bpe_train_tokens']:,} ids of the training stream, without "
+             "and with GPT-2-style pre-tokens; compression on "
+             f"{scored_on('the validation stream', 'the validation stream')} (characters per token, EOS "
              "counted as a character).", "",
              "| vocabulary size | chars per token | with pre-tokens |", "| --- | --- | --- |"]
     lines += [f"| {V} | {v[f'ch2.bpe.chars_per_token.v{V}']:.3f} | {v[f'ch2.bpe_split.chars_per_token.v{V}']:.3f} |"
@@ -321,8 +369,8 @@ def markdown(results):
         lines += ["", f"{name}: first merges {v[f'ch2.bpe{suffix}.first_merges']}; longest token "
                   f"{v[f'ch2.bpe{suffix}.longest_token']}; {v[f'ch2.bpe{suffix}.crossing_tokens']} of "
                   f"{v[f'ch2.bpe{suffix}.learnt_tokens']} learnt tokens cross a pre-token boundary."]
-    lines += ["", "Default model and TrainConfig() per tokenisation, 3 seeds (mean ± sd); final loss on the "
-              "whole validation split in each model's own tokenisation:", "",
+    lines += ["", f"Default model and TrainConfig() per tokenisation, {model_seeds} seeds (mean ± sd); final loss on "
+              f"{scored_on('the whole validation split', 'the validation split')} in each model's own tokenisation:", "",
               "| model | params | chars/token (scored) | val nats/token | val nats/char |", "| --- | --- | --- | --- | --- |"]
     runs = [(65, False)] + [(V, False) for V in BPE_VOCABS] + [(V, True) for V in SPLIT_VOCABS]
     for V, split in runs:
@@ -346,13 +394,17 @@ def markdown(results):
     for n in range(v["ch2.dedup.cross_split_groups"]):
         lines.append(f"- \"{v[f'ch2.dedup.cross_split.{n}.text']}\" (train: {v[f'ch2.dedup.cross_split.{n}.train_plays']}; "
                      f"validation: {v[f'ch2.dedup.cross_split.{n}.val_plays']})")
+    if is_small():
+        lines += ["", f"(The reduced size: near-duplicates searched among the first {SMALL['near_dup_scenes']} scenes and "
+                  f"the first {SMALL['near_dup_speeches']:,} speeches; the quality heuristic below rates the first "
+                  f"{SMALL['quality_scenes']} scenes.)"]
     lines += ["", f"Quality heuristic (duplicated word {QUALITY_N}-gram fraction per scene): median "
               f"{v['ch2.quality.median']:.4f}, max {v['ch2.quality.max']:.4f} ({v['ch2.quality.max_play']}); "
               f"{v['ch2.quality.flagged']} scenes above {QUALITY_THRESHOLD} "
               f"({v['ch2.quality.flagged_char_fraction']:.4f} of characters).",
-              "", "Mixtures (loss on each genre's whole held-out play, nats per token, 3 seeds):", "",
+              "", f"Mixtures (loss on {held_out}, nats per token, {mix_seeds} seeds):", "",
               "| comedies weight | comedies | tragedies |", "| --- | --- | --- |"]
-    for w in MIX_WEIGHTS:
+    for w in settings["ch2.mix"]["mix_weights"]:
         k = f"ch2.mix.w{int(w * 100)}"
         lines.append(f"| {w} | {v[k + '.comedies.mean']:.4f} ± {v[k + '.comedies.sd']:.4f} | "
                      f"{v[k + '.tragedies.mean']:.4f} ± {v[k + '.tragedies.sd']:.4f} |")

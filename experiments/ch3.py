@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from experiments.common import EVAL_FULL, SEEDS, paired_text, rounded, run_parts
+from experiments.common import EVAL_FULL, SEEDS, is_small, paired_text, progress, rounded, run_parts, scaled
 
 MTP_WEIGHT = 0.3  # lambda: DeepSeek-V3's weight for its first 10T tokens
 GRAD_EXAMPLE_COUNTS = [64, 8, 32, 4]  # counted targets per window in each of 4 microbatches
@@ -50,6 +50,21 @@ def derived(corpus):
 FIRST_STEPS = 10  # "the first steps": before the two runs' rounding differences can compound
 MARGIN = 0.02  # nats: a difference in final loss smaller than this is called no difference (set in advance)
 MTP_SEEDS = SEEDS  # the MTP comparison's seeds
+# The notebook's reduced size (experiments.common.small_size): the accumulation pair keeps its three seeds
+# (the chapter names each) but runs accum_steps steps, just past FIRST_STEPS; MTP runs two seeds of
+# mtp_steps steps (its subset curves, which the chapter does not use, only at the first and last step);
+# the final losses are scored on the first val_tokens tokens of the validation split.
+SMALL = {"accum_steps": 12, "seeds": (0, 1), "mtp_steps": 30, "val_tokens": 32_768}
+
+
+def val_split(corpus):
+    """The validation stream the runs evaluate on: the whole split, or its start at the reduced size."""
+    return corpus.val[:scaled(None, SMALL["val_tokens"])]
+
+
+def eval_text():
+    """What the final losses are scored on, in results.md's words."""
+    return f"the first {SMALL['val_tokens']:,} tokens of the validation split (the reduced size)" if is_small() else EVAL_FULL
 
 
 def accumulation_pair_trace(corpus, seed, dtype, final_eval=False):
@@ -61,13 +76,15 @@ def accumulation_pair_trace(corpus, seed, dtype, final_eval=False):
     from pylib.studies import objective
     from pylib.web.objective_ops import accum_settings
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
-    cfgs = [dataclasses.replace(tc, final_eval=final_eval) for tc in accum_settings(seed)]
+    cfgs = [dataclasses.replace(tc, final_eval=final_eval, steps=scaled(tc.steps, SMALL["accum_steps"]))
+            for tc in accum_settings(seed)]
     states = [objective.init_train_state(cfg, tc, dtype) for tc in cfgs]
     probes = [objective.key_bias_probe(state, cfg) for state in states]
     hb, ha, diffs = [], [], []
+    val = val_split(corpus)
     for _ in range(cfgs[0].steps):
-        hb += train.train_steps(states[0], cfg, cfgs[0], corpus.train, corpus.val, 1)
-        ha += train.train_steps(states[1], cfg, cfgs[1], corpus.train, corpus.val, 1)
+        hb += train.train_steps(states[0], cfg, cfgs[0], corpus.train, val, 1)
+        ha += train.train_steps(states[1], cfg, cfgs[1], corpus.train, val, 1)
         diffs.append(objective.parameter_difference(states[0]["params"], states[1]["params"], cfg))
     return hb, ha, diffs, probes[0] + probes[1]
 
@@ -97,7 +114,7 @@ def part_accumulation(corpus):
     for dtype, tag in [(np.float32, "ch3.accum"), (np.float64, "ch3.accum.f64")]:
         overall, first, finals, medians, keybias = [], [], {"big": {}, "accum": {}}, [], []
         keygrads, keysteps = [], []  # every step of both runs of every seed (objective.key_bias_probe)
-        for seed in SEEDS:
+        for seed in progress(SEEDS, desc=f"accumulation pair, {np.dtype(dtype).name}", unit="seed"):
             hb, ha, diffs, probe = accumulation_pair_trace(corpus, seed, dtype, final_eval=dtype == np.float32)
             keygrads += [r["grad"] for r in probe]
             keysteps += [r["step_frac"] for r in probe]
@@ -127,7 +144,7 @@ def part_accumulation(corpus):
             values.update(arm("ch3.accum.final_val_big", finals["big"]))
             values.update(arm("ch3.accum.final_val_accum", finals["accum"]))
             values["ch3.accum.max_abs_dval"] = max(abs(finals["big"][s] - finals["accum"][s]) for s in SEEDS)
-    big, acc = accum_settings(0)
+    big, acc = (dataclasses.replace(tc, steps=scaled(tc.steps, SMALL["accum_steps"])) for tc in accum_settings(0))
     values["ch3.accum.first_steps"] = FIRST_STEPS
     values["ch3.accum.steps"] = big.steps
     values["ch3.accum.batch_big"] = big.batch_size
@@ -155,24 +172,29 @@ def part_gradient_example(corpus):
         "model": "untrained, seed 0, float32", "batch_rng": "default_rng(0)"}}}
 
 
-def part_mtp(corpus):
+def part_mtp(corpus, lam=MTP_WEIGHT):
+    """The default run with and without the t+2 head at weight lam, paired by seed."""
     from experiments.common import arm, final_val
     from pylib import model, train
     from pylib.studies import mtp
     t0 = time.perf_counter()
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     plain, with_head, seconds = {}, {}, []
-    for seed in MTP_SEEDS:
-        tc = dataclasses.replace(train.TrainConfig(), seed=seed, final_eval=True)
-        _, h0 = train.train(cfg, tc, corpus.train, corpus.val)
+    seeds, val = scaled(MTP_SEEDS, SMALL["seeds"]), val_split(corpus)
+    default = train.TrainConfig()
+    base = dataclasses.replace(default, steps=scaled(default.steps, SMALL["mtp_steps"]),
+                               eval_interval=scaled(default.eval_interval, SMALL["mtp_steps"]))
+    for seed in progress(seeds, desc=f"MTP and plain, {base.steps} steps", unit="seed"):
+        tc = dataclasses.replace(base, seed=seed, final_eval=True)
+        _, h0 = train.train(cfg, tc, corpus.train, val)
         t1 = time.perf_counter()
-        _, h1 = mtp.train(cfg, tc, MTP_WEIGHT, corpus.train, corpus.val, corpus.vocab.eos_id)
+        _, h1 = mtp.train(cfg, tc, lam, corpus.train, val, corpus.vocab.eos_id)
         seconds.append(time.perf_counter() - t1)
         plain[seed], with_head[seed] = final_val(h0), final_val(h1)
     values = {**arm("ch3.mtp.val_plain", plain), **arm("ch3.mtp.val_mtp", with_head),
-              "ch3.mtp.lambda": MTP_WEIGHT, "ch3.mtp.margin": MARGIN}
-    settings = {k: v for k, v in dataclasses.asdict(train.TrainConfig()).items() if k != "seed"}
-    return {"values": values, "settings": {"ch3.mtp": {**settings, "lambda": MTP_WEIGHT, "seeds": list(MTP_SEEDS)}},
+              "ch3.mtp.lambda": lam, "ch3.mtp.margin": MARGIN}
+    settings = {k: v for k, v in dataclasses.asdict(base).items() if k != "seed"}
+    return {"values": values, "settings": {"ch3.mtp": {**settings, "lambda": lam, "seeds": list(seeds)}},
             "timings": {"ch3.mtp.seconds": time.perf_counter() - t0,
                         "ch3.mtp.seconds_per_mtp_run": statistics.median(seconds)}}
 
@@ -202,7 +224,7 @@ def markdown(results):
         f"{v['ch3.accum.batch_micro']} (the same windows), {v['ch3.accum.steps']} steps, other settings "
         f"{', '.join(f'{k}={x}' for k, x in sorted(acc.items()) if k not in ('batch_size', 'grad_accum', 'steps', 'final_eval'))}; "
         f"seeds {', '.join(map(str, SEEDS))}. Each pair run in float32 and again in float64 (same initial values, same windows). "
-        f"Final validation losses on {EVAL_FULL}, float32.",
+        f"Final validation losses on {eval_text()}, float32.",
         "",
         "| quantity | value | key |",
         "| --- | --- | --- |",
@@ -242,7 +264,7 @@ def markdown(results):
         f"### Multi-token prediction (λ = {v['ch3.mtp.lambda']})",
         "",
         f"The default run (TrainConfig()) with and without the t+2 head, seeds {', '.join(map(str, s['ch3.mtp']['seeds']))}; "
-        f"the main head's final loss on {EVAL_FULL}.",
+        f"the main head's final loss on {eval_text()}.",
         "",
         "| run | final val loss | key |",
         "| --- | --- | --- |",

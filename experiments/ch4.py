@@ -16,12 +16,15 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, paired_text, run_parts
+from experiments.common import SEEDS, arm, paired_text, progress, run_parts, scaled
 
 HIGHWAY_PRESET = "decoder-4x64"
 HIGHWAY_STEPS = 100  # a short run: enough to leave the initialisation
 HIGHWAY_LR = 1e-2
 CHECK_BATCH = (2, 64)
+# the notebook's reduced size (experiments.common.small_size): two seeds and a short run for the highway,
+# and the gradient checks on a few elements per tensor instead of every element (or the page's SUBSET)
+SMALL = {"seeds": (0, 1), "highway_steps": 10, "check_elements": 8}
 
 
 def highway_cfg(corpus):
@@ -40,26 +43,28 @@ def block_grad_norms(params, cfg, x, y):
     return {k: v ** 0.5 for k, v in groups.items()}
 
 
-def run_highway(corpus):
+def run_highway(corpus, lr=HIGHWAY_LR):
+    """Block gradient norms at init and after a short run at peak rate lr, per seed."""
     from pylib import data, model, train
     cfg = highway_cfg(corpus)
     x, y = data.eval_windows(corpus.train, 16, cfg.block_size)
+    seeds, steps = scaled(SEEDS, SMALL["seeds"]), scaled(HIGHWAY_STEPS, SMALL["highway_steps"])
     at = {"init": [], "trained": []}
-    for seed in SEEDS:
-        tc = dataclasses.replace(train.TrainConfig(), seed=seed, steps=HIGHWAY_STEPS, lr=HIGHWAY_LR,
-                                 warmup_steps=10, eval_interval=HIGHWAY_STEPS, eval_windows=8)
+    for seed in progress(seeds, desc=f"highway, {steps} steps", unit="seed"):
+        tc = dataclasses.replace(train.TrainConfig(), seed=seed, steps=steps, lr=lr,
+                                 warmup_steps=10, eval_interval=steps, eval_windows=8)
         at["init"].append(block_grad_norms(model.init_params(cfg, seed), cfg, x, y))
         params, _ = train.train(cfg, tc, corpus.train, corpus.val)
         at["trained"].append(block_grad_norms(params, cfg, x, y))
     values = {}
     for when, runs in at.items():
         for group in runs[0]:
-            values.update(arm(f"ch4.highway.{when}.{group}", {seed: r[group] for seed, r in zip(SEEDS, runs)}))
+            values.update(arm(f"ch4.highway.{when}.{group}", {seed: r[group] for seed, r in zip(seeds, runs)}))
         values.update(arm(f"ch4.highway.{when}.first_over_last",
-                          {seed: r["h.0"] / r[f"h.{cfg.n_layer - 1}"] for seed, r in zip(SEEDS, runs)}))
+                          {seed: r["h.0"] / r[f"h.{cfg.n_layer - 1}"] for seed, r in zip(seeds, runs)}))
     values["ch4.highway.n_layer"] = cfg.n_layer
-    values["ch4.highway.steps"] = HIGHWAY_STEPS
-    settings = {"preset": HIGHWAY_PRESET, "steps": HIGHWAY_STEPS, "lr": HIGHWAY_LR, "batch": "16 fixed train windows"}
+    values["ch4.highway.steps"] = steps
+    settings = {"preset": HIGHWAY_PRESET, "steps": steps, "lr": lr, "batch": "16 fixed train windows"}
     return values, settings
 
 
@@ -71,7 +76,7 @@ def run_gradcheck(corpus, which="init"):
     cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     params = gradcheck.weights_at(cfg, 0, which)
     x, y = gradcheck.fixed_batch(corpus.train, *CHECK_BATCH)
-    rows = gradcheck.check_all(params, cfg, x, y, subset=None)
+    rows = gradcheck.check_all(params, cfg, x, y, subset=scaled(None, SMALL["check_elements"]))
     tag = "ch4.gradcheck" if which == "init" else f"ch4.gradcheck.{which}"
     values = {f"{tag}.{r['name']}.max": r["max"] for r in rows}
     worst = max(rows, key=lambda r: r["max"])
@@ -91,7 +96,8 @@ def run_bug_demo(corpus):
     values = {}
     with gradcheck.layernorm_backward_ignoring_gain():
         for which in ("init", "perturbed"):
-            rows = gradcheck.check_all(gradcheck.weights_at(cfg, 0, which), cfg, x, y, subset=gradcheck.SUBSET)
+            rows = gradcheck.check_all(gradcheck.weights_at(cfg, 0, which), cfg, x, y,
+                                       subset=scaled(gradcheck.SUBSET, SMALL["check_elements"]))
             worst = max(rows, key=lambda r: r["max"])
             values[f"ch4.gradcheck.bug_ignore_gain.{which}.max"] = worst["max"]
             values[f"ch4.gradcheck.bug_ignore_gain.{which}.worst_tensor"] = worst["name"]
@@ -174,9 +180,14 @@ def derived(corpus):
 
 def markdown(results):
     """results.md's section for chapter 4."""
+    from pylib import model
+    from pylib.studies import gradcheck
     v = results["values"]
+    every = v["ch4.gradcheck.elements"] == model.count_params(model.GPTConfig())  # False at the reduced size
+    seeds = sorted(map(int, v["ch4.highway.init.h.0.per_seed"]))
     lines = ["## Chapter 4: backpropagation", "",
-             f"Gradient check (float64, every element, h = 1e-5, batch {CHECK_BATCH[0]} × {CHECK_BATCH[1]}): "
+             f"Gradient check (float64, {'every element' if every else 'a few elements per tensor'}, h = 1e-5, "
+             f"batch {CHECK_BATCH[0]} × {CHECK_BATCH[1]}): "
              f"largest error relative to its tensor's largest gradient {v['ch4.gradcheck.max']:.2e} "
              f"(`{v['ch4.gradcheck.worst_tensor']}`), {v['ch4.gradcheck.elements']:,} elements.", "",
              "| tensor | max rel. error | key |", "| --- | --- | --- |"]
@@ -187,7 +198,8 @@ def markdown(results):
     lines += ["", f"The same check at perturbed weights (LayerNorm gains ~ N(1, {v['ch4.gradcheck.perturb_gain_sd']}²), "
               f"biases ~ N(0, {v['ch4.gradcheck.perturb_bias_sd']}²)): largest error {v['ch4.gradcheck.perturbed.max']:.2e} "
               f"(`{v['ch4.gradcheck.perturbed.worst_tensor']}`, key `ch4.gradcheck.perturbed.max`).", "",
-              "A LayerNorm backward that ignores its gain (128 elements per tensor at most):", "",
+              f"A LayerNorm backward that ignores its gain ({gradcheck.SUBSET if every else SMALL['check_elements']} elements per "
+              "tensor at most):", "",
               "| weights | largest error | tensor | key |", "| --- | --- | --- | --- |"]
     for which in ("init", "perturbed"):
         k = f"ch4.gradcheck.bug_ignore_gain.{which}"
@@ -196,7 +208,7 @@ def markdown(results):
               "| tensor | bytes |", "| --- | --- |"]
     lines += [f"| {name} | {v['ch4.act.' + name]:,} |" for name in v["ch4.act.rows"]]
     lines += [f"| total | {v['ch4.act.total']:,} |", "",
-              f"Gradient norm per block, {HIGHWAY_PRESET}, mean ± sd over seeds {', '.join(map(str, SEEDS))}:", "",
+              f"Gradient norm per block, {HIGHWAY_PRESET}, mean ± sd over seeds {', '.join(map(str, seeds))}:", "",
               "| group | at init | after training |", "| --- | --- | --- |"]
     groups = [k[len("ch4.highway.init."):-5] for k in sorted(v)
               if k.startswith("ch4.highway.init.") and k.endswith(".mean")]

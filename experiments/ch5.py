@@ -39,7 +39,8 @@ import time
 
 import numpy as np
 
-from experiments.common import EVAL_FULL, SEEDS, arm, final_val, paired_text, rounded, run_parts
+from experiments.common import (EVAL_FULL, SEEDS, arm, final_val, is_small, paired_text, progress, rounded,
+                                run_parts, scaled)
 from pylib.compare import sd_interval_factors
 from pylib.studies.optim_state import COMPARISON as SWEEP  # the settings the page's live widget re-runs
 from pylib.studies.optim_state import COMPARISON_EVAL_INTERVAL as EVAL_INTERVAL
@@ -67,6 +68,38 @@ EQ_WINDOW = 50  # the last steps, over which the RMS of the weights and of the u
 EXTRA_SEEDS = (3, 4, 5)
 MORE_SEEDS_FOR = ("sgd", "momentum")
 
+# The notebook's reduced size (experiments.common.small_size): two seeds and one more, 20-step runs (the
+# 20-step warmup is kept, so these are all warmup; SGD's top rate still diverges within it) at batch 4, the
+# final evaluation on the validation split's first val_windows windows instead of all of them (a whole-split
+# pass costs more than a short run), and a 30-step equilibrium run averaged over its last 10 steps. Every
+# rate and coefficient of the grids is kept: the chapter quotes each.
+SMALL = {"seeds": (0, 1), "extra_seeds": (2,), "steps": 20, "batch_size": 4, "val_windows": 64,
+         "eq_steps": 30, "eq_window": 10}
+SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
+
+
+def seeds_now():
+    """SEEDS, or SMALL's seeds at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def extra_seeds_now():
+    """EXTRA_SEEDS, or SMALL's at the reduced size."""
+    return scaled(EXTRA_SEEDS, SMALL["extra_seeds"])
+
+
+def val_split(corpus, block_size=64):
+    """The validation tokens the final losses are scored on: the whole split, or its first
+    SMALL["val_windows"] windows at the reduced size."""
+    return scaled(corpus.val, corpus.val[:SMALL["val_windows"] * block_size + 1])
+
+
+def run_config(name, lr, seed):
+    """One sweep run's TrainConfig (pylib.studies.optim_state.comparison_config), with SMALL's steps and
+    batch at the reduced size."""
+    cfg = sweep_config(name, lr, seed)
+    return scaled(cfg, dataclasses.replace(cfg, steps=SMALL["steps"], batch_size=SMALL["batch_size"]))
+
 
 def decayed_rms(params):
     """RMS of the decay group's weights (matrices and embeddings)."""
@@ -76,22 +109,24 @@ def decayed_rms(params):
     return math.sqrt(total / sum(params[n].size for n in names))
 
 
-def run_setting(corpus, make_cfg, seeds=SEEDS, cache=None):
-    """One setting, every seed: per-seed histories, the final loss on the whole validation split
-    (None if the run diverged) and the final params' decayed RMS.
+def run_setting(corpus, make_cfg, seeds=None, cache=None):
+    """One setting, every seed (default SEEDS, or SMALL's at the reduced size): per-seed histories, the
+    final loss on the whole validation split (None if the run diverged) and the final params' decayed RMS.
 
     cache, optional: a dict {TrainConfig: run} shared by the settings of one part, so that a run two
     studies share (Adam at the decay study's rate is the sweep's Adam at that rate) is made once;
     the values are the same either way (same config, same seed: the same run)."""
     from pylib import model, train
     model_cfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
+    seeds = seeds or seeds_now()
+    val = val_split(corpus, model_cfg.block_size)
     runs = {}
     for seed in seeds:
         cfg = dataclasses.replace(make_cfg(seed), final_eval=True)
         if cache is not None and cfg in cache:
             runs[seed] = cache[cfg]
             continue
-        params, history = train.train(model_cfg, cfg, corpus.train, corpus.val)
+        params, history = train.train(model_cfg, cfg, corpus.train, val)
         diverged = next((r["step"] for r in history if r.get("diverged")), None)
         value = final_val(history)
         runs[seed] = {"history": history, "diverged_at": diverged, "final_val": value,
@@ -129,8 +164,8 @@ def sweep_part(corpus, name, cache=None):
     t0 = time.perf_counter()
     table = {"lrs": lrs, "val_mean": [], "val_sd": [], "diverged_seeds": []}
     cells = []
-    for k, lr in enumerate(lrs):
-        runs = run_setting(corpus, lambda seed: sweep_config(name, lr, seed), cache=cache)
+    for k, lr in enumerate(progress(lrs, desc=f"{name}: rates", unit="rate")):
+        runs = run_setting(corpus, lambda seed: run_config(name, lr, seed), cache=cache)
         n_div = sum(r["diverged_at"] is not None for r in runs.values())
         key = f"ch5.sweep.{name}.lr{k}"
         values[f"{key}.lr"] = lr
@@ -162,20 +197,24 @@ def sweep_part(corpus, name, cache=None):
         if table["diverged_seeds"][k + 1] == 0:
             values.update(arm(f"ch5.best.{name}.above.final_val", per_seed(cells[k + 1])))
     if name in MORE_SEEDS_FOR:
-        more = run_setting(corpus, lambda seed: sweep_config(name, lrs[k], seed), EXTRA_SEEDS)
+        more = run_setting(corpus, lambda seed: run_config(name, lrs[k], seed), extra_seeds_now())
         values.update(arm(f"ch5.best.{name}.more.final_val", {**per_seed(cells[k]), **per_seed(more)}))
     values[f"ch5.label.{name}"] = label
     curves[f"ch5.best.{name}"] = band_curve(cells[k])
     curves[f"ch5.sweep.{name}"] = table
-    settings[f"ch5.sweep.{name}"] = {**overrides, "lrs": lrs, "steps": SWEEP_STEPS, "eval_interval": EVAL_INTERVAL,
-                                     "eval_windows": EVAL_WINDOWS, "final": "whole validation split"}
+    settings[f"ch5.sweep.{name}"] = {**overrides, "lrs": lrs, "steps": scaled(SWEEP_STEPS, SMALL["steps"]),
+                                     "eval_interval": EVAL_INTERVAL, "eval_windows": EVAL_WINDOWS,
+                                     "final": scaled("whole validation split", SMALL_EVAL.format(SMALL["val_windows"]))}
+    if is_small():  # the reduced size: say what changed
+        settings[f"ch5.sweep.{name}"]["batch_size"] = SMALL["batch_size"]
     return {"values": values, "curves": curves, "settings": settings,
             "timings": {f"ch5.sweep.{name}.seconds": time.perf_counter() - t0}}
 
 
 def part_sgd(corpus):
     out = sweep_part(corpus, "sgd")
-    out["values"].update({"ch5.seeds": len(SEEDS), "ch5.steps": SWEEP_STEPS, "ch5.eval_windows": EVAL_WINDOWS,
+    out["values"].update({"ch5.seeds": len(seeds_now()), "ch5.steps": scaled(SWEEP_STEPS, SMALL["steps"]),
+                          "ch5.eval_windows": EVAL_WINDOWS,
                           "ch5.eval_interval": EVAL_INTERVAL})
     return out
 
@@ -194,7 +233,7 @@ def part_muon(corpus):
 
 def decay_config(method, wd, seed):
     """AdamW's sweep setting at DECAY_LR with coefficient wd, decoupled (adamw) or as L2 (adam_l2)."""
-    return dataclasses.replace(sweep_config("adamw", DECAY_LR, seed), weight_decay=wd, optimizer=method)
+    return dataclasses.replace(run_config("adamw", DECAY_LR, seed), weight_decay=wd, optimizer=method)
 
 
 def part_decay(corpus, cache=None):
@@ -205,7 +244,7 @@ def part_decay(corpus, cache=None):
     values.update(arm("ch5.decay.none.rms", per_seed(none, "rms")))
     for method, grid in DECAY_GRID.items():
         best = None
-        for i, wd in enumerate(grid):
+        for i, wd in enumerate(progress(grid, desc=f"decay: {method}", unit="coefficient")):
             runs = run_setting(corpus, lambda seed: decay_config(method, wd, seed), cache=cache)
             key = f"ch5.decay.{method}.wd{i}"
             values[f"{key}.wd"] = wd
@@ -222,14 +261,14 @@ def part_decay(corpus, cache=None):
         values.update(arm(f"ch5.decay.{method}.best.final_val", per_seed(runs)))
         values.update(arm(f"ch5.decay.{method}.best.rms", per_seed(runs, "rms")))
         curves[f"ch5.decay.{method}.best"] = band_curve(runs)
-        more = run_setting(corpus, lambda seed: decay_config(method, grid[i], seed), EXTRA_SEEDS)
+        more = run_setting(corpus, lambda seed: decay_config(method, grid[i], seed), extra_seeds_now())
         values.update(arm(f"ch5.decay.{method}.best.more.final_val", {**per_seed(runs), **per_seed(more)}))
-    more = run_setting(corpus, lambda seed: decay_config("adamw", 0.0, seed), EXTRA_SEEDS)
+    more = run_setting(corpus, lambda seed: decay_config("adamw", 0.0, seed), extra_seeds_now())
     values.update(arm("ch5.decay.none.more.final_val", {**per_seed(none), **per_seed(more)}))
     values["ch5.decay.lr"] = DECAY_LR
     values["ch5.decay.grid_size"] = len(DECAY_GRID["adamw"])
     return {"values": values, "curves": curves,
-            "settings": {"ch5.decay": {"lr": DECAY_LR, "grid": DECAY_GRID, "steps": SWEEP_STEPS}},
+            "settings": {"ch5.decay": {"lr": DECAY_LR, "grid": DECAY_GRID, "steps": scaled(SWEEP_STEPS, SMALL["steps"])}},
             "timings": {"ch5.decay.seconds": time.perf_counter() - t0}}
 
 
@@ -238,22 +277,24 @@ def part_decay(corpus, cache=None):
 
 
 def equilibrium_run(corpus, wd, seed):
-    """AdamW at EQ_LR (constant after warmup) with coefficient wd: over the last EQ_WINDOW steps, the
+    """AdamW at EQ_LR (constant after warmup) with coefficient wd: over the last EQ_WINDOW steps (EQ_STEPS
+    and EQ_WINDOW, or SMALL's eq_steps and eq_window at the reduced size), the
     RMS of the decayed weights, the RMS of the Adam update direction u (from p' = (1 - lr wd) p - lr u),
     the mean cosine between p and u, and the predicted equilibrium RMS."""
     from pylib import model, optim, train
     from pylib.studies.optim_state import decay_balance_rms, decay_equilibrium_rms
+    eq_steps, eq_window = scaled(EQ_STEPS, SMALL["eq_steps"]), scaled(EQ_WINDOW, SMALL["eq_window"])
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
-    cfg = dataclasses.replace(train.TrainConfig(), lr=EQ_LR, weight_decay=wd, schedule="constant", steps=EQ_STEPS,
-                              seed=seed, eval_interval=EQ_STEPS, eval_windows=8)
+    cfg = dataclasses.replace(train.TrainConfig(), lr=EQ_LR, weight_decay=wd, schedule="constant", steps=eq_steps,
+                              seed=seed, eval_interval=eq_steps, eval_windows=8)
     state = train.init_train_state(mcfg, cfg)
-    train.train_steps(state, mcfg, cfg, corpus.train, corpus.val, EQ_STEPS - EQ_WINDOW)
+    train.train_steps(state, mcfg, cfg, corpus.train, corpus.val, eq_steps - eq_window)
     names = optim.param_groups(state["params"])["decay"]
     flat = lambda: np.concatenate([state["params"][n].astype(np.float64).ravel() for n in names])  # noqa: E731
     mask = optim.decay_mask(state["params"], state["groups"], state["opt"]) > 0  # the same order as flat()
     opt = state["opt"]
     p_sq, u_sq, g_sq, cos = [], [], [], []
-    for _ in range(EQ_WINDOW):
+    for _ in range(eq_window):
         before, m_before = flat(), opt["m"][mask].astype(np.float64)
         (rec,) = train.train_steps(state, mcfg, cfg, corpus.train, corpus.val, 1)
         if rec.get("diverged"):
@@ -279,7 +320,7 @@ def part_equilibrium(corpus):
     t0 = time.perf_counter()
     values = {}
     for i, wd in enumerate(EQ_WD):
-        runs = {seed: equilibrium_run(corpus, wd, seed) for seed in SEEDS}
+        runs = {seed: equilibrium_run(corpus, wd, seed) for seed in progress(seeds_now(), desc=f"equilibrium, wd {wd}", unit="seed")}
         key = f"ch5.equilibrium.wd{i}"
         values[f"{key}.wd"] = wd
         for field in ("rms", "update_rms", "grad_rms", "cos", "predicted", "walk", "balance"):
@@ -287,7 +328,8 @@ def part_equilibrium(corpus):
         values.update(arm(f"{key}.ratio", {s: r["rms"] / r["predicted"] for s, r in runs.items()}))
         values.update(arm(f"{key}.walk_ratio", {s: r["rms"] / r["walk"] for s, r in runs.items()}))
         values.update(arm(f"{key}.balance_ratio", {s: r["rms"] / r["balance"] for s, r in runs.items()}))
-    values.update({"ch5.equilibrium.lr": EQ_LR, "ch5.equilibrium.steps": EQ_STEPS, "ch5.equilibrium.window": EQ_WINDOW})
+    values.update({"ch5.equilibrium.lr": EQ_LR, "ch5.equilibrium.steps": scaled(EQ_STEPS, SMALL["eq_steps"]),
+                   "ch5.equilibrium.window": scaled(EQ_WINDOW, SMALL["eq_window"])})
     return {"values": values, "timings": {"ch5.equilibrium.seconds": time.perf_counter() - t0}}
 
 
@@ -339,10 +381,15 @@ def markdown(results):
     v = results["values"]
     if "ch5.seeds" not in v:
         return []
+    sweep = results["settings"]["ch5.sweep.sgd"]
+    seeds = sorted(map(int, v["ch5.best.sgd.final_val.per_seed"]), key=int)
+    on = EVAL_FULL if sweep["final"] == "whole validation split" else sweep["final"]
+    on_short = "the whole validation split" if sweep["final"] == "whole validation split" else sweep["final"]
+    batch = f"batch {sweep['batch_size']}" if "batch_size" in sweep else "batch"
     lines = ["## Chapter 5: optimisers",
              "",
-             f"Default model and batch, {v['ch5.steps']} steps (warmup 20, cosine), seeds "
-             f"{', '.join(map(str, SEEDS))}; final loss on {EVAL_FULL}, mean ± sample sd. A rate whose run "
+             f"Default model and {batch}, {v['ch5.steps']} steps (warmup 20, cosine), seeds "
+             f"{', '.join(map(str, seeds))}; final loss on {on}, mean ± sample sd. A rate whose run "
              "diverged in any seed is not a candidate for the best. Paired comparisons: a − b over seeds, "
              f"95% t-interval, margin {MARGIN} nats for a null result.",
              "",
@@ -361,10 +408,10 @@ def markdown(results):
             lines.append(f"| {a} − {b} | {paired_text(v, ka, kb, MARGIN)} |")
     for name in MORE_SEEDS_FOR:
         if f"ch5.best.{name}.more.final_val.per_seed" in v:
-            lines.append(f"| {name}: best rate, {len(SEEDS) + len(EXTRA_SEEDS)} seeds | "
+            lines.append(f"| {name}: best rate, {v[f'ch5.best.{name}.more.final_val.n']} seeds | "
                          f"{v[f'ch5.best.{name}.more.final_val.mean']:.4f} ± {v[f'ch5.best.{name}.more.final_val.sd']:.4f} |")
     if all(f"ch5.best.{n}.more.final_val.per_seed" in v for n in ("momentum", "sgd")):
-        lines.append(f"| momentum − sgd, {len(SEEDS) + len(EXTRA_SEEDS)} seeds | "
+        lines.append(f"| momentum − sgd, {v['ch5.best.momentum.more.final_val.n']} seeds | "
                      f"{paired_text(v, 'ch5.best.momentum.more.final_val', 'ch5.best.sgd.more.final_val', MARGIN)} |")
     for name in SWEEP:
         for side in ("below", "above"):
@@ -372,7 +419,7 @@ def markdown(results):
             if f"{k}.per_seed" in v:
                 lines.append(f"| {name}: best − the rate {side} | {paired_text(v, f'ch5.best.{name}.final_val', k, MARGIN)} |")
     if "ch5.decay.lr" in v:
-        lines += ["", f"Weight decay at rate {v['ch5.decay.lr']:g} (final loss on the whole validation split; "
+        lines += ["", f"Weight decay at rate {v['ch5.decay.lr']:g} (final loss on {on_short}; "
                       "RMS of the decayed weights):", "",
                   "| method | coefficient | final loss | RMS |", "| --- | --- | --- | --- |",
                   f"| none | 0 | {v['ch5.decay.none.final_val.mean']:.4f} ± {v['ch5.decay.none.final_val.sd']:.4f} | "
@@ -387,7 +434,7 @@ def markdown(results):
                   f"| adamw − adam_l2 | {paired_text(v, 'ch5.decay.adamw.best.final_val', 'ch5.decay.adam_l2.best.final_val', MARGIN)} |",
                   f"| adamw − none | {paired_text(v, 'ch5.decay.adamw.best.final_val', 'ch5.decay.none.final_val', MARGIN)} |",
                   f"| adam_l2 − none | {paired_text(v, 'ch5.decay.adam_l2.best.final_val', 'ch5.decay.none.final_val', MARGIN)} |"]
-        n6 = len(SEEDS) + len(EXTRA_SEEDS)
+        n6 = v["ch5.decay.none.more.final_val.n"]
         lines += [f"| adamw − adam_l2, {n6} seeds | {paired_text(v, 'ch5.decay.adamw.best.more.final_val', 'ch5.decay.adam_l2.best.more.final_val', MARGIN)} |",
                   f"| adamw − none, {n6} seeds | {paired_text(v, 'ch5.decay.adamw.best.more.final_val', 'ch5.decay.none.more.final_val', MARGIN)} |",
                   f"| adam_l2 − none, {n6} seeds | {paired_text(v, 'ch5.decay.adam_l2.best.more.final_val', 'ch5.decay.none.more.final_val', MARGIN)} |"]

@@ -34,7 +34,8 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, mean_sd, paired_text, rounded, run_parts
+from experiments.common import (SEEDS, arm, final_val, is_small, mean_sd, paired_text, progress, rounded, run_parts,
+                                scaled)
 from pylib.studies.noise_scale import CHECKPOINTS as NOISE_CHECKPOINTS, NOISE, noise_rng  # the page repeats them
 
 # ---------------------------------------------------------------------------
@@ -73,9 +74,56 @@ BATCH_BOOT = dict(n_boot=2000, seed=6)  # the bootstrap over seeds of S_min, E_m
 
 LOSS_MARGIN = 0.02  # nats: the smallest difference in final loss that would matter here (a null result needs one)
 
+# The notebook's reduced size (experiments.common.small_size). Every rate, schedule, batch size and k of the
+# grids is kept (the chapter quotes each), and so are the noise checkpoints, so the schedules still run 400
+# steps. Two seeds and one more; batch 4 for the ladder and batch 1 for the schedules (runs of 30 and 400
+# steps); the trainer's subset of 16 validation windows instead of 128; the final losses on the validation
+# split's first 64 windows instead of all of them; 4 batches per noise estimate; the batch study's targets
+# higher (reachable in a few hundred windows), at most 400 steps, 200 bootstrap resamples; the scaling runs
+# 16 base steps (k = 16: 1 step) with a 1-step warmup.
+SMALL = {"seeds": (0, 1), "more_seeds": (2,), "ladder_steps": 30, "ladder_batch": 4, "sched_batch": 1,
+         "eval_windows": 16, "val_windows": 64, "noise_batches": 4, "batch_targets": (3.4, 3.3, 3.2),
+         "batch_target": 3.2, "batch_max_steps": 400, "n_boot": 200,
+         "scaling_base": dict(batch_size=4, lr=5e-3, steps=16, warmup_steps=1)}
+SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
+
+
+def seeds_now():
+    """SEEDS, or SMALL's seeds at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def noise_now():
+    """NOISE (pylib.studies.noise_scale), with SMALL's batches per estimate at the reduced size."""
+    return scaled(NOISE, {**NOISE, "n_batches": SMALL["noise_batches"]})
+
+
+def batch_targets_now():
+    """(BATCH_TARGETS, BATCH_TARGET), or SMALL's at the reduced size."""
+    return scaled((BATCH_TARGETS, BATCH_TARGET), (SMALL["batch_targets"], SMALL["batch_target"]))
+
+
+def scaling_base():
+    """SCALING_BASE, or SMALL's at the reduced size."""
+    return scaled(SCALING_BASE, SMALL["scaling_base"])
+
+
+def eval_windows_now():
+    """The trainer's subset of validation windows: TrainConfig().eval_windows, or SMALL's at the reduced size."""
+    from pylib import train
+    return scaled(train.TrainConfig().eval_windows, SMALL["eval_windows"])
+
+
+def final_eval_text(results):
+    """What the final losses are on, as results.md says it (the reduced size says so)."""
+    return results["settings"].get("ch6.ladder", {}).get("final_eval_small", "the whole validation split")
+
 
 def _corpus_args(corpus):
-    return corpus.train, corpus.val
+    """The training split, and the validation split the runs are scored on: the whole of it, or its first
+    SMALL["val_windows"] windows at the reduced size."""
+    from pylib import model
+    return corpus.train, scaled(corpus.val, corpus.val[:SMALL["val_windows"] * model.GPTConfig().block_size + 1])
 
 
 def _model_cfg(corpus):
@@ -96,12 +144,20 @@ def run_ladder(corpus, model_cfg):
     from pylib import train
     from pylib.studies import lr_sweep
     rates = lr_sweep.ladder(**LADDER)
+    SEEDS, more_seeds = seeds_now(), scaled(LADDER_MORE_SEEDS, SMALL["more_seeds"])  # the constants, or SMALL's
     base = dataclasses.replace(train.TrainConfig(), final_eval=True)
+    if is_small():
+        base = dataclasses.replace(base, batch_size=SMALL["ladder_batch"], eval_windows=SMALL["eval_windows"])
+
+    def rung(lr, seed, base):  # pylib's rung (lr_sweep.rung_config), with SMALL's steps at the reduced size
+        cfg = lr_sweep.rung_config(lr, seed, base)
+        steps = SMALL["ladder_steps"]
+        return scaled(cfg, dataclasses.replace(cfg, steps=steps, eval_interval=steps))
     full, subset, diverged_at, histories = [], [], [], []  # per rung, per seed
-    for lr in rates:
+    for lr in progress(rates, desc="ladder", unit="rate"):
         # evaluated on the subset every base.eval_interval steps too, for the curves (evaluation draws
         # no random numbers and changes no parameter: every final value is the same as without it)
-        hs = [train.train(model_cfg, dataclasses.replace(lr_sweep.rung_config(lr, seed, base), eval_interval=base.eval_interval),
+        hs = [train.train(model_cfg, dataclasses.replace(rung(lr, seed, base), eval_interval=base.eval_interval),
                           *_corpus_args(corpus))[1] for seed in SEEDS]
         histories.append(hs)
         outs = [lr_sweep.rung_outcome(h) for h in hs]
@@ -111,7 +167,7 @@ def run_ladder(corpus, model_cfg):
     n_div = [sum(d is not None for d in ds) for ds in diverged_at]
     complete = lambda xs: None not in xs  # noqa: E731
     means = [mean_sd(f)[0] if complete(f) else None for f in full]
-    values = {"ch6.ladder.steps": lr_sweep.LADDER_STEPS, "ch6.ladder.n_rates": len(rates),
+    values = {"ch6.ladder.steps": rung(rates[0], 0, base).steps, "ch6.ladder.n_rates": len(rates),
               "ch6.ladder.lowest_lr": rates[0], "ch6.ladder.highest_lr": rates[-1],
               "ch6.ladder.band_tolerance": lr_sweep.BAND_TOLERANCE, "ch6.ladder.n_seeds": len(SEEDS)}
     for i, lr in enumerate(rates):  # one row of the chapter's table per rung
@@ -134,7 +190,7 @@ def run_ladder(corpus, model_cfg):
     first_div = next(i for i, n in enumerate(n_div) if n > 0)
     values["ch6.ladder.first_diverged_lr"] = rates[first_div]
     # the warmup's rate at the last update each diverged run applied (the diverging step is not applied)
-    cfg = lr_sweep.rung_config(rates[first_div], 0, base)
+    cfg = rung(rates[first_div], 0, base)
     last_lrs = [cfg.lr_at(d - 1) for d in diverged_at[first_div] if d is not None and d > 0]
     values["ch6.ladder.first_diverged_step_min"] = min(d for d in diverged_at[first_div] if d is not None)
     values["ch6.ladder.first_diverged_last_lr_min"] = round(min(last_lrs), 3)
@@ -150,11 +206,11 @@ def run_ladder(corpus, model_cfg):
     values.update(arm("ch6.ladder.highest_trained.final_val", dict(zip(SEEDS, full[top]))))
     values.update(arm("ch6.ladder.lowest.final_val", dict(zip(SEEDS, full[0]))))
     for i in LADDER_MORE_SEEDS_RUNGS:  # more seeds for the rungs whose comparison sat at the edge
-        more = {seed: lr_sweep.rung_outcome(train.train(model_cfg, lr_sweep.rung_config(rates[i], seed, base),
+        more = {seed: lr_sweep.rung_outcome(train.train(model_cfg, rung(rates[i], seed, base),
                                                         *_corpus_args(corpus))[1])["final_val_full"]
-                for seed in LADDER_MORE_SEEDS}
+                for seed in more_seeds}
         values.update(arm(f"ch6.ladder.r{i}.more_seeds.final_val", {**dict(zip(SEEDS, full[i])), **more}))
-    values["ch6.ladder.more_seeds_n"] = len(SEEDS) + len(LADDER_MORE_SEEDS)
+    values["ch6.ladder.more_seeds_n"] = len(SEEDS) + len(more_seeds)
     # the page's live sweep shows the trainer's subset: its measured points and band use the same
     sub_means = [mean_sd(f)[0] if complete(f) else None for f in subset]
     sub_sds = [mean_sd(f)[1] if complete(f) else None for f in subset]
@@ -166,10 +222,10 @@ def run_ladder(corpus, model_cfg):
              "final_sd": [None if s is None else round(s, 5) for s in sub_sds],
              "finals": [[None if v is None else round(v, 5) for v in f] for f in subset],
              "good_band": list(sub_band), "diverged": n_div, "diverged_at": diverged_at}
-    return values, curve, ladder_val_curves(rates, histories, base)
+    return values, curve, ladder_val_curves(rates, histories, base, SEEDS)
 
 
-def ladder_val_curves(rates, histories, base):
+def ladder_val_curves(rates, histories, base, seeds=SEEDS):
     """Each rung's validation-loss curve on the subset at its evaluation steps: every seed's (ending at
     the last evaluation before it diverged) and the mean and sd over all seeds wherever every seed has
     the point (so a rung with a diverged seed has a mean that ends early; it never averages fewer seeds)."""
@@ -194,12 +250,12 @@ def ladder_val_curves(rates, histories, base):
         sds.append(rounded(arr.std(axis=0, ddof=1)) if len(seeds) > 1 else None)
     return {"evaluation": f"subset: {base.eval_windows} fixed validation windows (TrainConfig.eval_windows), "
                           "the same as curves ch6.ladder's final losses",
-            "eval_windows": base.eval_windows, "eval_interval": base.eval_interval, "lrs": rates, "seeds": list(SEEDS),
+            "eval_windows": base.eval_windows, "eval_interval": base.eval_interval, "lrs": rates, "seeds": list(seeds),
             "steps": steps,
             "about": "steps: the evaluation steps of a run that finishes (the last after its update); per_seed[rung][seed]: "
                      "the loss at steps[0..len-1], ending at the last evaluation before a divergence; mean and sd[rung]: "
                      "over every seed, only at the steps every seed reached (sd: sample sd, ddof 1)",
-            "per_seed": per_seed, "mean": means, "sd": sds, "n_seeds": len(SEEDS)}
+            "per_seed": per_seed, "mean": means, "sd": sds, "n_seeds": len(seeds)}
 
 
 # ---------------------------------------------------------------------------
@@ -210,8 +266,12 @@ def run_schedules(corpus, model_cfg):
     from pylib import train
     from pylib.studies import noise_scale
     values, curves, noise = {}, {}, {c: [] for c in NOISE_CHECKPOINTS}
-    for name, changes in SCHEDULE_ARMS.items():
+    SEEDS, NOISE = seeds_now(), noise_now()  # the constants, or SMALL's at the reduced size
+    BATCH_TARGETS, BATCH_TARGET = batch_targets_now()
+    for name, changes in progress(SCHEDULE_ARMS.items(), desc="schedules", unit="arm"):
         cfg0 = dataclasses.replace(train.TrainConfig(), eval_interval=SCHEDULE_EVAL_INTERVAL, final_eval=True, **changes)
+        if is_small():
+            cfg0 = dataclasses.replace(cfg0, batch_size=SMALL["sched_batch"], eval_windows=SMALL["eval_windows"])
         finals, val_curves, lr_curve, div = [], [], None, []
         for seed in SEEDS:
             cfg = dataclasses.replace(cfg0, seed=seed)
@@ -280,14 +340,15 @@ def steps_to_target_run(corpus, model_cfg, batch_size, seed, targets=None):
     lowest target; returns {target: the first evaluated step at or below it (None if never)}."""
     from pylib import train
     from pylib.studies import target as to_target
-    targets = targets or BATCH_TARGETS
+    targets = targets or batch_targets_now()[0]
     cfg = dataclasses.replace(train.TrainConfig(), batch_size=batch_size, lr=BATCH_LR, schedule="constant",
-                              steps=BATCH_MAX_STEPS, eval_interval=10**9, seed=seed)
+                              steps=scaled(BATCH_MAX_STEPS, SMALL["batch_max_steps"]), eval_interval=10**9, seed=seed,
+                              eval_windows=eval_windows_now())
     state = train.init_train_state(model_cfg, cfg)
     every, evals = batch_eval_interval(batch_size), []
     while state["step"] < cfg.steps and not state["diverged"]:
         train.train_steps(state, model_cfg, cfg, *_corpus_args(corpus), every)
-        evals.append({"step": state["step"], "val": train.estimate_loss(state["params"], model_cfg, corpus.val, cfg.eval_windows)})
+        evals.append({"step": state["step"], "val": train.estimate_loss(state["params"], model_cfg, _corpus_args(corpus)[1], cfg.eval_windows)})
         if evals[-1]["val"] <= min(targets):
             break
     return {t: to_target.steps_to_target(evals, t) for t in targets}
@@ -298,11 +359,13 @@ def run_batch_sizes(corpus, model_cfg):
 
     The main target's keys are ch6.batch.B{B}.steps / .windows, ch6.batch.b_crit, ...; every target's
     fit is also under ch6.batch.t{j}.* (j indexes BATCH_TARGETS)."""
-    from pylib import train
     from pylib.studies import noise_scale
-    runs = {B: [steps_to_target_run(corpus, model_cfg, B, seed) for seed in SEEDS] for B in BATCH_SIZES}
+    SEEDS, (BATCH_TARGETS, BATCH_TARGET) = seeds_now(), batch_targets_now()  # the constants, or SMALL's
+    BATCH_BOOT_NOW = scaled(BATCH_BOOT, {**BATCH_BOOT, "n_boot": SMALL["n_boot"]})
+    runs = {B: [steps_to_target_run(corpus, model_cfg, B, seed) for seed in SEEDS]
+            for B in progress(BATCH_SIZES, desc="batch sizes", unit="B")}
     boot_b_crit = {}  # target index -> (steps per batch size and seed, its bootstrap)
-    values, curve = {}, {"evaluation": f"subset: {train.TrainConfig().eval_windows} fixed validation windows",
+    values, curve = {}, {"evaluation": f"subset: {eval_windows_now()} fixed validation windows",
                          "batch_sizes": list(BATCH_SIZES), "targets": list(BATCH_TARGETS),
                          "eval_every": [batch_eval_interval(B) for B in BATCH_SIZES]}
     for j, target in enumerate(BATCH_TARGETS):
@@ -324,7 +387,7 @@ def run_batch_sizes(corpus, model_cfg):
                            f"{p}.b_crit": fit["b_crit"]})
         if len(reached) == len(BATCH_SIZES):  # every batch size reached the target in every seed
             per_seed = [[r[target] for r in runs[B]] for B in BATCH_SIZES]
-            boot = noise_scale.bootstrap_critical_batch(BATCH_SIZES, per_seed, **BATCH_BOOT)
+            boot = noise_scale.bootstrap_critical_batch(BATCH_SIZES, per_seed, **BATCH_BOOT_NOW)
             boot_b_crit[j] = (per_seed, boot)
             for p in prefix:
                 for q in ("s_min", "e_min", "b_crit"):
@@ -347,9 +410,9 @@ def run_batch_sizes(corpus, model_cfg):
         values["ch6.batch.boot.b_crit_diff.low"], values["ch6.batch.boot.b_crit_diff.high"] = (
             float(q) for q in np.quantile(diff, [0.025, 0.975], method="inverted_cdf"))
         values["ch6.batch.boot.b_crit_larger_share"] = float(np.mean(diff > 0))
-    values["ch6.batch.boot.n_boot"] = BATCH_BOOT["n_boot"]
-    values.update({"ch6.batch.lr": BATCH_LR, "ch6.batch.max_steps": BATCH_MAX_STEPS,
-                   "ch6.batch.eval_windows": train.TrainConfig().eval_windows,
+    values["ch6.batch.boot.n_boot"] = BATCH_BOOT_NOW["n_boot"]
+    values.update({"ch6.batch.lr": BATCH_LR, "ch6.batch.max_steps": scaled(BATCH_MAX_STEPS, SMALL["batch_max_steps"]),
+                   "ch6.batch.eval_windows": eval_windows_now(),
                    "ch6.batch.smallest": BATCH_SIZES[0], "ch6.batch.largest": BATCH_SIZES[-1]})
     return values, curve
 
@@ -360,7 +423,16 @@ def run_batch_sizes(corpus, model_cfg):
 
 def scaling_sweep_config(k, factor, seed):
     """The scaling runs' config at B x k and steps / k with the rate base x factor (the rate sweep)."""
-    return dataclasses.replace(scaling_config(k, "fixed", seed), lr=SCALING_BASE["lr"] * factor)
+    return dataclasses.replace(scaling_config(k, "fixed", seed), lr=scaling_base()["lr"] * factor)
+
+
+def sweep_arm(corpus, k, factor, seeds=None):
+    """The scaling runs at B x k and steps / k with the rate base x factor (scaling_sweep_config), once per seed
+    (default SEEDS, or SMALL's at the reduced size): {seed: final loss, None if the run diverged}. For a
+    setting of the reader's own (the notebook); the measured sweep is run_scaling_sweep."""
+    from pylib import train
+    return {seed: final_val(train.train(_model_cfg(corpus), scaling_sweep_config(k, factor, seed), *_corpus_args(corpus))[1])
+            for seed in progress(seeds or seeds_now(), desc=f"k {k}, rate x {factor}", unit="seed")}
 
 
 def run_scaling_sweep(corpus, model_cfg, values):
@@ -368,7 +440,8 @@ def run_scaling_sweep(corpus, model_cfg, values):
     keys ch6.scaling.sweep.k{k}.x{factor}.final_val, the best mean's factor, and the best against the base run."""
     from pylib import train
     out, curve = {}, {}
-    for k in SCALING_SWEEP_KS:
+    SEEDS, SCALING_BASE = seeds_now(), scaling_base()  # the constants, or SMALL's at the reduced size
+    for k in progress(SCALING_SWEEP_KS, desc="scaling: rate sweep", unit="k"):
         reuse = {1: "fixed", k: "linear"}
         means = {}
         for factor in SCALING_SWEEP_FACTORS[k]:
@@ -402,11 +475,11 @@ def scaling_config(k, rule, seed):
     """B x k windows and steps / k (the same tokens); lr x k ("linear"), x sqrt(k) ("sqrt": the rate
     only; betas and eps stay the default's) or unchanged ("fixed"). Scored on the whole split at the end."""
     from pylib import train
-    b = SCALING_BASE
+    b = scaling_base()
     lr = b["lr"] * {"linear": k, "sqrt": math.sqrt(k), "fixed": 1}[rule]
     return dataclasses.replace(train.TrainConfig(), batch_size=b["batch_size"] * k, lr=lr, steps=b["steps"] // k,
                                warmup_steps=max(1, b["warmup_steps"] // k), eval_interval=b["steps"], seed=seed,
-                               final_eval=True)
+                               final_eval=True, eval_windows=eval_windows_now())
 
 
 def run_scaling(corpus, model_cfg, b_noise=None, b_noise_by_target=None):
@@ -416,8 +489,9 @@ def run_scaling(corpus, model_cfg, b_noise=None, b_noise_by_target=None):
     from pylib import train
     from pylib.studies import noise_scale
     values, curve = {}, {"ks": list(SCALING_KS), "evaluation": "whole validation split"}
+    SEEDS, SCALING_BASE = seeds_now(), scaling_base()  # the constants, or SMALL's at the reduced size
     base_finals = None  # k = 1 is the same run for every rule: measured once and stored under each rule
-    for rule in SCALING_RULES:
+    for rule in progress(SCALING_RULES, desc="scaling rules", unit="rule"):
         means, sds, divs = [], [], []
         for k in SCALING_KS:
             if k == 1 and base_finals is not None:
@@ -472,7 +546,8 @@ def part_ladder(corpus):
     t0 = time.perf_counter()
     values, curve, val_curves = run_ladder(corpus, _model_cfg(corpus))
     return {"values": values, "curves": {"ch6.ladder": curve, "ch6.ladder.val_curves": val_curves},
-            "settings": {"ch6.ladder": LADDER},
+            "settings": {"ch6.ladder": {**LADDER, **scaled({}, {"final_eval_small": SMALL_EVAL.format(SMALL["val_windows"]),
+                                                                 "batch_size": SMALL["ladder_batch"]})}},
             "timings": {"ch6.ladder.seconds": time.perf_counter() - t0}}
 
 
@@ -480,7 +555,8 @@ def part_schedules(corpus):
     t0 = time.perf_counter()
     values, curves = run_schedules(corpus, _model_cfg(corpus))
     return {"values": values, "curves": curves,
-            "settings": {"ch6.schedules": {"arms": SCHEDULE_ARMS, "noise": NOISE, "noise_checkpoints": list(NOISE_CHECKPOINTS)}},
+            "settings": {"ch6.schedules": {"arms": SCHEDULE_ARMS, "noise": noise_now(), "noise_checkpoints": list(NOISE_CHECKPOINTS),
+                                           **scaled({}, {"batch_size": SMALL["sched_batch"]})}},
             "timings": {"ch6.schedules.seconds": time.perf_counter() - t0}}
 
 
@@ -493,7 +569,7 @@ def part_batch(corpus):
     t0 = time.perf_counter()
     scaling_values, scaling_curve = run_scaling(
         corpus, model_cfg, b_noise=values["ch6.batch.b_crit"],
-        b_noise_by_target={j: values[f"ch6.batch.t{j}.b_crit"] for j in range(len(BATCH_TARGETS))})
+        b_noise_by_target={j: values[f"ch6.batch.t{j}.b_crit"] for j in range(len(batch_targets_now()[0]))})
     timings["ch6.scaling.seconds"] = time.perf_counter() - t0
     values.update(scaling_values)
     t0 = time.perf_counter()
@@ -502,9 +578,9 @@ def part_batch(corpus):
     values.update(sweep_values)
     scaling_curve["sweep"] = sweep_curve
     return {"values": values, "curves": {"ch6.batch": batch_curve, "ch6.scaling": scaling_curve},
-            "settings": {"ch6.batch": {"batch_sizes": list(BATCH_SIZES), "targets": list(BATCH_TARGETS),
-                                       "target": BATCH_TARGET, "lr": BATCH_LR},
-                         "ch6.scaling": {"base": SCALING_BASE, "ks": list(SCALING_KS), "rules": list(SCALING_RULES),
+            "settings": {"ch6.batch": {"batch_sizes": list(BATCH_SIZES), "targets": list(batch_targets_now()[0]),
+                                       "target": batch_targets_now()[1], "lr": BATCH_LR},
+                         "ch6.scaling": {"base": scaling_base(), "ks": list(SCALING_KS), "rules": list(SCALING_RULES),
                                          "sweep_factors": {str(k): list(f) for k, f in SCALING_SWEEP_FACTORS.items()}}},
             "timings": timings}
 
@@ -573,12 +649,21 @@ def markdown(results):
         except (KeyError, ValueError) as e:
             return f"– ({e})"
 
+    st = results["settings"]
+    seeds = sorted(map(int, v["ch6.ladder.best.final_val.per_seed"]))
+    NOISE = st["ch6.schedules"]["noise"]  # the constants, or SMALL's if the results are the reduced size
+    BATCH_TARGETS, BATCH_TARGET = st["ch6.batch"]["targets"], st["ch6.batch"]["target"]
+    SCALING_BASE = st["ch6.scaling"]["base"]
+    ws = "whole split" if "final_eval_small" not in st["ch6.ladder"] else "reduced split"
+    small = ("" if "final_eval_small" not in st["ch6.ladder"] else
+             f" The notebook's reduced size: batch {st['ch6.ladder']['batch_size']} on the ladder and "
+             f"{st['ch6.schedules']['batch_size']} on the schedules.")
     lines = ["## Chapter 6: learning rate, schedules and batch size", "",
-             f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds. Final validation losses are on "
-             "the whole validation split; steps to the target and the curves are on the trainer's fixed subset "
-             f"of validation windows. Paired comparisons: a − b, 95% t-interval, margin {LOSS_MARGIN} nats.", "",
+             f"Seeds {', '.join(map(str, seeds))}; mean ± sample sd over seeds. Final validation losses are on "
+             f"{final_eval_text(results)}; steps to the target and the curves are on the trainer's fixed subset "
+             f"of validation windows. Paired comparisons: a − b, 95% t-interval, margin {LOSS_MARGIN} nats.{small}", "",
              f"### The learning-rate ladder ({f('ch6.ladder.steps', 'd')} steps, default settings otherwise)", "",
-             "| lr | final val loss (whole split) | final val loss (subset) | diverged seeds (at step) |",
+             f"| lr | final val loss ({ws}) | final val loss (subset) | diverged seeds (at step) |",
              "| --- | --- | --- | --- |"]
     lad = c.get("ch6.ladder", {})
     for i, (lr, m, s, n, at) in enumerate(zip(lad.get("lrs", []), lad.get("final_mean", []), lad.get("final_sd", []),
@@ -587,7 +672,7 @@ def markdown(results):
         lines.append(f"| {lr:g} | {pm(f'ch6.ladder.r{i}.final_val')} | {sub} | "
                      f"{n} ({', '.join(str(a) for a in at if a is not None)}) |")
     lines += ["", f"Best rate {f('ch6.ladder.best_lr', 'g')}; good band (within {f('ch6.ladder.band_tolerance', 'g')} "
-              f"nats of the best, no divergence; whole split) {f('ch6.ladder.good_lo', 'g')} – {f('ch6.ladder.good_hi', 'g')} "
+              f"nats of the best, no divergence; {ws}) {f('ch6.ladder.good_lo', 'g')} – {f('ch6.ladder.good_hi', 'g')} "
               f"(on the subset: {f('ch6.ladder.subset_good_lo', 'g')} – {f('ch6.ladder.subset_good_hi', 'g')}); "
               f"first rate with a diverged seed {f('ch6.ladder.first_diverged_lr', 'g')}.", "",
               f"- rung below the best ({f('ch6.ladder.below_best_lr', 'g')}) − best: "
@@ -596,7 +681,7 @@ def markdown(results):
               f"{cmp('ch6.ladder.above_best.final_val', 'ch6.ladder.best.final_val')}", "",
               *ladder_curve_lines(c.get("ch6.ladder.val_curves")),
               "### Schedules (400 steps)", "",
-              "| arm | final val loss (whole split) | diverged seeds | arm − cosine, paired |", "| --- | --- | --- | --- |"]
+              f"| arm | final val loss ({ws}) | diverged seeds | arm − cosine, paired |", "| --- | --- | --- | --- |"]
     for name, changes in SCHEDULE_ARMS.items():
         vs = cmp(f"ch6.sched.{name}.final_val", "ch6.sched.cosine.final_val") if name != "cosine" else ""
         lines.append(f"| {name} {changes or ''} | {pm(f'ch6.sched.{name}.final_val')} | "
@@ -631,7 +716,7 @@ def markdown(results):
               f"larger in a share {f('ch6.batch.boot.b_crit_larger_share', '.3f')} of the resamples.", ""]
     lines += ["",
               f"### Scaling rules (base B = {SCALING_BASE['batch_size']}, lr {SCALING_BASE['lr']}, "
-              f"{SCALING_BASE['steps']} steps; B × k for steps / k; whole split)", "",
+              f"{SCALING_BASE['steps']} steps; B × k for steps / k; {ws})", "",
               "| k | lr × k | lr × sqrt(k) only | lr fixed | linear − base | McCandlish eps_opt factor |",
               "| --- | --- | --- | --- | --- | --- |"]
     for i, k in enumerate(SCALING_KS):
@@ -642,7 +727,7 @@ def markdown(results):
     for k in SCALING_KS[1:]:
         lines.append(f"- k = {k}: linear − fixed {cmp(f'ch6.scaling.linear.k{k}.final_val', f'ch6.scaling.fixed.k{k}.final_val')}; "
                      f"sqrt − linear {cmp(f'ch6.scaling.sqrt.k{k}.final_val', f'ch6.scaling.linear.k{k}.final_val')}")
-    lines += ["", "Rate sweep at the largest k (rate = base × factor; whole split; best against the base run, paired):", "",
+    lines += ["", f"Rate sweep at the largest k (rate = base × factor; {ws}; best against the base run, paired):", "",
               "| k | steps | " + " | ".join(f"× {x}" for x in SCALING_SWEEP_FACTORS[SCALING_SWEEP_KS[-1]]) + " | best − base |",
               "| --- | --- |" + " --- |" * (len(SCALING_SWEEP_FACTORS[SCALING_SWEEP_KS[-1]]) + 1)]
     for k in SCALING_SWEEP_KS:
@@ -650,6 +735,6 @@ def markdown(results):
                  for x in SCALING_SWEEP_FACTORS[SCALING_SWEEP_KS[-1]]]
         lines.append(f"| {k} | {SCALING_BASE['steps'] // k} | " + " | ".join(cells) + " | "
                      f"{cmp(f'ch6.scaling.sweep.k{k}.best.final_val', 'ch6.scaling.linear.k1.final_val')} |")
-    lines += ["", f"More seeds (0-{LADDER_MORE_SEEDS[-1]}) for ladder rungs {LADDER_MORE_SEEDS_RUNGS}: r5 − r4 "
+    lines += ["", f"More seeds (0-{v['ch6.ladder.more_seeds_n'] - 1}) for ladder rungs {LADDER_MORE_SEEDS_RUNGS}: r5 − r4 "
               f"{cmp('ch6.ladder.r5.more_seeds.final_val', 'ch6.ladder.r4.more_seeds.final_val')}"]
     return lines + [""]

@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, is_small, progress, rounded, run_parts, scaled
 
 INIT_STDS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # the sweep at initialisation
 INIT_DEPTH = 4  # layers of the model the init sweep looks at (the course's width)
@@ -50,6 +50,33 @@ WIDTH_FULL = (16, 64)  # widths whose picked runs are scored on the whole valida
 # shows what limits muP's wide models in these short runs.
 WIDTH_ARMS = ("sp", "mup", "mup_noout")
 WIDTH_TRAIN = {"steps": 100, "batch_size": 8, "warmup_steps": 10, "eval_interval": 100}
+# The notebook's reduced size (experiments.common.small_size): two seeds (and no extra ones for post-LN),
+# every depth and width the chapter names, short runs, the depth runs at the page's rate only and the
+# width sweep at two rates; the subset losses on eval_windows windows, the whole-split losses on the first
+# val_tokens tokens of the validation split.
+SMALL = {"seeds": (0, 1), "more_seeds": (), "eval_windows": 16,
+         "init_train": {"steps": 20, "eval_interval": 10, "eval_windows": 16}, "depth_steps": 10,
+         "norm_steps": 20, "width_lrs": (1e-2, 10 ** -1.5), "width_steps": 12, "val_tokens": 8_192}
+
+
+def seeds():
+    """SEEDS, or SMALL's at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def val_split(corpus):
+    """The validation stream: the whole split, or its start at the reduced size."""
+    return corpus.val[:scaled(None, SMALL["val_tokens"])]
+
+
+def width_lrs():
+    """WIDTH_LRS, or SMALL's at the reduced size."""
+    return scaled(WIDTH_LRS, SMALL["width_lrs"])
+
+
+def width_train():
+    """WIDTH_TRAIN, or at the reduced size SMALL's steps and subset."""
+    return scaled(WIDTH_TRAIN, {**WIDTH_TRAIN, "steps": SMALL["width_steps"], "eval_windows": SMALL["eval_windows"]})
 
 
 def base_cfg(corpus):
@@ -115,42 +142,44 @@ def full_split(params, mcfg, corpus):
     """The whole-split loss of trained params, or None if not finite (pylib.evaluation)."""
     import math
     from pylib import evaluation
-    v = evaluation.full_loss(params, mcfg, corpus.val)
+    v = evaluation.full_loss(params, mcfg, val_split(corpus))
     return v if math.isfinite(v) else None
 
 
 # ---------------------------------------------------------------------------
 
 
-def run_init_scale(corpus):
+def run_init_scale(corpus, train_stds=INIT_TRAIN_STDS):
+    """The sweep at initialisation over INIT_STDS, and the course model trained from each of train_stds."""
     from pylib import train
     from pylib.studies import init_study
     x, y = probe(corpus)
     cfg = dataclasses.replace(base_cfg(corpus), n_layer=INIT_DEPTH)
     values, curves = {}, {}
-    per_seed = [init_study.init_scale_sweep(cfg, INIT_STDS, seed, x, y) for seed in SEEDS]
+    per_seed = [init_study.init_scale_sweep(cfg, INIT_STDS, seed, x, y) for seed in seeds()]
     losses = np.array([[r["loss"] for r in rs] for rs in per_seed])  # (seeds, stds)
     acts = np.array([[r["act_std"] for r in rs] for rs in per_seed])  # (seeds, stds, L + 1)
     curves["ch7.init_scale"] = {"init_stds": list(INIT_STDS), "loss_mean": rounded(losses.mean(axis=0)),
                                 "act_std_mean": [rounded(a) for a in acts.mean(axis=0)]}
     for i, s in enumerate(INIT_STDS):
-        values.update(arm(f"ch7.init_scale.std{s:g}.loss", dict(zip(SEEDS, losses[:, i].tolist()))))
-        values.update(arm(f"ch7.init_scale.std{s:g}.act_last", dict(zip(SEEDS, acts[:, i, -1].tolist()))))
+        values.update(arm(f"ch7.init_scale.std{s:g}.loss", dict(zip(seeds(), losses[:, i].tolist()))))
+        values.update(arm(f"ch7.init_scale.std{s:g}.act_last", dict(zip(seeds(), acts[:, i, -1].tolist()))))
         values[f"ch7.init_scale.std{s:g}.act_first"] = float(acts[:, i, 0].mean())
         values[f"ch7.init_scale.std{s:g}.act_growth"] = float((acts[:, i, -1] / acts[:, i, 0]).mean())
     # the course model trained from a few scales
-    for s in INIT_TRAIN_STDS:
+    init_train = scaled(INIT_TRAIN, SMALL["init_train"])
+    for s in progress(train_stds, desc=f"init std, {init_train['steps']} steps", unit="std"):
         mcfg = dataclasses.replace(base_cfg(corpus), init_std=s)
         finals, hist = {}, []
-        for seed in SEEDS:
-            tcfg = dataclasses.replace(train.TrainConfig(), **INIT_TRAIN, seed=seed, final_eval=True)
-            _, h = train.train(mcfg, tcfg, corpus.train, corpus.val)
+        for seed in seeds():
+            tcfg = dataclasses.replace(train.TrainConfig(), **init_train, seed=seed, final_eval=True)
+            _, h = train.train(mcfg, tcfg, corpus.train, val_split(corpus))
             finals[seed] = final_val(h)
             hist.append(h)
         key = f"ch7.init_train.std{s:g}"
         values.update(arm(key + ".val", finals))  # whole validation split
         values[key + ".diverged"] = sum(v is None for v in finals.values())
-        values.update(arm(key + ".first_val", {seed: h[0]["val"] for seed, h in zip(SEEDS, hist)}))  # subset, step 0
+        values.update(arm(key + ".first_val", {seed: h[0]["val"] for seed, h in zip(seeds(), hist)}))  # subset, step 0
         if all(v is not None for v in finals.values()):
             curves[key] = val_curve(hist)
     return values, curves
@@ -163,7 +192,7 @@ def run_depth_init(corpus):
     values, curves = {}, {}
     for variant, wpe_std in (("", None), (".unit", init_study.EMBED_UNIT_STD)):
         per_seed = [init_study.depth_stats(base_cfg(corpus), depths, ("pre", "post"), seed, x, y, wpe_std)
-                    for seed in SEEDS]
+                    for seed in seeds()]
         for pos in ("pre", "post"):
             if not variant:
                 for i, L in enumerate(depths):
@@ -187,6 +216,14 @@ def run_depth_init(corpus):
     return values, curves
 
 
+def depth_train_config(corpus, L, position, warmup, seed, lr):
+    """init_study.depth_train_config, its steps cut to SMALL's at the reduced size."""
+    from pylib.studies import init_study
+    mcfg, tcfg = init_study.depth_train_config(base_cfg(corpus), L, position, warmup, seed, lr)
+    return mcfg, dataclasses.replace(tcfg, steps=scaled(tcfg.steps, SMALL["depth_steps"]),
+                                     eval_windows=scaled(tcfg.eval_windows, SMALL["eval_windows"]))
+
+
 def run_depth_train(corpus, position):
     """One placement: every (warmup, rate) on the grid, three seeds; each warmup setting's rate is
     picked on the subset; the whole split scores the picked runs (and, with warmup, the page's rate)."""
@@ -194,15 +231,16 @@ def run_depth_train(corpus, position):
     from pylib.studies import init_study
     values, curves, settings = {}, {}, {}
     page_lr = init_study.DEPTH_TRAIN["lr"]
+    lrs = scaled(init_study.DEPTH_LRS, (page_lr,))  # the reduced size: the page's rate only
     for L in init_study.DEPTH_TRAIN_DEPTHS:
-        for warmup in (False, True):
+        for warmup in progress((False, True), desc=f"depth {L}, {position}-LN", unit="warmup setting"):
             key = init_study.depth_train_key(L, position, warmup)
             runs = {}  # lr -> [(seed, params, history)]
-            for lr in init_study.DEPTH_LRS:
+            for lr in lrs:
                 runs[lr] = []
-                for seed in SEEDS:
-                    mcfg, tcfg = init_study.depth_train_config(base_cfg(corpus), L, position, warmup, seed, lr)
-                    params, h = train.train(mcfg, tcfg, corpus.train, corpus.val)
+                for seed in seeds():
+                    mcfg, tcfg = depth_train_config(corpus, L, position, warmup, seed, lr)
+                    params, h = train.train(mcfg, tcfg, corpus.train, val_split(corpus))
                     runs[lr].append((seed, params, h))
                 hist = [h for _, _, h in runs[lr]]
                 k = f"{key}.lr{lr:g}"
@@ -213,8 +251,8 @@ def run_depth_train(corpus, position):
                     settings[key] = {k2: x for k2, x in dataclasses.asdict(tcfg).items() if k2 != "seed"}
                     if not values[k + ".diverged"]:
                         curves[key] = val_curve(hist)  # the page's band: the subset curve of its setting
-            means = {lr: values[f"{key}.lr{lr:g}.sub.mean"] for lr in init_study.DEPTH_LRS}
-            ok = [lr for lr in init_study.DEPTH_LRS if means[lr] is not None]
+            means = {lr: values[f"{key}.lr{lr:g}.sub.mean"] for lr in lrs}
+            ok = [lr for lr in lrs if means[lr] is not None]
             best = min(ok, key=lambda lr: means[lr]) if ok else None
             values[key + ".best_lr"] = best
             scored = {}
@@ -229,9 +267,9 @@ def run_depth_train(corpus, position):
                 if position in DEPTH_MORE_SEEDS_POSITIONS:  # more seeds at the picked rate, for warmup's verdict
                     mcfg = dataclasses.replace(base_cfg(corpus), n_layer=L, norm_position=position)
                     more = {}
-                    for seed in DEPTH_MORE_SEEDS:
-                        mc, tc = init_study.depth_train_config(base_cfg(corpus), L, position, warmup, seed, best)
-                        p, h = train.train(mc, tc, corpus.train, corpus.val)
+                    for seed in scaled(DEPTH_MORE_SEEDS, SMALL["more_seeds"]):
+                        mc, tc = depth_train_config(corpus, L, position, warmup, seed, best)
+                        p, h = train.train(mc, tc, corpus.train, val_split(corpus))
                         more[seed] = None if h[-1].get("diverged") else full_split(p, mcfg, corpus)
                     values.update(arm(key + ".best.more_seeds.val", {**scored[best], **more}))
     return values, curves, settings
@@ -240,15 +278,19 @@ def run_depth_train(corpus, position):
 def run_rmsnorm(corpus):
     from pylib import model, train
     values, seconds = {}, {}
-    for norm in ("layernorm", "rmsnorm"):
+    default = train.TrainConfig()  # at the reduced size: SMALL's steps, a smaller subset at the first and last step
+    base = dataclasses.replace(default, steps=scaled(default.steps, SMALL["norm_steps"]),
+                               eval_interval=scaled(default.eval_interval, SMALL["norm_steps"]),
+                               eval_windows=scaled(default.eval_windows, SMALL["eval_windows"]))
+    for norm in progress(("layernorm", "rmsnorm"), desc=f"norms, {base.steps} steps", unit="norm"):
         mcfg = dataclasses.replace(base_cfg(corpus), norm=norm)
         finals = {}
         t0 = time.perf_counter()
-        for seed in SEEDS:
-            _, h = train.train(mcfg, dataclasses.replace(train.TrainConfig(), seed=seed, final_eval=True),
-                               corpus.train, corpus.val)
+        for seed in seeds():
+            _, h = train.train(mcfg, dataclasses.replace(base, seed=seed, final_eval=True),
+                               corpus.train, val_split(corpus))
             finals[seed] = final_val(h)
-        seconds[norm] = (time.perf_counter() - t0) / len(SEEDS)
+        seconds[norm] = (time.perf_counter() - t0) / len(seeds())
         values.update(arm(f"ch7.norm.{norm}.val", finals))  # whole validation split
         values[f"ch7.norm.{norm}.params"] = model.count_params(mcfg)
     return values, {f"ch7.norm.{k}.seconds_per_run": v for k, v in seconds.items()}
@@ -261,7 +303,7 @@ def run_coord(corpus):
     for param in ("sp", "mup"):
         per = {w: [] for w in init_study.COORD_WIDTHS}
         for w in init_study.COORD_WIDTHS:
-            for seed in SEEDS:
+            for seed in seeds():
                 mcfg, tcfg = init_study.coord_train_config(base_cfg(corpus), w, param == "mup", seed)
                 r = init_study.coord_check(mcfg, tcfg, corpus.train, x, init_study.COORD_STEPS)
                 assert r["diverged_at"] is None, f"coordinate check diverged: {param} width {w} seed {seed}"
@@ -289,7 +331,7 @@ def width_model(corpus, param, w):
 def width_train_config(param, lr, seed):
     """The sweep's run: µP's arms use mup's weight-decay rule (lr * wd kept, as MuAdamW's default)."""
     from pylib import train
-    return dataclasses.replace(train.TrainConfig(), **WIDTH_TRAIN, lr=lr, seed=seed,
+    return dataclasses.replace(train.TrainConfig(), **width_train(), lr=lr, seed=seed,
                                mup_constant_decay=param != "sp")
 
 
@@ -299,8 +341,9 @@ def run_width_sweep(corpus):
     values, curves = {}, {}
     base_w = init_study.COORD_BASE_WIDTH
     shared = {}  # width 16 is µP's base width: there every arm is the same model (tested), run once
-    for param in WIDTH_ARMS:
-        curve = {"widths": list(WIDTH_SWEEP), "lrs": list(WIDTH_LRS), "val_mean": [], "diverged": [],
+    lrs = width_lrs()
+    for param in progress(WIDTH_ARMS, desc=f"width sweep, {width_train()['steps']} steps", unit="parameterisation"):
+        curve = {"widths": list(WIDTH_SWEEP), "lrs": list(lrs), "val_mean": [], "diverged": [],
                  "evaluation": "subset"}
         per_width = {}
         for w in WIDTH_SWEEP:
@@ -308,12 +351,12 @@ def run_width_sweep(corpus):
             if w == base_w and shared:
                 runs = shared["runs"]
             else:
-                runs = [[(seed,) + train.train(mcfg, width_train_config(param, lr, seed), corpus.train, corpus.val)
-                         for seed in SEEDS] for lr in WIDTH_LRS]  # [lr][seed] = (seed, params, history)
+                runs = [[(seed,) + train.train(mcfg, width_train_config(param, lr, seed), corpus.train, val_split(corpus))
+                         for seed in seeds()] for lr in lrs]  # [lr][seed] = (seed, params, history)
                 if w == base_w:
                     shared["runs"] = runs
             subset = [[subset_final(h) for _, _, h in r] for r in runs]
-            summary = init_study.lr_sweep_summary(list(WIDTH_LRS), subset)
+            summary = init_study.lr_sweep_summary(list(lrs), subset)
             curve["val_mean"].append([None if m is None else round(m, 5) for m in summary["mean"]])
             curve["diverged"].append(summary["diverged"])
             key = f"ch7.width.{param}.w{w}"
@@ -323,7 +366,7 @@ def run_width_sweep(corpus):
             values[key + ".runner_up_gap"] = finite[1] - finite[0] if len(finite) > 1 else None  # next-best minus best
             per_width[w] = (mcfg, runs, summary)
         base_index = per_width[base_w][2]["best_index"]  # the narrowest model's best lr
-        values[f"ch7.width.{param}.base_lr"] = WIDTH_LRS[base_index]
+        values[f"ch7.width.{param}.base_lr"] = lrs[base_index]
         bests = [values[f"ch7.width.{param}.w{w}.best_lr"] for w in WIDTH_SWEEP]
         values[f"ch7.width.{param}.best_lr_spread"] = max(bests) / min(bests)  # 1 = the best lr transferred
         for w in WIDTH_FULL:
@@ -364,7 +407,7 @@ def part_depth_post(corpus):
 def part_width(corpus):
     from pylib.studies import init_study
     (v, c), t = _timed("width", run_width_sweep, corpus)
-    settings = {"ch7.width": {**WIDTH_TRAIN, "lrs": list(WIDTH_LRS), "widths": list(WIDTH_SWEEP),
+    settings = {"ch7.width": {**width_train(), "lrs": list(width_lrs()), "widths": list(WIDTH_SWEEP),
                               "whole_split_widths": list(WIDTH_FULL), "mup_base_width": init_study.COORD_BASE_WIDTH,
                               "mup_constant_decay": "µP arms only"}}
     return {"values": v, "curves": c, "settings": settings, "timings": t}
@@ -372,8 +415,8 @@ def part_width(corpus):
 
 def part_init(corpus):
     (v, c), t = _timed("init_scale", run_init_scale, corpus)
-    return {"values": {**v, "ch7.seeds": len(SEEDS)}, "curves": c,
-            "settings": {"ch7.init_train": dict(INIT_TRAIN)}, "timings": t}
+    return {"values": {**v, "ch7.seeds": len(seeds())}, "curves": c,
+            "settings": {"ch7.init_train": dict(scaled(INIT_TRAIN, SMALL["init_train"]))}, "timings": t}
 
 
 def part_small(corpus):
@@ -403,11 +446,19 @@ def _pm(v, key, fmt=".4f"):
 def markdown(results):
     """results.md's section for chapter 7."""
     from experiments.common import EVAL_FULL, paired_text
+    from pylib import train
     from pylib.studies import init_study
-    v = results["values"]
+    v, settings = results["values"], results["settings"]
     L = init_study.DEPTH_MAX
+    seeds_run = sorted(map(int, v["ch7.norm.layernorm.val.per_seed"]))
+    small = is_small()  # the reduced size: the whole-split losses are on the split's first SMALL["val_tokens"] tokens
+    final_on = f"the first {SMALL['val_tokens']:,} tokens of the validation split (the reduced size)" if small else EVAL_FULL
+    whole = f"first {SMALL['val_tokens']:,} validation tokens" if small else "whole split"
+    default_run = f"the default run cut to {SMALL['norm_steps']} steps" if small else "the default run"
+    subset_default = train.TrainConfig().eval_windows  # the curves' subset, unless a part's settings say otherwise
+    subset_init = settings["ch7.init_train"].get("eval_windows", subset_default)
     lines = ["## Chapter 7: initialisation, normalisation and µP", "",
-             f"Seeds {', '.join(map(str, SEEDS))}; mean ± sample sd over seeds. Final losses: {EVAL_FULL}. "
+             f"Seeds {', '.join(map(str, seeds_run))}; mean ± sample sd over seeds. Final losses: {final_on}. "
              f"Comparisons: paired by seed, 95% t-interval, margin ±{MARGIN} nats.", "",
              f"### Init scale ({INIT_DEPTH} layers, width 16, at initialisation)", "",
              "| init std | loss at init | residual std after embeddings | after last block | key |",
@@ -415,8 +466,8 @@ def markdown(results):
     for s in INIT_STDS:
         k = f"ch7.init_scale.std{s:g}"
         lines.append(f"| {s:g} | {_pm(v, k + '.loss')} | {v[k + '.act_first']:.4g} | {_pm(v, k + '.act_last', '.4g')} | `{k}` |")
-    lines += ["", f"The course model trained {INIT_TRAIN['steps']} steps from each scale (default settings otherwise); "
-              "step-0 loss on the 128-window subset, final loss on the whole split:", "",
+    lines += ["", f"The course model trained {settings['ch7.init_train']['steps']} steps from each scale (default settings otherwise); "
+              f"step-0 loss on the {subset_init}-window subset, final loss on the {whole}:", "",
               "| init std | step-0 loss (subset) | final val loss | against 0.02 | key |", "| --- | --- | --- | --- | --- |"]
     for s in INIT_TRAIN_STDS:
         k = f"ch7.init_train.std{s:g}"
@@ -430,32 +481,35 @@ def markdown(results):
             k = f"ch7.depth_init{variant}.{pos}.L{L}"
             lines.append(f"| {pos}-LN | {v[k + '.act_embed']:.4g} | {v[k + '.act_last']:.4g} | {v[k + '.grad_first']:.4g} | "
                          f"{v[k + '.grad_second']:.4g} | {v[k + '.grad_middle']:.4g} | {v[k + '.grad_last']:.4g} | `{k}` |")
-    lines += ["", f"### Depth: training ({init_study.DEPTH_TRAIN} at peak rates {init_study.DEPTH_LRS}, warmup "
-              f"{init_study.DEPTH_WARMUP} or 0)", "",
-              f"Final loss on the {init_study.DEPTH_TRAIN['eval_windows']}-window subset (used only to pick each "
-              "setting's rate):", "",
-              "| setting | " + " | ".join(f"lr {lr:g}" for lr in init_study.DEPTH_LRS) + " | picked | clipped steps at each lr |",
-              "| --- |" + " --- |" * (len(init_study.DEPTH_LRS) + 2)]
     keys = list(init_study.depth_train_settings())
+    depth_train = {k: settings[keys[0]][k] for k in init_study.DEPTH_TRAIN}  # init_study.DEPTH_TRAIN, as run
+    depth_lrs = tuple(lr for lr in init_study.DEPTH_LRS if f"{keys[0]}.lr{lr:g}.sub.n" in v)
+    more = f"{keys[0].rsplit('.', 2)[0]}.post.warmup.best.more_seeds.val.per_seed"
+    lines += ["", f"### Depth: training ({depth_train} at peak rates {depth_lrs}, warmup "
+              f"{init_study.DEPTH_WARMUP} or 0)", "",
+              f"Final loss on the {depth_train['eval_windows']}-window subset (used only to pick each "
+              "setting's rate):", "",
+              "| setting | " + " | ".join(f"lr {lr:g}" for lr in depth_lrs) + " | picked | clipped steps at each lr |",
+              "| --- |" + " --- |" * (len(depth_lrs) + 2)]
     for key in keys:
-        cells = " | ".join(_pm(v, f"{key}.lr{lr:g}.sub") for lr in init_study.DEPTH_LRS)
-        clipped = ", ".join(f"{v[f'{key}.lr{lr:g}.clipped_frac']:.3f}" for lr in init_study.DEPTH_LRS)
+        cells = " | ".join(_pm(v, f"{key}.lr{lr:g}.sub") for lr in depth_lrs)
+        clipped = ", ".join(f"{v[f'{key}.lr{lr:g}.clipped_frac']:.3f}" for lr in depth_lrs)
         lines.append(f"| {key.split('depth_train.')[1]} | {cells} | {v[key + '.best_lr']} | {clipped} |")
-    lines += ["", "At each setting's picked rate, on the whole split:", "", "| setting | final val loss | key |",
+    lines += ["", f"At each setting's picked rate, on the {whole}:", "", "| setting | final val loss | key |",
               "| --- | --- | --- |"]
     for key in keys:
         lines.append(f"| {key.split('depth_train.')[1]} | {_pm(v, key + '.best.val')} | `{key}.best.val` |")
     d = f"ch7.depth_train.L{L}"
-    lines += ["", "Paired comparisons (whole split, each setting at its picked rate):", "",
+    lines += ["", f"Paired comparisons ({whole}, each setting at its picked rate):", "",
               f"- pre-LN, warmup − no warmup: {paired_text(v, d + '.pre.warmup.best.val', d + '.pre.nowarmup.best.val', MARGIN)}",
               f"- post-LN, warmup − no warmup: {paired_text(v, d + '.post.warmup.best.val', d + '.post.nowarmup.best.val', MARGIN)}",
-              f"- post-LN, warmup − no warmup, seeds 0-{DEPTH_MORE_SEEDS[-1]}: "
+              f"- post-LN, warmup − no warmup, seeds 0-{max(map(int, v[more]))}: "
               f"{paired_text(v, d + '.post.warmup.best.more_seeds.val', d + '.post.nowarmup.best.more_seeds.val', MARGIN)}",
               f"- with warmup, post-LN − pre-LN: {paired_text(v, d + '.post.warmup.best.val', d + '.pre.warmup.best.val', MARGIN)}",
               f"- without warmup, post-LN − pre-LN: {paired_text(v, d + '.post.nowarmup.best.val', d + '.pre.nowarmup.best.val', MARGIN)}",
-              f"- post-LN with warmup at the page's rate {init_study.DEPTH_TRAIN['lr']:g} (whole split): "
+              f"- post-LN with warmup at the page's rate {init_study.DEPTH_TRAIN['lr']:g} ({whole}): "
               f"{_pm(v, d + '.post.warmup.lr' + format(init_study.DEPTH_TRAIN['lr'], 'g') + '.val')}"]
-    lines += ["", "### RMSNorm against LayerNorm (the default run; whole split)", "",
+    lines += ["", f"### RMSNorm against LayerNorm ({default_run}; {whole})", "",
               "| norm | params | final val loss | key |", "| --- | --- | --- | --- |"]
     for norm in ("layernorm", "rmsnorm"):
         lines.append(f"| {norm} | {v[f'ch7.norm.{norm}.params']} | {_pm(v, f'ch7.norm.{norm}.val')} | `ch7.norm.{norm}.val` |")
@@ -467,9 +521,12 @@ def markdown(results):
         for k in init_study.COORD_KEYS:
             b = f"ch7.coord.{param}.{k}"
             lines.append(f"| {param} | {k} | {v[b + '.w16']:.4g} | {v[b + '.w128']:.4g} | {v[b + '.ratio']:.3g} |")
-    lines += ["", f"### Learning rate against width ({WIDTH_TRAIN}; lrs {', '.join(f'{x:.3g}' for x in WIDTH_LRS)}; "
+    width = settings["ch7.width"]
+    lines += ["", f"### Learning rate against width ({ {k: width[k] for k in WIDTH_TRAIN} }; "
+              f"lrs {', '.join(f'{x:.3g}' for x in width['lrs'])}; "
               "µP arms with mup's weight-decay rule)", "",
-              "Final loss on the 128-window subset, mean over seeds (– : a seed diverged); used only to pick the rate.", ""]
+              f"Final loss on the {width.get('eval_windows', subset_default)}-window subset, mean over seeds "
+              "(– : a seed diverged); used only to pick the rate.", ""]
     curves = results["curves"]
     for param in WIDTH_ARMS:
         c = curves[f"ch7.width.{param}"]
@@ -478,7 +535,7 @@ def markdown(results):
         for w, row in zip(c["widths"], c["val_mean"]):
             cells = " | ".join("–" if m is None else f"{m:.4f}" for m in row)
             lines.append(f"| {w} | {cells} | {v[f'ch7.width.{param}.w{w}.best_lr']:.3g} |")
-        lines += ["", f"Whole split, at the picked rate and at width 16's rate ({v[f'ch7.width.{param}.base_lr']:.3g}):", "",
+        lines += ["", f"{whole[0].upper() + whole[1:]}, at the picked rate and at width 16's rate ({v[f'ch7.width.{param}.base_lr']:.3g}):", "",
                   "| width | at its picked rate | at width 16's rate | key |", "| --- | --- | --- | --- |"]
         for w in WIDTH_FULL:
             k = f"ch7.width.{param}.w{w}"

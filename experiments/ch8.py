@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, paired_text, progress, rounded, run_parts, scaled
 
 from pylib import guards
 from pylib.studies import stability
@@ -55,6 +55,48 @@ SCORED = ("baseline", "qk_norm", "z_loss")  # whole-split final loss (3.3 s a ru
 MORE_SEEDS = (3, 4, 5, 6, 7)  # z-loss against none on layer 0's largest logit; QK-norm against none on the final loss
 MORE_SEEDS_SCORED = ("baseline", "qk_norm")  # their extra seeds are scored on the whole split too
 MARGIN = 0.02  # nats: the loss difference below which two arms count as the same (chosen before measuring)
+
+# The notebook's reduced size (experiments.common.small_size): two seeds and one more; the attention runs
+# 20 steps at batch 4; the bad-batch runs 40 steps at batch 4 with the bad batch at step 20 (the grad-norm ratio needs
+# the NORM_WINDOW steps before it); the final losses on the validation split's first 64 windows instead of
+# all of them (a whole-split pass costs more than a short run). The lr-spike runs are as measured (they stop
+# where they diverge).
+SMALL = {"seeds": (0, 1), "more_seeds": (2,), "attn_steps": 20, "attn_batch": 4, "bad_steps": 40, "inject_step": 20,
+         "bad_batch": 4, "val_windows": 64}
+SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
+
+
+def seeds_now():
+    """SEEDS, or SMALL's seeds at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def more_seeds_now():
+    """MORE_SEEDS, or SMALL's at the reduced size."""
+    return scaled(MORE_SEEDS, SMALL["more_seeds"])
+
+
+def bad_now():
+    """stability.BAD, with SMALL's steps and injection step at the reduced size."""
+    return scaled(BAD, {**BAD, "steps": SMALL["bad_steps"], "inject_step": SMALL["inject_step"]})
+
+
+def val_split(corpus, block_size):
+    """The validation tokens the final losses are scored on: the whole split, or its first
+    SMALL["val_windows"] windows at the reduced size."""
+    return scaled(corpus.val, corpus.val[:SMALL["val_windows"] * block_size + 1])
+
+
+def attn_configs(vocab_size, qk_norm=False, z_loss=0.0, seed=0):
+    """stability.attn_configs, with SMALL's steps and batch at the reduced size."""
+    mcfg, tcfg = stability.attn_configs(vocab_size, qk_norm, z_loss, seed)
+    return mcfg, scaled(tcfg, dataclasses.replace(tcfg, steps=SMALL["attn_steps"], batch_size=SMALL["attn_batch"]))
+
+
+def bad_configs(vocab_size, cure="none", seed=0):
+    """stability.bad_configs, with SMALL's steps and batch at the reduced size."""
+    mcfg, tcfg = stability.bad_configs(vocab_size, cure, seed)
+    return mcfg, scaled(tcfg, dataclasses.replace(tcfg, steps=SMALL["bad_steps"], batch_size=SMALL["bad_batch"]))
 
 
 def diag_windows(corpus, block_size):
@@ -73,8 +115,9 @@ def diagnostics(params, cfg, x):
 def attention_run(corpus, qk_norm, z_loss, seed, final_eval=True):
     """One high-lr run: (stats rows every stats_interval steps, history, diagnostics at init and at the end)."""
     from pylib import data, train
-    mcfg, tcfg = stability.attn_configs(corpus.vocab.size, qk_norm, z_loss, seed)
+    mcfg, tcfg = attn_configs(corpus.vocab.size, qk_norm, z_loss, seed)
     tcfg = dataclasses.replace(tcfg, final_eval=final_eval)
+    val = val_split(corpus, mcfg.block_size)
     x, _ = data.eval_windows(corpus.val, ATTN["stats_windows"], mcfg.block_size)
     xd = diag_windows(corpus, mcfg.block_size)
     state = train.init_train_state(mcfg, tcfg)
@@ -83,7 +126,7 @@ def attention_run(corpus, qk_norm, z_loss, seed, final_eval=True):
     while state["step"] < tcfg.steps and not state["diverged"]:
         stats = stability.attention_stats(state["params"], mcfg, x)
         rows.append({"step": state["step"], **stats})
-        history += train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, ATTN["stats_interval"])
+        history += train.train_steps(state, mcfg, tcfg, corpus.train, val, ATTN["stats_interval"])
     rows.append({"step": state["step"], **stability.attention_stats(state["params"], mcfg, x)})
     diag["final"] = diagnostics(state["params"], mcfg, xd)
     return rows, history, diag
@@ -91,9 +134,11 @@ def attention_run(corpus, qk_norm, z_loss, seed, final_eval=True):
 
 def attention_settings(corpus, names):
     values, curves = {}, {}
+    SEEDS = seeds_now()  # the constant, or SMALL's at the reduced size
     for name in names:
         qk, zl = ATTN_SETTINGS[name]
-        per_seed = {seed: attention_run(corpus, qk, zl, seed, name in SCORED) for seed in SEEDS}
+        per_seed = {seed: attention_run(corpus, qk, zl, seed, name in SCORED)
+                    for seed in progress(SEEDS, desc=f"attention: {name}", unit="seed")}
         rows = {s: r for s, (r, _, _) in per_seed.items()}
         n_points = min(len(r) for r in rows.values())  # a diverged seed stops early
         steps = [row["step"] for row in rows[SEEDS[0]][:n_points]]
@@ -131,10 +176,11 @@ def attention_settings(corpus, names):
 
 def attn_settings_record(corpus):
     from pylib import model
-    mcfg, tcfg = stability.attn_configs(corpus.vocab.size)
+    mcfg, tcfg = attn_configs(corpus.vocab.size)
+    final = scaled("the whole validation split (pylib.evaluation)", SMALL_EVAL.format(SMALL["val_windows"]))
     return {"model": ATTN["preset"], "params": model.count_params(mcfg),
             **{k: v for k, v in dataclasses.asdict(tcfg).items() if k not in ("seed", "z_loss")},
-            "final_eval": f"the whole validation split (pylib.evaluation), settings {', '.join(SCORED)}",
+            "final_eval": f"{final}, settings {', '.join(SCORED)}",
             "stats_interval": ATTN["stats_interval"], "stats_windows": ATTN["stats_windows"],
             "diag_windows": stability.DIAG_WINDOWS,
             "settings": {k: {"qk_norm": q, "z_loss": z} for k, (q, z) in ATTN_SETTINGS.items()}}
@@ -143,14 +189,14 @@ def attn_settings_record(corpus):
 def bad_run(corpus, cure, seed, bad_steps, final_eval):
     """One default-model run with bad batches at bad_steps: (history, diagnostics at init and at the end)."""
     from pylib import train
-    mcfg, tcfg = stability.bad_configs(corpus.vocab.size, cure, seed)
+    mcfg, tcfg = bad_configs(corpus.vocab.size, cure, seed)
     tcfg = dataclasses.replace(tcfg, final_eval=final_eval)
     state = train.init_train_state(mcfg, tcfg)
     guards.hook_batches(state, stability.bad_batch_hook(set(bad_steps), int(corpus.vocab.encode(BAD["token"])[0][0])))
     guards.hook_grads(state, stability.grad_norm_hook(mcfg))
     xd = diag_windows(corpus, mcfg.block_size)
     diag = {"init": diagnostics(state["params"], mcfg, xd)}
-    history = train.train_steps(state, mcfg, tcfg, corpus.train, corpus.val, tcfg.steps)
+    history = train.train_steps(state, mcfg, tcfg, corpus.train, val_split(corpus, mcfg.block_size), tcfg.steps)
     diag["final"] = diagnostics(state["params"], mcfg, xd)
     return history, diag
 
@@ -160,10 +206,11 @@ KINDS = {"clean": 0, "bad1": 1, "bad3": BAD["repeats"]}
 
 def bad_cure(corpus, cure):
     """The clean, single and repeated bad-batch runs of one cure, over the seeds."""
+    SEEDS, BAD = seeds_now(), bad_now()  # the constants, or SMALL's at the reduced size
     values, curves = {}, {}
     runs = {kind: {} for kind in KINDS}
     reports = {"bad1": {}, "bad3": {}}
-    for seed in SEEDS:
+    for seed in progress(SEEDS, desc=f"bad batch: {cure}", unit="seed"):
         for kind, repeats in KINDS.items():
             bad = list(range(BAD["inject_step"], BAD["inject_step"] + repeats))
             final_eval = kind != "bad1" or cure == "none"  # the whole-split loss where the text compares it
@@ -207,11 +254,13 @@ def bad_cure(corpus, cure):
 
 
 def bad_settings_record(corpus):
+    BAD = bad_now()  # the constant, or SMALL's at the reduced size
+    final = scaled("the whole validation split (pylib.evaluation)", SMALL_EVAL.format(SMALL["val_windows"]))
     return {"inject_step": BAD["inject_step"], "repeats": BAD["repeats"], "token": BAD["token"],
             "skip_factor": BAD["skip_factor"], "clip": BAD["clip"], "cures": list(stability.CURES),
-            "final_eval": "the whole validation split (pylib.evaluation): clean and bad3 runs, and bad1 without a cure",
+            "final_eval": f"{final}: clean and bad3 runs, and bad1 without a cure",
             "diag_windows": stability.DIAG_WINDOWS,
-            **{k: v for k, v in dataclasses.asdict(stability.bad_configs(corpus.vocab.size)[1]).items()
+            **{k: v for k, v in dataclasses.asdict(bad_configs(corpus.vocab.size)[1]).items()
                if k not in ("seed", "grad_clip", "skip_factor")}}
 
 
@@ -219,7 +268,7 @@ def lr_spike(corpus):
     """The optimisation-driven spike: no bad batch, a learning rate far too large, no clipping."""
     from pylib import train
     diverged, before = {}, {}
-    for seed in SEEDS:
+    for seed in seeds_now():
         mcfg, tcfg = stability.bad_configs(corpus.vocab.size, "none", seed, lr=BAD["lr_spike"])
         h = train.train(mcfg, tcfg, corpus.train, corpus.val)[1]
         diverged[seed] = next((r["step"] for r in h if r.get("diverged")), None)
@@ -250,14 +299,15 @@ def _attn_part(corpus, names, label):
     if "baseline" in names and "z_loss" in names:  # how many times larger z-loss left layer 0's largest logit
         values.update(arm("ch8.attn.z_loss_over_baseline.max_logit_0", {  # the three seeds
             s: values["ch8.attn.z_loss.max_logit_0.per_seed"][str(s)] / values["ch8.attn.baseline.max_logit_0.per_seed"][str(s)]
-            for s in SEEDS}))
+            for s in seeds_now()}))
         logit = {}
         for name in ("baseline", "z_loss"):  # three seeds cannot tell: more seeds for this comparison only
             qk, zl = ATTN_SETTINGS[name]
             # the baseline's extra seeds are also scored on the whole split: QK-norm's loss gain is paired with them
-            more = {s: attention_run(corpus, qk, zl, s, final_eval=name in MORE_SEEDS_SCORED) for s in MORE_SEEDS}
+            more = {s: attention_run(corpus, qk, zl, s, final_eval=name in MORE_SEEDS_SCORED)
+                    for s in progress(more_seeds_now(), desc=f"attention: {name}, more seeds", unit="seed")}
             logit[name] = {**{int(k): v for k, v in values[f"ch8.attn.{name}.max_logit_0.per_seed"].items()},
-                           **{s: more[s][0][-1]["max_logit"][0] for s in MORE_SEEDS}}
+                           **{s: more[s][0][-1]["max_logit"][0] for s in more_seeds_now()}}
             values.update(arm(f"ch8.attn.{name}.more_seeds.max_logit_0", logit[name]))
             if name in MORE_SEEDS_SCORED:
                 values.update(_more_seeds_final_val(values, name, more))
@@ -265,7 +315,9 @@ def _attn_part(corpus, names, label):
                           {s: logit["z_loss"][s] / logit["baseline"][s] for s in logit["baseline"]}))
     if "qk_norm" in names:  # QK-norm's loss gain sat at the edge with three seeds: more seeds for it
         qk, zl = ATTN_SETTINGS["qk_norm"]
-        values.update(_more_seeds_final_val(values, "qk_norm", {s: attention_run(corpus, qk, zl, s) for s in MORE_SEEDS}))
+        values.update(_more_seeds_final_val(values, "qk_norm", {s: attention_run(corpus, qk, zl, s) for s in
+                                                                progress(more_seeds_now(), desc="attention: qk_norm, more seeds",
+                                                                         unit="seed")}))
     settings = {"ch8.attn": attn_settings_record(corpus)} if "baseline" in names else {}  # once for the chapter
     return {"values": values, "curves": curves, "settings": settings,
             "timings": {f"ch8.attn.{label}.seconds": time.perf_counter() - t0}}
@@ -289,7 +341,7 @@ def _bad_part(corpus, cure):
 
 def part_bad_none(corpus):
     out = _bad_part(corpus, "none")
-    out["values"]["ch8.seeds"] = len(SEEDS)
+    out["values"]["ch8.seeds"] = len(seeds_now())
     return out
 
 
@@ -362,7 +414,13 @@ def derived(corpus):
 def markdown(results):
     """results.md's section for chapter 8."""
     from experiments.common import EVAL_FULL
-    v = results["values"]
+    v, st = results["values"], results["settings"]
+    # what the results were measured with: the constants, or SMALL's if they are the reduced size
+    small = "reduced size" in st["ch8.attn"]["final_eval"]
+    on, ws = (SMALL_EVAL.format(SMALL["val_windows"]), "reduced split") if small else (EVAL_FULL, "whole split")
+    seeds = sorted(map(int, v["ch8.attn.baseline.final_val.per_seed"]))
+    attn_steps, BAD = st["ch8.attn"]["steps"], {**stability.BAD, **st["ch8.bad"]}
+    bad_batch = f" (batch {st['ch8.bad']['batch_size']})" if small else ""
 
     def pm(k, f=".3f"):
         return f"{v[k + '.mean']:{f}} ± {v[k + '.sd']:{f}}" if v.get(k + ".mean") is not None else "–"
@@ -372,12 +430,12 @@ def markdown(results):
 
     lines = ["## Chapter 8: stability", "",
              f"Attention at lr {ATTN['lr']} (constant after {ATTN['warmup_steps']} warmup steps), "
-             f"{ATTN['preset']}, B = {ATTN['batch_size']}, {ATTN['steps']} steps; attention statistics and log Z on "
-             f"{ATTN['stats_windows']} fixed validation windows; final validation loss on {EVAL_FULL}; dead MLP units "
+             f"{ATTN['preset']}, B = {st['ch8.attn']['batch_size']}, {attn_steps} steps; attention statistics and log Z on "
+             f"{ATTN['stats_windows']} fixed validation windows; final validation loss on {on}; dead MLP units "
              f"(pre-activation never above 0) on {stability.DIAG_WINDOWS} fixed validation windows. Mean ± sd over "
-             f"seeds {', '.join(map(str, SEEDS))}.", "",
+             f"seeds {', '.join(map(str, seeds))}.", "",
              "| setting | peak max logit | final max logit L0 / L1 | min final entropy | final mean abs log Z "
-             "| final mean log Z (lowest on the way) | final val (whole split) | dead units L0 / L1 | diverged |",
+             f"| final mean log Z (lowest on the way) | final val ({ws}) | dead units L0 / L1 | diverged |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in ATTN_SETTINGS:
         b = f"ch8.attn.{name}"
@@ -394,7 +452,7 @@ def markdown(results):
              ("z_loss", "baseline", "log_z_signed", 0.0), ("qk_norm_z_loss", "qk_norm", "entropy_0", 0.0)]
     for a, b, stat, margin in pairs:
         lines.append(f"- {a} − {b}, {stat}: {cmp(f'ch8.attn.{a}.{stat}', f'ch8.attn.{b}.{stat}', margin)}")
-    lines.append(f"- z_loss / baseline, layer 0's final max logit, seeds 0-{MORE_SEEDS[-1]}: "
+    lines.append(f"- z_loss / baseline, layer 0's final max logit, seeds 0-{v['ch8.attn.z_loss_over_baseline.more_seeds.max_logit_0.n'] - 1}: "
                  f"{pm('ch8.attn.z_loss_over_baseline.more_seeds.max_logit_0', '.2f')}")
     groups = [k[len("ch8.attn.baseline.final.weight_norm."):-len(".mean")] for k in sorted(v)
               if k.startswith("ch8.attn.baseline.final.weight_norm.") and k.endswith(".mean")]
@@ -403,12 +461,13 @@ def markdown(results):
     for g in groups:
         lines.append(f"| {g} | {pm('ch8.attn.baseline.init.weight_norm.' + g, '.2f')} | "
                      + " | ".join(pm(f"ch8.attn.{n}.final.weight_norm.{g}", ".2f") for n in ATTN_SETTINGS) + " |")
-    lines += ["", f"One bad batch: default model, {BAD['steps']} steps, every input and target a space "
+    tail = min(stability.RECOVERY["tail"], BAD["steps"] - BAD["inject_step"] - 1)  # spike_report's, in a short run
+    lines += ["", f"One bad batch: default model{bad_batch}, {BAD['steps']} steps, every input and target a space "
               f"({BAD['token']!r}) at step {BAD['inject_step']} (1 step, or {BAD['repeats']} steps in a row); each run "
-              f"compared with its clean twin on the training batches' losses; final loss on {EVAL_FULL}. "
+              f"compared with its clean twin on the training batches' losses; final loss on {on}. "
               f"Median clean grad norm before the injection: {v.get('ch8.bad.clean_grad_norm_median', float('nan')):.3f}.", "",
-              "| cure | bad steps | spike height (nats) | recovery steps (recovered runs) | excess over the last 50 steps "
-              "| grad norm / median | clipped fraction | skipped fraction | final val (whole split) |",
+              f"| cure | bad steps | spike height (nats) | recovery steps (recovered runs) | excess over the last {tail} steps "
+              f"| grad norm / median | clipped fraction | skipped fraction | final val ({ws}) |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cure in stability.CURES:
         lines.append(f"| {cure} | 0 | | | | | | | {pm(f'ch8.bad.{cure}.clean.final_val')} |")
@@ -425,7 +484,7 @@ def markdown(results):
         for kind in ("bad1", "bad3"):
             a = f"ch8.bad.{cure}.{kind}.final_val"
             if f"{a}.per_seed" in v:
-                lines.append(f"- final val (whole split), {cure}, {kind} − clean: "
+                lines.append(f"- final val ({ws}), {cure}, {kind} − clean: "
                              f"{cmp(a, f'ch8.bad.{cure}.clean.final_val', MARGIN)}")
     groups = [k[len("ch8.bad.none.clean.final.weight_norm."):-len(".mean")] for k in sorted(v)
               if k.startswith("ch8.bad.none.clean.final.weight_norm.") and k.endswith(".mean")]
@@ -436,6 +495,6 @@ def markdown(results):
         lines.append(f"| {g} | {pm('ch8.bad.none.clean.init.' + k, '.3f')} | "
                      + " | ".join(pm(f"ch8.bad.none.{kind}.final.{k}", ".3f") for kind in KINDS) + " |")
     lines += ["", f"Learning rate {BAD['lr_spike']} (no bad batch, no clipping): diverged in "
-              f"{v.get('ch8.lr_spike.diverged_runs', '–')} of {len(SEEDS)} seeds, at step {pm('ch8.lr_spike.diverged_at', '.1f')}; "
+              f"{v.get('ch8.lr_spike.diverged_runs', '–')} of {len(v['ch8.lr_spike.diverged_at.per_seed'])} seeds, at step {pm('ch8.lr_spike.diverged_at', '.1f')}; "
               f"median grad norm of the {stability.PRE_SPIKE_STEPS} steps before: {pm('ch8.lr_spike.norm_before', '.2f')}."]
     return lines + [""]

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, needs_torch, paired_text, rounded, run_parts
+from experiments.common import SEEDS, arm, final_val, needs_torch, paired_text, progress, rounded, run_parts, scaled
 
 MARGIN = 0.02  # nats: the loss difference below which two recipes count as the same (chosen before measuring)
 LAST_STEPS = 100  # the "late in the run" window of the flushed and lost shares
@@ -50,26 +50,53 @@ GROUPS = {"part_bf16": ("fp32", "bf16_master", "bf16_pure"),
 # and final_val itself, stay on SEEDS so that every recipe pairs with fp32 on the same three.
 EXTRA_SEEDS = (3, 4, 5, 6, 7)
 MORE_SEEDS = {"fp32": EXTRA_SEEDS, "bf16_pure_sr": EXTRA_SEEDS}
+# The notebook's reduced size (experiments.common.small_size): two seeds and one more, 20 steps of batch 8, the
+# curves on 32 windows, the final evaluation on the validation split's first val_windows windows instead of all of
+# them (a whole-split pass costs more than a short run), and a 20-step fp16 run in part_torch_fp16.
+SMALL = {"seeds": (0, 1), "more_seeds": (2,), "steps": 20, "batch_size": 8, "eval_windows": 32, "val_windows": 128,
+         "fp16_steps": 20}
+SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
 
 
-def configs(corpus, seed, final_eval=True):
+def seeds_now():
+    """SEEDS, or SMALL's seeds at the reduced size."""
+    return scaled(SEEDS, SMALL["seeds"])
+
+
+def val_split(corpus):
+    """The validation tokens the recipes are scored on: the whole split, or its first SMALL["val_windows"]
+    windows at the reduced size."""
+    from pylib import model
+    return scaled(corpus.val, corpus.val[:SMALL["val_windows"] * model.GPTConfig().block_size + 1])
+
+
+def configs(corpus, seed, final_eval=True, **changes):
+    """The default model and run for seed (its steps and batch cut to SMALL's at the reduced size), with changes."""
     from pylib import model, train
-    return model.GPTConfig(vocab_size=corpus.vocab.size), train.TrainConfig(seed=seed, final_eval=final_eval)
+    default = train.TrainConfig()
+    fields = {k: scaled(getattr(default, k), SMALL[k]) for k in ("steps", "batch_size", "eval_windows")}
+    fields.update(changes)
+    return model.GPTConfig(vocab_size=corpus.vocab.size), train.TrainConfig(seed=seed, final_eval=final_eval, **fields)
 
 
-def recipe_arm(corpus, name):
-    """Three seeds of one recipe: values and curves."""
+def recipe_arm(corpus, name, seeds=None, more_seeds=None, **train_changes):
+    """Three seeds of one recipe (or seeds; SMALL's at the reduced size), and MORE_SEEDS[name] (or more_seeds)
+    for final_val_more: values and curves. train_changes: TrainConfig fields changed from the default run."""
     from pylib.systems import mixed_precision as mp
+    seeds = seeds or seeds_now()
+    if more_seeds is None:
+        more_seeds = scaled(EXTRA_SEEDS, SMALL["more_seeds"]) if name in MORE_SEEDS else ()
+    val = val_split(corpus)
     hist = {}
     t0 = time.perf_counter()
-    for seed in SEEDS:
-        cfg, tcfg = configs(corpus, seed)
-        hist[seed] = mp.train_recipe(cfg, tcfg, corpus.train, corpus.val, name)[1]
+    for seed in progress(seeds, desc=name, unit="seed"):
+        cfg, tcfg = configs(corpus, seed, **train_changes)
+        hist[seed] = mp.train_recipe(cfg, tcfg, corpus.train, val, name)[1]
     seconds = time.perf_counter() - t0
     more = {}
-    for seed in MORE_SEEDS.get(name, ()):
-        cfg, tcfg = configs(corpus, seed)
-        more[seed] = final_val(mp.train_recipe(cfg, tcfg, corpus.train, corpus.val, name)[1])
+    for seed in progress(more_seeds, desc=f"{name}, more seeds", unit="seed"):
+        cfg, tcfg = configs(corpus, seed, **train_changes)
+        more[seed] = final_val(mp.train_recipe(cfg, tcfg, corpus.train, val, name)[1])
     more_seconds = time.perf_counter() - t0 - seconds
     base = f"ch9.recipe.{name}"
     values = {**arm(f"{base}.final_val", {s: final_val(h) for s, h in hist.items()})}
@@ -86,7 +113,7 @@ def recipe_arm(corpus, name):
             values.update(arm(f"{base}.{field}_last100", {s: float(np.mean(per_step(field, h)[-LAST_STEPS:])) for s, h in hist.items()}))
             values.update(arm(f"{base}.{field}_first100", {s: float(np.mean(per_step(field, h)[:LAST_STEPS])) for s, h in hist.items()}))
     curve = {}
-    if any("scale" in r for r in hist[SEEDS[0]]):
+    if any("scale" in r for r in hist[seeds[0]]):
         values.update(arm(f"{base}.skipped", {s: sum(1 for r in h if r.get("skipped")) for s, h in hist.items()}))
         values.update(arm(f"{base}.final_scale", {s: h[-1]["scale"] for s, h in hist.items()}))
         values.update(arm(f"{base}.max_scale", {s: max(r["scale"] for r in h) for s, h in hist.items()}))
@@ -95,13 +122,13 @@ def recipe_arm(corpus, name):
         for s, h in hist.items():
             curve[f"scale_{s}"] = [r["scale"] for r in h]
             curve[f"skipped_{s}"] = [r["step"] for r in h if r.get("skipped")]
-    evals = [r["step"] for r in hist[SEEDS[0]] if "val" in r]
+    evals = [r["step"] for r in hist[seeds[0]] if "val" in r]
     val = np.array([[r["val"] for r in h if "val" in r] for h in hist.values()], dtype=float)  # (seeds, evals)
     mean, sd = val.mean(axis=0), val.std(axis=0, ddof=1)
     curve.update({"steps": evals, "val_mean": rounded(mean, 4), "val_sd": rounded(sd, 4),
                   "val_lo": rounded(mean - sd, 4), "val_hi": rounded(mean + sd, 4)})
     for field in ("flushed", "lost"):
-        if field in hist[SEEDS[0]][1]:
+        if field in hist[seeds[0]][1]:
             curve[f"{field}_mean"] = rounded(np.mean([per_step(field, h) for h in hist.values()], axis=0), 6)
     step_seconds = sum(cfg.block_size * tcfg.batch_size / r["tokens_per_s"]  # each step's own time, evaluations excluded
                        for h in hist.values() for r in h if r.get("tokens_per_s"))
@@ -127,6 +154,8 @@ def _recipes_part(corpus, part):
             "model": "decoder-5k", "train": {k: v for k, v in dataclasses.asdict(tcfg).items() if k != "seed"},
             "recipes": {k: dataclasses.asdict(r) for k, r in mp.RECIPES.items()}, "scaler": mp.SCALER,
             "final_eval": "the whole validation split (pylib.evaluation)"}
+        if val_split(corpus) is not corpus.val:  # the reduced size: markdown() says what the final loss is on
+            out["settings"]["ch9.recipes"]["final_eval_small"] = SMALL_EVAL.format(SMALL["val_windows"])
     return out
 
 
@@ -151,24 +180,25 @@ def part_checks(corpus):
     """The one-condition comparison and the quantised gradients."""
     from pylib import model, train
     from pylib.systems import mixed_precision as mp, quantise
+    seeds = seeds_now()
     t0 = time.perf_counter()
     values = {}
     one = {}
-    for rec in ("bf16_master", "fp16_noscale", "fp8"):
-        for seed in SEEDS:
+    for rec in progress(("bf16_master", "fp16_noscale", "fp8"), desc="one step", unit="recipe"):
+        for seed in seeds:
             cfg, tcfg = configs(corpus, seed, final_eval=False)
             x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
             one[(rec, seed)] = mp.one_step_comparison(cfg, tcfg, x, y, rec)
         for field in ("logits_rel", "grads_rel_all", "update_rel", "update_sign_differs", "unresolved_fraction",
                       "loss_abs", "flips_resolved"):
-            values.update(arm(f"ch9.one_step.{rec}.{field}", {s: one[(rec, s)][field] for s in SEEDS}))
-        values[f"ch9.one_step.{rec}.tolerance_logits"] = one[(rec, SEEDS[0])]["tolerance_logits"]
-        values[f"ch9.one_step.{rec}.tolerance_grads"] = one[(rec, SEEDS[0])]["tolerance_grads"]
-        values[f"ch9.one_step.{rec}.within_tolerance_runs"] = sum(1 for s in SEEDS if one[(rec, s)]["all_ok"])
-        values[f"ch9.one_step.{rec}.flips_resolved_total"] = sum(one[(rec, s)]["flips_resolved"] for s in SEEDS)
+            values.update(arm(f"ch9.one_step.{rec}.{field}", {s: one[(rec, s)][field] for s in seeds}))
+        values[f"ch9.one_step.{rec}.tolerance_logits"] = one[(rec, seeds[0])]["tolerance_logits"]
+        values[f"ch9.one_step.{rec}.tolerance_grads"] = one[(rec, seeds[0])]["tolerance_grads"]
+        values[f"ch9.one_step.{rec}.within_tolerance_runs"] = sum(1 for s in seeds if one[(rec, s)]["all_ok"])
+        values[f"ch9.one_step.{rec}.flips_resolved_total"] = sum(one[(rec, s)]["flips_resolved"] for s in seeds)
     # Quantised gradients of the trained fp32 model.
     q = {}
-    for seed in SEEDS:
+    for seed in progress(seeds, desc="fp32 runs for the gradients", unit="seed"):
         cfg, tcfg = configs(corpus, seed, final_eval=False)
         params, _ = train.train(cfg, tcfg, corpus.train, corpus.val)
         x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
@@ -187,8 +217,8 @@ def part_checks(corpus):
                 q[(bits, how, seed)] = (float(np.linalg.norm(err) / np.linalg.norm(g_all)), clipped / n)
     for bits in (8, 4):
         for how in ("amax", "rms"):
-            values.update(arm(f"ch9.quant.int{bits}.{how}.rel_error", {s: q[(bits, how, s)][0] for s in SEEDS}))
-            values.update(arm(f"ch9.quant.int{bits}.{how}.clipped", {s: q[(bits, how, s)][1] for s in SEEDS}))
+            values.update(arm(f"ch9.quant.int{bits}.{how}.rel_error", {s: q[(bits, how, s)][0] for s in seeds}))
+            values.update(arm(f"ch9.quant.int{bits}.{how}.clipped", {s: q[(bits, how, s)][1] for s in seeds}))
     return {"values": values, "curves": {}, "settings": {},
             "timings": {"ch9.checks.seconds": time.perf_counter() - t0}}
 
@@ -213,9 +243,10 @@ def part_torch(corpus):
     import torch
     from companions import ch9_autocast as c9
     torch.set_num_threads(1)
+    seeds = seeds_now()
     values = {"ch9.torch.status": f"measured with torch {torch.__version__.split('+')[0]} on this CPU"}
     cmp = {}
-    for seed in SEEDS:
+    for seed in seeds:
         cfg, tcfg = configs(corpus, seed, final_eval=False)
         x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
         runs = c9.one_step_runs(cfg, tcfg, x, y)
@@ -223,21 +254,21 @@ def part_torch(corpus):
             cmp[(pair, seed)] = c9.compare_runs(runs[a], runs[b], cfg)
     for pair in TORCH_PAIRS:
         for field in TORCH_FIELDS:
-            values.update(arm(f"ch9.torch.one_step.{pair}.{field}", {s: cmp[(pair, s)][field] for s in SEEDS}))
-        values[f"ch9.torch.one_step.{pair}.within_tolerance_runs"] = sum(1 for s in SEEDS if cmp[(pair, s)]["all_ok"])
+            values.update(arm(f"ch9.torch.one_step.{pair}.{field}", {s: cmp[(pair, s)][field] for s in seeds}))
+        values[f"ch9.torch.one_step.{pair}.within_tolerance_runs"] = sum(1 for s in seeds if cmp[(pair, s)]["all_ok"])
     for field in ("logits_rel", "grads_rel_all"):  # autocast nearer the emulation than float32, seed by seed
         values[f"ch9.torch.one_step.closer_to_bf16_runs.{field}"] = sum(
-            1 for s in SEEDS if cmp[("autocast_vs_bf16", s)][field] < cmp[("autocast_vs_fp32", s)][field])
+            1 for s in seeds if cmp[("autocast_vs_bf16", s)][field] < cmp[("autocast_vs_fp32", s)][field])
     values["ch9.torch.one_step.logits_further_than_emulation_runs"] = sum(  # autocast's bf16 logits against bf16_master's
-        1 for s in SEEDS if cmp[("autocast_vs_fp32", s)]["logits_rel"] > cmp[("bf16_vs_fp32", s)]["logits_rel"])
-    values["ch9.torch.one_step.tolerance_logits"] = cmp[("autocast_vs_fp32", SEEDS[0])]["tolerance_logits"]
-    values["ch9.torch.one_step.tolerance_grads"] = cmp[("autocast_vs_fp32", SEEDS[0])]["tolerance_grads"]
-    values["ch9.torch.one_step.seeds"] = len(SEEDS)
+        1 for s in seeds if cmp[("autocast_vs_fp32", s)]["logits_rel"] > cmp[("bf16_vs_fp32", s)]["logits_rel"])
+    values["ch9.torch.one_step.tolerance_logits"] = cmp[("autocast_vs_fp32", seeds[0])]["tolerance_logits"]
+    values["ch9.torch.one_step.tolerance_grads"] = cmp[("autocast_vs_fp32", seeds[0])]["tolerance_grads"]
+    values["ch9.torch.one_step.seeds"] = len(seeds)
 
     # What autocast runs in which dtype, and what autograd keeps for backward (seed 0's weights, the fixed batch).
     from companions import model as torch_gpt
     from pylib import train
-    cfg, tcfg = configs(corpus, SEEDS[0], final_eval=False)
+    cfg, tcfg = configs(corpus, seeds[0], final_eval=False)
     x, y = fixed_batch(corpus, cfg, tcfg.batch_size)
     net = torch_gpt.from_pylib(train.init_train_state(cfg, tcfg)["params"], cfg)
     census = {"autocast": c9.autocast_census(net, x, y), "fp32": c9.autocast_census(net, x, y, None)}
@@ -302,6 +333,11 @@ def part_torch(corpus):
 FP16_RUN = {"steps": 100, "init_scale_log2": 24, "seed": SEEDS[0]}
 
 
+def fp16_steps():
+    """FP16_RUN's steps, or SMALL's at the reduced size."""
+    return scaled(FP16_RUN["steps"], SMALL["fp16_steps"])
+
+
 def fp16_run_scaler_kw():
     """The scaler settings of the fp16 run: SCALER's, with FP16_RUN's init_scale."""
     from pylib.systems import mixed_precision as mp
@@ -314,7 +350,7 @@ def fp16_runs(corpus):
     pylib's float32 runs (no scaler, no skips)."""
     from companions import ch9_autocast as c9
     cfg, tcfg = configs(corpus, FP16_RUN["seed"], final_eval=False)
-    kw, n = fp16_run_scaler_kw(), FP16_RUN["steps"]
+    kw, n = fp16_run_scaler_kw(), fp16_steps()
     p = c9.fp16_run_pylib(cfg, tcfg, corpus.train, corpus.val, n, kw)
     return {"pylib_fp16": p, "torch_fp16": c9.fp16_run_torch(p["params0"], cfg, tcfg, p["batches"], kw),
             "fp32_same_skips": c9.fp32_run_skipping(p["params0"], cfg, tcfg, p["batches"], p["skipped"]),
@@ -336,7 +372,7 @@ def part_torch_fp16(corpus):
     from companions import ch9_autocast as c9
     torch.set_num_threads(1)
     runs = fp16_runs(corpus)
-    a, n = runs["torch_fp16"], FP16_RUN["steps"]
+    a, n = runs["torch_fp16"], fp16_steps()
     skipped = [t for t, s in enumerate(a["skipped"]) if s]
     grown = [t for t in range(1, n) if a["scale"][t] > a["scale"][t - 1]]
     base = "ch9.torch.fp16_model"
@@ -366,7 +402,7 @@ def part_torch_fp16(corpus):
             "curves": {base: {"scale_log2_torch": [float(np.log2(s)) for s in a["scale"]],
                               "scale_log2_pylib": [float(np.log2(s)) for s in runs["pylib_fp16"]["scale"]],
                               "loss_torch": rounded(a["loss"], 6), "loss_pylib": rounded(runs["pylib_fp16"]["loss"], 6)}},
-            "settings": {base: {"scaler": fp16_run_scaler_kw(), **FP16_RUN,
+            "settings": {base: {"scaler": fp16_run_scaler_kw(), **FP16_RUN, "steps": n,
                                 "autocast": "torch.autocast('cpu', dtype=torch.float16) around the forward pass; "
                                             "torch.amp.GradScaler('cpu'); AdamW on float32 master weights; one BLAS thread"}},
             "timings": {f"{base}.seconds": time.perf_counter() - t0}}
@@ -437,16 +473,19 @@ def markdown(results):
     from experiments.common import EVAL_FULL
     from pylib.systems import mixed_precision as mp
     v = results["values"]
+    # the seeds and the evaluation the results were measured with (the notebook's reduced size has fewer)
+    seeds = sorted(v.get("ch9.recipe.fp32.final_val.per_seed", {str(s): 0 for s in SEEDS}), key=int)
+    evaluated = results.get("settings", {}).get("ch9.recipes", {}).get("final_eval_small", EVAL_FULL)
 
     def pm(k, f=".4f"):
         return f"{v[k + '.mean']:{f}} ± {v[k + '.sd']:{f}}" if v.get(k + ".mean") is not None else "–"
 
     lines = ["## Chapter 9: mixed precision", "",
-             f"The default model and run in each recipe; final loss on {EVAL_FULL}, mean ± sd over seeds "
-             f"{', '.join(map(str, SEEDS))}; 'vs fp32' is the paired difference (recipe − fp32) with its 95% "
+             f"The default model and run in each recipe; final loss on {evaluated}, mean ± sd over seeds "
+             f"{', '.join(seeds)}; 'vs fp32' is the paired difference (recipe − fp32) with its 95% "
              f"t-interval and verdict at a ±{MARGIN:g}-nat margin. Flushed: share of non-zero gradient elements "
              "rounded to zero, mean over steps; lost: share of moved weights put back by rounding.", "",
-             "| recipe | final val (whole split) | vs fp32 | flushed | lost | skipped steps | final scale |",
+             f"| recipe | final val ({'whole split' if evaluated == EVAL_FULL else 'first windows'}) | vs fp32 | flushed | lost | skipped steps | final scale |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for name in mp.RECIPES:
         b = f"ch9.recipe.{name}"
@@ -501,7 +540,7 @@ def markdown(results):
             b = f"{m}.{pair}"
             lines.append(f"| {pair} | {v[b + '.loss_step0_abs']:.1e} | {v[b + '.loss_max_abs']:.1e} | "
                          f"{v[b + '.weights_rel_moved']:.2e} |")
-    lines += ["", f"Quantised gradients of the trained fp32 model (fixed batch), per-tensor full scale:", "",
+    lines += ["", "Quantised gradients of the trained fp32 model (fixed batch), per-tensor full scale:", "",
               "| bits | full scale | relative error | clipped |", "| --- | --- | --- | --- |"]
     for bits in (8, 4):
         for how, label in (("amax", "amax"), ("rms", f"{CLIP_RMS:g} x RMS")):

@@ -65,3 +65,59 @@ mine = {k.replace("ch1.spread.lr0_02", "mine"): x for k, x in mine.items()}
 both = {**results["values"], **mine}
 nb.show(nb.arms_table(both, ["mine.final_val", "ch1.spread.lr0_01.final_val"]))
 nb.show(nb.verdict(both, "mine.final_val", "ch1.spread.lr0_01.final_val", margin=0.02))
+
+# %% [markdown]
+# ## Beyond the toy: wider models, in PyTorch
+#
+# The same run on wider members of the course's model family (`companions/beyond_ch1.py`, with
+# `companions/beyond.py`'s trainer: pylib's initialisation and chapter 1's loop in PyTorch, the same
+# steps, batch and learning rate for every width). Only the width changes (one layer, two heads, context
+# 64, as in the course model), unless you raise `N_LAYER`. On a GPU (CUDA) the widths run from 16 to 512,
+# 2,000 steps of 64 windows each; on a CPU from 16 to 128, 1,000 steps of 16 windows (about a minute of
+# one thread on a laptop, more on a busy machine); at the reduced size two tiny runs. Each final loss is on
+# the same fixed set of evenly spaced validation windows (the count is printed), not the whole split, so
+# it is not on the same footing as the tables above. The learning rate is the course's 0.01 at every
+# width, not tuned per width (chapter 7 shows how the best rate moves with width). Then the widest model
+# writes a sample with chapter 1's sampler. One seed: these numbers are yours, and no chapter quotes them.
+
+# %%
+import torch
+
+from companions import beyond_ch1
+from experiments.common import progress
+
+DEVICE = nb.device()
+THREADS = 1  # torch's CPU threads; more on an idle many-core machine
+N_LAYER = 1  # the course model's depth; try 2 or 4 (on a GPU)
+if DEVICE == "cpu":
+    torch.set_num_threads(THREADS)
+size = beyond_ch1.SIZES["small" if SMALL else DEVICE]
+print(f"device {DEVICE}" + (f", {torch.get_num_threads()} CPU threads" if DEVICE == "cpu" else "")
+      + f"; widths {size['widths']}, {N_LAYER} layer(s), {size['steps']} steps of {size['batch_size']} windows, "
+      f"final loss on {size['eval_windows']} validation windows")
+wide = beyond_ch1.family_runs(corpus, **size, n_layer=N_LAYER, dev=DEVICE, progress=progress)
+nb.show(beyond_ch1.table(wide))
+
+# %% [markdown]
+# Left: each width's final loss against its parameter count. Right: the same loss during each run, at
+# the trainer's evaluation steps, on the same windows.
+
+# %%
+done = [r for r in wide if r["val"] is not None]
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+left.plot([r["params"] for r in done], [r["val"] for r in done], "o-")
+for r in done:
+    left.annotate(f"width {r['size'].n_embd}", (r["params"], r["val"]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+left.set(xscale="log", xlabel="parameters", ylabel=f"final loss, nats/token\n(on {wide[0]['eval']})",
+         title="Final loss against model size")
+for r in wide:
+    steps_, losses = zip(*r["evals"]) if r["evals"] else ((), ())
+    right.plot(steps_, losses, "o-", ms=3, label=f"width {r['size'].n_embd}")
+right.set(xlabel="step", ylabel="loss, nats/token (the same windows)", title="During each run")
+right.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %%
+print(f"width {wide[-1]['size'].n_embd}, {wide[-1]['params']:,} parameters, temperature {beyond_ch1.TEMPERATURE}:\n")
+print(beyond_ch1.sample(wide[-1], corpus))
