@@ -232,7 +232,7 @@ def ladder_val_curves(rates, histories, base, seeds=SEEDS):
     steps = max(([r["step"] for r in h if "val" in r] for hs in histories for h in hs), key=len)
     per_seed, means, sds = [], [], []
     for hs in histories:
-        seeds = []
+        rung = []  # each seed's curve
         for h in hs:
             vals = []
             for r in h:
@@ -242,12 +242,12 @@ def ladder_val_curves(rates, histories, base, seeds=SEEDS):
                     break
                 assert r["step"] == steps[len(vals)], "every rung is evaluated at the same steps"
                 vals.append(r["val"])
-            seeds.append(vals)
-        n = min(len(v) for v in seeds)
-        arr = np.array([v[:n] for v in seeds])  # (seeds, evals every seed has)
-        per_seed.append([rounded(v) for v in seeds])
+            rung.append(vals)
+        n = min(len(v) for v in rung)
+        arr = np.array([v[:n] for v in rung])  # (seeds, evals every seed has)
+        per_seed.append([rounded(v) for v in rung])
         means.append(rounded(arr.mean(axis=0)))
-        sds.append(rounded(arr.std(axis=0, ddof=1)) if len(seeds) > 1 else None)
+        sds.append(rounded(arr.std(axis=0, ddof=1)) if len(rung) > 1 else None)
     return {"evaluation": f"subset: {base.eval_windows} fixed validation windows (TrainConfig.eval_windows), "
                           "the same as curves ch6.ladder's final losses",
             "eval_windows": base.eval_windows, "eval_interval": base.eval_interval, "lrs": rates, "seeds": list(seeds),
