@@ -48,21 +48,19 @@ def pin(environ=os.environ, flags=None):
     imported; returns the core type now in force, or None."""
     environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     flags = cpu_flags() if flags is None else flags
-    chosen = environ.get("COURSE_OPENBLAS_CORETYPE")
-    if chosen is None and CORE_NEEDS <= flags:
-        chosen = MEASURED_CORE
-    if chosen:
-        environ["OPENBLAS_CORETYPE"] = chosen
-    elif chosen == "":
-        environ.pop("OPENBLAS_CORETYPE", None)
-    aten = environ.get("COURSE_ATEN_CPU_CAPABILITY")
-    if aten is None and ATEN_NEEDS <= flags:
-        aten = ATEN_CAPABILITY
-    if aten:
-        environ["ATEN_CPU_CAPABILITY"] = aten
-    elif aten == "":
-        environ.pop("ATEN_CPU_CAPABILITY", None)
+    _choose(environ, "OPENBLAS_CORETYPE", MEASURED_CORE if CORE_NEEDS <= flags else None)
+    _choose(environ, "ATEN_CPU_CAPABILITY", ATEN_CAPABILITY if ATEN_NEEDS <= flags else None)
     return environ.get("OPENBLAS_CORETYPE")
+
+
+def _choose(environ, name, pinned):
+    """Set the variable name to COURSE_<name> if that is given (an empty one unsets it), else to pinned,
+    where the CPU can run it (pinned is None where it cannot: the environment's choice stands)."""
+    chosen = environ.get(f"COURSE_{name}", pinned)
+    if chosen:
+        environ[name] = chosen
+    elif chosen == "":
+        environ.pop(name, None)
 
 
 def setting():

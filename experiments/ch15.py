@@ -62,7 +62,8 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, is_small, needs_torch, paired_text, progress, rounded, run_parts, scaled
+from experiments.common import (SEEDS, arm, final_val, is_small, needs_torch, paired_text, progress, rounded,
+                                 run_parts, scaled, scored_on, val_tokens)
 
 RESUME = {"at_step": 200, "early_step": 30, "window": 20, "target": 2.55, "curve_before": 10, "curve_after": 60}
 REPLAY = {"lr_ckpt_step": 5, "lr_steps": 80}  # with pylib.studies.resume.REPLAY (the page re-runs it)
@@ -87,13 +88,6 @@ SMALL = {"steps": 40, "resume": {**RESUME, "at_step": 20, "early_step": 10, "win
          "torch": {**TORCH, "save_world": 2, "load_world": 1, "k": 2, "n": 2}, "val_tokens": 32_768}
 
 
-def scored_on():
-    """What the resume's final losses are scored on, in results.md's words."""
-    from experiments.common import EVAL_FULL
-    return (f"the first {SMALL['val_tokens']:,} tokens of the validation split (the notebook's reduced size)"
-            if is_small() else EVAL_FULL)
-
-
 def _steps(tcfg):
     """tcfg, or at the reduced size tcfg with SMALL's steps (the same object at full size)."""
     return dataclasses.replace(tcfg, steps=SMALL["steps"]) if is_small() else tcfg
@@ -113,7 +107,7 @@ def resume_seed(corpus, seed):
     mcfg = dataclasses.replace(model.GPTConfig(), vocab_size=corpus.vocab.size)
     tcfg = _steps(train.TrainConfig(seed=seed, final_eval=True))
     k = scaled(RESUME, SMALL["resume"])["at_step"]
-    val = corpus.val[:scaled(None, SMALL["val_tokens"])]  # the whole split at full size
+    val = val_tokens(corpus.val, SMALL["val_tokens"])  # the whole split at full size
     state = train.init_train_state(mcfg, tcfg)
     head = train.train_steps(state, mcfg, tcfg, corpus.train, val, k)
     ckpt = checkpoint.checkpoint_bytes(state, mcfg, tcfg)
@@ -506,7 +500,7 @@ def markdown(results):
     overfit_steps = settings.get("health", {}).get("overfit_steps", HEALTH["overfit_steps"])
     lines = ["## Chapter 15: running a job", "",
              f"Resume: default model and settings, saved at step {R['at_step']} and continued to step {R['steps']}; "
-             f"final loss on {scored_on()}; steps to a subset validation loss of {R['target']}. Mean ± sd over seeds "
+             f"final loss on {scored_on(SMALL['val_tokens'])}; steps to a subset validation loss of {R['target']}. Mean ± sd over seeds "
              f"{', '.join(map(str, seeds))}. Proper resumes identical to the uninterrupted run, bit for bit: "
              f"{v.get('ch15.resume.identical_runs', '–')} of {len(seeds)}; checkpoint size {v.get('ch15.resume.ckpt_bytes', '–')} bytes.", "",
              f"| arm | largest batch-loss excess, first {R['window']} steps | mean excess | first update norm | final val (whole split) | steps to target |",

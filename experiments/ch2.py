@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, is_small, paired_text, progress, rounded, run_parts, scaled
+from experiments.common import (SEEDS, arm, final_val, is_small, paired_text, progress, rounded, run_parts, scaled,
+                                 val_tokens)
 
 BPE_TRAIN_TOKENS = 500_000  # the first 500,000 ids of the training stream (about an eighth)
 BPE_VOCABS = (128, 256)  # the BPE vocabularies the model is trained on
@@ -59,7 +60,7 @@ def train_split(corpus):
 
 def val_split(tokens):
     """A validation stream (the split, or a held-out play): all of it, or its start at the reduced size."""
-    return tokens[:scaled(None, SMALL["val_tokens"])]
+    return val_tokens(tokens, SMALL["val_tokens"])
 
 
 def scored_on(full, what):

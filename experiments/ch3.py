@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from experiments.common import EVAL_FULL, SEEDS, is_small, paired_text, progress, rounded, run_parts, scaled
+from experiments.common import SEEDS, paired_text, progress, rounded, run_parts, scaled, scored_on, val_tokens
 
 MTP_WEIGHT = 0.3  # lambda: DeepSeek-V3's weight for its first 10T tokens
 GRAD_EXAMPLE_COUNTS = [64, 8, 32, 4]  # counted targets per window in each of 4 microbatches
@@ -59,12 +59,7 @@ SMALL = {"accum_steps": 12, "seeds": (0, 1), "mtp_steps": 30, "val_tokens": 32_7
 
 def val_split(corpus):
     """The validation stream the runs evaluate on: the whole split, or its start at the reduced size."""
-    return corpus.val[:scaled(None, SMALL["val_tokens"])]
-
-
-def eval_text():
-    """What the final losses are scored on, in results.md's words."""
-    return f"the first {SMALL['val_tokens']:,} tokens of the validation split (the reduced size)" if is_small() else EVAL_FULL
+    return val_tokens(corpus.val, SMALL["val_tokens"])
 
 
 def accumulation_pair_trace(corpus, seed, dtype, final_eval=False):
@@ -224,7 +219,7 @@ def markdown(results):
         f"{v['ch3.accum.batch_micro']} (the same windows), {v['ch3.accum.steps']} steps, other settings "
         f"{', '.join(f'{k}={x}' for k, x in sorted(acc.items()) if k not in ('batch_size', 'grad_accum', 'steps', 'final_eval'))}; "
         f"seeds {', '.join(map(str, SEEDS))}. Each pair run in float32 and again in float64 (same initial values, same windows). "
-        f"Final validation losses on {eval_text()}, float32.",
+        f"Final validation losses on {scored_on(SMALL['val_tokens'])}, float32.",
         "",
         "| quantity | value | key |",
         "| --- | --- | --- |",
@@ -264,7 +259,7 @@ def markdown(results):
         f"### Multi-token prediction (λ = {v['ch3.mtp.lambda']})",
         "",
         f"The default run (TrainConfig()) with and without the t+2 head, seeds {', '.join(map(str, s['ch3.mtp']['seeds']))}; "
-        f"the main head's final loss on {eval_text()}.",
+        f"the main head's final loss on {scored_on(SMALL['val_tokens'])}.",
         "",
         "| run | final val loss | key |",
         "| --- | --- | --- |",

@@ -39,8 +39,8 @@ import time
 
 import numpy as np
 
-from experiments.common import (EVAL_FULL, SEEDS, arm, final_val, is_small, paired_text, progress, rounded,
-                                run_parts, scaled)
+from experiments.common import (EVAL_FULL, REDUCED_EVAL, SEEDS, arm, final_val, is_small, paired_text, progress,
+                                 rounded, run_parts, scaled, val_tokens)
 from pylib.compare import sd_interval_factors
 from pylib.studies.optim_state import COMPARISON as SWEEP  # the settings the page's live widget re-runs
 from pylib.studies.optim_state import COMPARISON_EVAL_INTERVAL as EVAL_INTERVAL
@@ -75,7 +75,6 @@ MORE_SEEDS_FOR = ("sgd", "momentum")
 # rate and coefficient of the grids is kept: the chapter quotes each.
 SMALL = {"seeds": (0, 1), "extra_seeds": (2,), "steps": 20, "batch_size": 4, "val_windows": 64,
          "eq_steps": 30, "eq_window": 10}
-SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
 
 
 def seeds_now():
@@ -91,7 +90,7 @@ def extra_seeds_now():
 def val_split(corpus, block_size=64):
     """The validation tokens the final losses are scored on: the whole split, or its first
     SMALL["val_windows"] windows at the reduced size."""
-    return scaled(corpus.val, corpus.val[:SMALL["val_windows"] * block_size + 1])
+    return val_tokens(corpus.val, SMALL["val_windows"] * block_size + 1)
 
 
 def run_config(name, lr, seed):
@@ -204,7 +203,7 @@ def sweep_part(corpus, name, cache=None):
     curves[f"ch5.sweep.{name}"] = table
     settings[f"ch5.sweep.{name}"] = {**overrides, "lrs": lrs, "steps": scaled(SWEEP_STEPS, SMALL["steps"]),
                                      "eval_interval": EVAL_INTERVAL, "eval_windows": EVAL_WINDOWS,
-                                     "final": scaled("whole validation split", SMALL_EVAL.format(SMALL["val_windows"]))}
+                                     "final": scaled("whole validation split", REDUCED_EVAL.format(SMALL["val_windows"], "windows"))}
     if is_small():  # the reduced size: say what changed
         settings[f"ch5.sweep.{name}"]["batch_size"] = SMALL["batch_size"]
     return {"values": values, "curves": curves, "settings": settings,

@@ -34,8 +34,8 @@ import time
 
 import numpy as np
 
-from experiments.common import (SEEDS, arm, final_val, is_small, mean_sd, paired_text, progress, rounded, run_parts,
-                                scaled)
+from experiments.common import (REDUCED_EVAL, SEEDS, arm, final_val, is_small, mean_sd, paired_text, progress, rounded,
+                                 run_parts, scaled)
 from pylib.studies.noise_scale import CHECKPOINTS as NOISE_CHECKPOINTS, NOISE, noise_rng  # the page repeats them
 
 # ---------------------------------------------------------------------------
@@ -85,7 +85,6 @@ SMALL = {"seeds": (0, 1), "more_seeds": (2,), "ladder_steps": 30, "ladder_batch"
          "eval_windows": 16, "val_windows": 64, "noise_batches": 4, "batch_targets": (3.4, 3.3, 3.2),
          "batch_target": 3.2, "batch_max_steps": 400, "n_boot": 200,
          "scaling_base": dict(batch_size=4, lr=5e-3, steps=16, warmup_steps=1)}
-SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
 
 
 def seeds_now():
@@ -546,7 +545,7 @@ def part_ladder(corpus):
     t0 = time.perf_counter()
     values, curve, val_curves = run_ladder(corpus, _model_cfg(corpus))
     return {"values": values, "curves": {"ch6.ladder": curve, "ch6.ladder.val_curves": val_curves},
-            "settings": {"ch6.ladder": {**LADDER, **scaled({}, {"final_eval_small": SMALL_EVAL.format(SMALL["val_windows"]),
+            "settings": {"ch6.ladder": {**LADDER, **scaled({}, {"final_eval_small": REDUCED_EVAL.format(SMALL["val_windows"], "windows"),
                                                                  "batch_size": SMALL["ladder_batch"]})}},
             "timings": {"ch6.ladder.seconds": time.perf_counter() - t0}}
 

@@ -32,7 +32,8 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, is_small, progress, rounded, run_parts, scaled
+from experiments.common import (SEEDS, arm, final_val, is_small, progress, rounded, run_parts, scaled, scored_on,
+                                 val_tokens)
 
 INIT_STDS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # the sweep at initialisation
 INIT_DEPTH = 4  # layers of the model the init sweep looks at (the course's width)
@@ -66,7 +67,7 @@ def seeds():
 
 def val_split(corpus):
     """The validation stream: the whole split, or its start at the reduced size."""
-    return corpus.val[:scaled(None, SMALL["val_tokens"])]
+    return val_tokens(corpus.val, SMALL["val_tokens"])
 
 
 def width_lrs():
@@ -445,14 +446,14 @@ def _pm(v, key, fmt=".4f"):
 
 def markdown(results):
     """results.md's section for chapter 7."""
-    from experiments.common import EVAL_FULL, paired_text
+    from experiments.common import paired_text
     from pylib import train
     from pylib.studies import init_study
     v, settings = results["values"], results["settings"]
     L = init_study.DEPTH_MAX
     seeds_run = sorted(map(int, v["ch7.norm.layernorm.val.per_seed"]))
     small = is_small()  # the reduced size: the whole-split losses are on the split's first SMALL["val_tokens"] tokens
-    final_on = f"the first {SMALL['val_tokens']:,} tokens of the validation split (the reduced size)" if small else EVAL_FULL
+    final_on = scored_on(SMALL["val_tokens"])
     whole = f"first {SMALL['val_tokens']:,} validation tokens" if small else "whole split"
     default_run = f"the default run cut to {SMALL['norm_steps']} steps" if small else "the default run"
     subset_default = train.TrainConfig().eval_windows  # the curves' subset, unless a part's settings say otherwise

@@ -39,7 +39,8 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, paired_text, progress, rounded, run_parts, scaled
+from experiments.common import (REDUCED_EVAL, SEEDS, arm, final_val, paired_text, progress, rounded, run_parts, scaled,
+                                 val_tokens)
 
 from pylib import guards
 from pylib.studies import stability
@@ -63,7 +64,6 @@ MARGIN = 0.02  # nats: the loss difference below which two arms count as the sam
 # where they diverge).
 SMALL = {"seeds": (0, 1), "more_seeds": (2,), "attn_steps": 20, "attn_batch": 4, "bad_steps": 40, "inject_step": 20,
          "bad_batch": 4, "val_windows": 64}
-SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
 
 
 def seeds_now():
@@ -84,7 +84,7 @@ def bad_now():
 def val_split(corpus, block_size):
     """The validation tokens the final losses are scored on: the whole split, or its first
     SMALL["val_windows"] windows at the reduced size."""
-    return scaled(corpus.val, corpus.val[:SMALL["val_windows"] * block_size + 1])
+    return val_tokens(corpus.val, SMALL["val_windows"] * block_size + 1)
 
 
 def attn_configs(vocab_size, qk_norm=False, z_loss=0.0, seed=0):
@@ -177,7 +177,7 @@ def attention_settings(corpus, names):
 def attn_settings_record(corpus):
     from pylib import model
     mcfg, tcfg = attn_configs(corpus.vocab.size)
-    final = scaled("the whole validation split (pylib.evaluation)", SMALL_EVAL.format(SMALL["val_windows"]))
+    final = scaled("the whole validation split (pylib.evaluation)", REDUCED_EVAL.format(SMALL["val_windows"], "windows"))
     return {"model": ATTN["preset"], "params": model.count_params(mcfg),
             **{k: v for k, v in dataclasses.asdict(tcfg).items() if k not in ("seed", "z_loss")},
             "final_eval": f"{final}, settings {', '.join(SCORED)}",
@@ -255,7 +255,7 @@ def bad_cure(corpus, cure):
 
 def bad_settings_record(corpus):
     BAD = bad_now()  # the constant, or SMALL's at the reduced size
-    final = scaled("the whole validation split (pylib.evaluation)", SMALL_EVAL.format(SMALL["val_windows"]))
+    final = scaled("the whole validation split (pylib.evaluation)", REDUCED_EVAL.format(SMALL["val_windows"], "windows"))
     return {"inject_step": BAD["inject_step"], "repeats": BAD["repeats"], "token": BAD["token"],
             "skip_factor": BAD["skip_factor"], "clip": BAD["clip"], "cures": list(stability.CURES),
             "final_eval": f"{final}: clean and bad3 runs, and bad1 without a cure",
@@ -417,7 +417,7 @@ def markdown(results):
     v, st = results["values"], results["settings"]
     # what the results were measured with: the constants, or SMALL's if they are the reduced size
     small = "reduced size" in st["ch8.attn"]["final_eval"]
-    on, ws = (SMALL_EVAL.format(SMALL["val_windows"]), "reduced split") if small else (EVAL_FULL, "whole split")
+    on, ws = (REDUCED_EVAL.format(SMALL["val_windows"], "windows"), "reduced split") if small else (EVAL_FULL, "whole split")
     seeds = sorted(map(int, v["ch8.attn.baseline.final_val.per_seed"]))
     attn_steps, BAD = st["ch8.attn"]["steps"], {**stability.BAD, **st["ch8.bad"]}
     bad_batch = f" (batch {st['ch8.bad']['batch_size']})" if small else ""

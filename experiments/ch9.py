@@ -37,7 +37,8 @@ import time
 
 import numpy as np
 
-from experiments.common import SEEDS, arm, final_val, needs_torch, paired_text, progress, rounded, run_parts, scaled
+from experiments.common import (REDUCED_EVAL, SEEDS, arm, final_val, needs_torch, paired_text, progress, rounded,
+                                 run_parts, scaled, val_tokens)
 
 MARGIN = 0.02  # nats: the loss difference below which two recipes count as the same (chosen before measuring)
 LAST_STEPS = 100  # the "late in the run" window of the flushed and lost shares
@@ -55,7 +56,6 @@ MORE_SEEDS = {"fp32": EXTRA_SEEDS, "bf16_pure_sr": EXTRA_SEEDS}
 # them (a whole-split pass costs more than a short run), and a 20-step fp16 run in part_torch_fp16.
 SMALL = {"seeds": (0, 1), "more_seeds": (2,), "steps": 20, "batch_size": 8, "eval_windows": 32, "val_windows": 128,
          "fp16_steps": 20}
-SMALL_EVAL = "the first {} windows of the validation split (the notebook's reduced size)"
 
 
 def seeds_now():
@@ -67,7 +67,7 @@ def val_split(corpus):
     """The validation tokens the recipes are scored on: the whole split, or its first SMALL["val_windows"]
     windows at the reduced size."""
     from pylib import model
-    return scaled(corpus.val, corpus.val[:SMALL["val_windows"] * model.GPTConfig().block_size + 1])
+    return val_tokens(corpus.val, SMALL["val_windows"] * model.GPTConfig().block_size + 1)
 
 
 def configs(corpus, seed, final_eval=True, **changes):
@@ -155,7 +155,7 @@ def _recipes_part(corpus, part):
             "recipes": {k: dataclasses.asdict(r) for k, r in mp.RECIPES.items()}, "scaler": mp.SCALER,
             "final_eval": "the whole validation split (pylib.evaluation)"}
         if val_split(corpus) is not corpus.val:  # the reduced size: markdown() says what the final loss is on
-            out["settings"]["ch9.recipes"]["final_eval_small"] = SMALL_EVAL.format(SMALL["val_windows"])
+            out["settings"]["ch9.recipes"]["final_eval_small"] = REDUCED_EVAL.format(SMALL["val_windows"], "windows")
     return out
 
 

@@ -44,6 +44,21 @@ def scaled(full, small):
     return small if _small else full
 
 
+REDUCED_EVAL = "the first {:,} {} of the validation split (the notebook's reduced size)"  # results.md's words
+
+
+def val_tokens(tokens, n_tokens):
+    """The validation tokens a part scores on: tokens itself at full size, its first n_tokens at the
+    reduced size (a whole-split pass costs more than a short run)."""
+    return tokens[:n_tokens] if _small else tokens
+
+
+def scored_on(n, unit="tokens", full=EVAL_FULL):
+    """What the final losses are scored on, in results.md's words: full, or at the reduced size the first
+    n tokens (or windows) of the validation split."""
+    return REDUCED_EVAL.format(n, unit) if _small else full
+
+
 def progress(iterable, **tqdm_args):
     """A loop worth a progress bar (seeds, settings): tqdm's in a notebook (experiments.notebook turns it
     on), the iterable itself elsewhere."""

@@ -101,5 +101,5 @@ def plot_band(ax, steps, mean, sd, label, color=None):
 
 def device():
     """"cuda" when PyTorch sees a GPU, else "cpu": the Beyond the toy sections say which they used."""
-    import torch
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    from companions import beyond
+    return beyond.device()
