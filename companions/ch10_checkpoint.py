@@ -25,6 +25,7 @@ Legend: B batch, T time, C n_embd, H n_head, V vocab_size, L n_layer.
 """
 
 import functools
+import gc
 
 import numpy as np
 import torch
@@ -126,9 +127,20 @@ def saved_bytes(net, fn, policy=None):
 
 
 def profiled_bytes(fn):
-    """(fn(), bytes allocated while fn ran and still allocated when it returned), by torch.profiler on the CPU."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
+    """(fn(), bytes allocated while fn ran and still allocated when it returned), by torch.profiler on the CPU.
+
+    Python's cycle collector is run before the window and paused inside it: an earlier step's graph
+    (a loss tensor in a reference cycle, with its saved tensors and checkpoint's stashed RNG state)
+    is freed only when the collector runs, and a free inside the window would be counted against fn."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            out = fn()
+    finally:
+        if was_enabled:
+            gc.enable()
     # Each allocation (+) and free (-) is attributed to one event (its op, or a "[memory]" event of its own).
     return out, sum(e.self_cpu_memory_usage for e in prof.events())
 
