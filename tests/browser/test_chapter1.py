@@ -19,6 +19,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import ROOT, close_page, corpus, open_reader_page, result, settle_after, settles, wait_settled
 import exercise_checks
 from pylib import exercises
@@ -827,3 +828,8 @@ def test_every_stop_in_the_exercises_shows_a_focus_ring_in_both_themes(chapter1)
         chapter1.click('button[data-theme-choice="system"]')
     assert stops >= 2 * 3 * len(ids), stops  # each block's editor or input and its buttons, twice
     assert not faint, "\n".join(sorted(set(faint)))
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter1):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter1, "chapters/01-the-training-loop.html")

@@ -11,6 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import FORM_JS, SHOWN_JS, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, set_fields
 
@@ -308,3 +309,8 @@ def test_calculator_checks_heads_on_leaving_the_field_and_keeps_the_last_figures
     expect(leave_field(w, "n_head", "64")).to_be_empty()
     assert heads.get_attribute("aria-invalid") is None
     assert w.evaluate(SHOWN_JS) == shown
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter10):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter10, "chapters/10-training-memory.html")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import SETTLED, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, enter, refused, screenshot_widget, set_fields
 
@@ -461,3 +462,8 @@ def test_alpha_beta_bandwidth_slider_redraws_as_it_moves(chapter11):
     assert table["header"][:2] == ["message size n (bytes)", "ring all-reduce (s)"]
     assert float(table["rows"][-1][1]) == pytest.approx(ring[-1], rel=1e-3)
     expect(w.locator('[data-role="chart-summary"]')).to_contain_text("p = 8: at 1.00 GB the ring all-reduce takes")
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter11):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter11, "chapters/11-data-parallelism.html")

@@ -9,6 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, chapter_url, close_page, open_reader_page, result, settle_after, wait_settled, widget
 from kit_checks import (assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, round_ticks,
                         screenshot_widget, set_fields)
@@ -456,3 +457,8 @@ def test_the_widgets_show_the_model_not_their_own_timing(chapter12):
         w = widget(chapter12, name)
         assert w.locator('[data-readout="ms"]').count() == 0, name
         assert "in-page time" not in w.inner_text(), name
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter12):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter12, "chapters/12-model-parallelism.html")

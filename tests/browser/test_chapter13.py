@@ -9,6 +9,7 @@ import concurrent.futures
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, enter, refused, set_fields
 
@@ -259,3 +260,8 @@ def test_link_race_and_queue_charts_have_text_alternatives(chapter13):
     fill_and_wait(q, rho="0.7", service_ms="10", workers="32", step_ms="100", spread_ms="20")
     expect(q.locator('[data-role="wait-chart-summary"]')).to_contain_text("at your ρ = 0.7")
     expect(q.locator('[data-role="slow-chart-summary"]')).to_contain_text("at your W = 32")
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter13):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter13, "chapters/13-training-over-slow-links.html")

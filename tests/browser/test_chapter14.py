@@ -9,6 +9,7 @@ import pathlib
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, no_injected_markup, result, settle_after, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, enter, refused, round_ticks, screenshot_widget, set_fields
 
@@ -410,3 +411,8 @@ def test_chinchilla_fit_checks_a_field_on_leaving_it_and_keeps_the_last_fit(chap
         expect(leave(w, name, good[name])).to_be_empty()
         assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
     assert shown(w) == before
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter14):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter14, "chapters/14-scaling-laws.html")

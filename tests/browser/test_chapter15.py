@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, press_stop_at, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import FORM_JS, SHOWN_JS, assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, refused, set_fields
 
@@ -463,3 +464,8 @@ def test_goodput_checks_the_interval_on_leaving_its_field_and_keeps_the_last_res
     expect(leave_field(w, "tau", "60")).to_be_empty()
     assert tau.get_attribute("aria-invalid") is None
     assert w.evaluate(SHOWN_JS) == shown
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter15):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter15, "chapters/15-running-a-job.html")

@@ -11,6 +11,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import SITE, chapter_fixture, no_injected_markup, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, set_fields
 
@@ -438,3 +439,8 @@ def test_beta_slider_works_by_keyboard_and_follows_the_field(chapter16):
 def test_tau_slider_ends_at_the_pages_bound(chapter16):
     w = widget(chapter16, "sft-dpo")
     drive_slider(w, "tau", "10", "0.1")  # 0.01 to 10: the worker refuses more (test_bad_ipo_tau_...)
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter16):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter16, "chapters/16-after-pretraining.html")

@@ -10,6 +10,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, settle_after, settles, wait_settled, widget
 from kit_checks import assert_error_in_slot, assert_fields_labelled, chart_table, drive_slider, leave_field, screenshot_widget, set_fields
 
@@ -577,3 +578,8 @@ def test_dedup_widget_refuses_a_10_mb_paste_with_a_message(chapter2):
     # the text replaced as the paste was (fill() would first select and delete the 10 MB in the box)
     w.locator('textarea[name="text_b"]').evaluate("el => { el.value = 'to be, or not to be'; }")
     assert submit(w) == "done"
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter2):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter2, "chapters/02-data-and-tokenisation.html")

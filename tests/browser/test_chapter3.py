@@ -11,6 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, drive_slider, leave_field, refused, screenshot_widget, set_fields
 
@@ -503,3 +504,8 @@ def test_perplexity_refuses_bad_temperatures_and_recovers(chapter3):
         assert "emperature" in s["slot_text"], f"{case}: {s['slot_text']!r}"
     w, status = set_tau(chapter3, "1")
     assert status == "done"
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter3):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter3, "chapters/03-the-objective.html")

@@ -8,6 +8,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import SETTLED_JS, chapter_fixture, corpus, settle_after, settles, wait_settled
 from kit_checks import SHOWN_LAST, assert_fields_labelled, chart_table, expected_message, leave_field, screenshot_widget, set_fields
 
@@ -284,3 +285,8 @@ def test_backprop_order_steps_through_the_order_pylib_recorded(chapter4):
     np.testing.assert_allclose(r["norms"], [row["grad_norm"] for row in expected["backward"]], rtol=1e-12)
     w.locator('[data-action="reset"]').click()
     expect(w.locator('[data-role="backward"] li.bo-pending')).to_have_count(len(expected["backward"]))
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter4):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter4, "chapters/04-backpropagation.html")

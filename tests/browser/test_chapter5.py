@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import ROOT, SETTLED_JS, chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import SHOWN_LAST, assert_fields_labelled, chart_table, expected_message, leave_field, screenshot_widget, set_fields
 
@@ -399,3 +400,8 @@ def test_weight_decay_checks_a_field_on_leaving_it_and_keeps_the_last_drawing(ch
         expect(leave_field(w, name, good[name])).to_be_empty()
         assert w.locator(f'input[name="{name}"]').get_attribute("aria-invalid") is None
     assert w.evaluate(SHOWN_LAST) == before and chart_table(w) == table
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter5):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter5, "chapters/05-optimisers.html")

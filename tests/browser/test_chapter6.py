@@ -12,6 +12,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import assert_fields_labelled, chart_table, leave_field, python_refuses, screenshot_widget
 
@@ -440,3 +441,8 @@ def test_noise_scale_stops_mid_run_and_refuses_bad_input(chapter6):
         assert w.evaluate(REFUSED_JS, "seed")["injected"] == 0, (seed, step)
     refused(w, "seed", "the last case")
     refused(w, "step", "the last case")
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter6):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter6, "chapters/06-learning-rate-and-batch-size.html")

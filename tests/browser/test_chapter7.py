@@ -11,6 +11,7 @@ import math
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settles, wait_settled, widget
 from kit_checks import SHOWN_LAST, assert_fields_labelled, chart_table, expected_message, leave_field, refused, screenshot_widget, set_fields
 
@@ -327,3 +328,8 @@ def test_coord_check_refuses_bad_input(chapter7):
         case = (field, value)
         assert submit(w, **{"lr": "0.01", "seed": "0", field: value}) == "error", case
         assert refused(w, repr(case), field)["invalid"] == "true", f"{case}: not marked aria-invalid"
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter7):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter7, "chapters/07-initialisation-and-mup.html")

@@ -9,6 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import SHOWN_JS, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, refused, set_fields
 
@@ -335,3 +336,8 @@ def test_nan_demo_checks_the_logit_on_leaving_its_field_and_keeps_the_last_demo(
     expect(leave_field(w, "logit", "-40")).to_be_empty()
     assert logit.get_attribute("aria-invalid") is None
     assert w.evaluate(SHOWN_JS) == shown
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter8):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter8, "chapters/08-stability.html")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from a11y_checks import check_accessibility
 from conftest import chapter_fixture, corpus, result, settle_after, settles, wait_settled, widget
 from kit_checks import SHOWN_JS, assert_fields_labelled, chart_table, drive_slider, leave_field, python_refuses, refused, screenshot_widget, set_fields
 
@@ -550,3 +551,8 @@ def test_rounding_checks_the_value_on_leaving_its_field_and_keeps_the_last_table
     expect(leave_field(w, "value", "1_000")).to_be_empty()  # Python's float() reads it, as Compute would
     assert value.get_attribute("aria-invalid") is None
     assert w.evaluate(SHOWN_JS) == shown
+
+
+def test_the_page_is_accessible_in_both_themes_and_reflows_on_a_phone(chapter9):
+    # Last: after the tests above, with the widgets as they left them (a11y_checks.check_accessibility).
+    check_accessibility(chapter9, "chapters/09-mixed-precision.html")
