@@ -105,14 +105,43 @@ const CANNOT_RUN = "The live widgets on this page cannot run; the text, the meas
 /** A page whose widgets start Python only when the reader asks (html[data-widgets=on-demand]: the index). */
 export const onDemand = () => document.documentElement.dataset.widgets === "on-demand";
 
+// A start that has not finished after SLOW_START_MS says so on the status line, and asks that the
+// next start in this tab boot Python afresh (SLOW_START_KEY in sessionStorage, read by python-start.js:
+// the worker then drops its saved snapshot), in case the saved copy is what holds it up. A start that
+// ends forgets the request. Seen once in the tests: a page still "Loading Python" after 60 s, where it
+// is ready in 2-8 s. A slow connection can take longer on a first visit, so this is a note, not an error.
+export const SLOW_START_KEY = "course-python-boot-afresh";
+const SLOW_START_MS = Number(window.__coursePythonSlowStartMs) || 45_000; // tests set it smaller
+function forgetSlowStart() {
+  try {
+    sessionStorage.removeItem(SLOW_START_KEY);
+  } catch {
+    // no storage: nothing was asked
+  }
+}
+
 /** Start the worker (once); resolves with {python: version} when Python and pylib are ready. */
 export function start() {
   if (ready) return ready;
   document.documentElement.dataset.pyodide = "loading";
   showProgress("Starting Python…", 0.02);
   let started = false; // the worker has reported ready
+  const since = performance.now();
+  const slow = setTimeout(() => {
+    if (started || document.documentElement.dataset.pyodide !== "loading") return;
+    try {
+      sessionStorage.setItem(SLOW_START_KEY, "1");
+    } catch {
+      // no storage: a reload boots as before
+    }
+    const seconds = Math.round((performance.now() - since) / 1000);
+    showProgress(`Python is slow to start (${seconds} s so far). If nothing changes, reload the page.`,
+      shown && shown.fraction !== undefined ? shown.fraction : null);
+  }, SLOW_START_MS);
   ready = new Promise((resolve, reject) => {
     const fatal = (message) => {
+      clearTimeout(slow);
+      forgetSlowStart();
       const text = `${message} ${CANNOT_RUN}`;
       document.documentElement.dataset.pyodide = "error";
       showPageError(text);
@@ -131,6 +160,8 @@ export function start() {
       const m = event.data;
       if (m.type === "ready") {
         started = true;
+        clearTimeout(slow);
+        forgetSlowStart();
         document.documentElement.dataset.pyodide = "ready";
         document.documentElement.dataset.pythonBoot = m.info.boot; // "snapshot" or "booted" (worker.js)
         hideProgress();

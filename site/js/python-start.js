@@ -25,8 +25,15 @@
     const worker = new Worker(new URL("static/js/worker.js", root), { type: "module" });
     worker.addEventListener("message", keep);
     worker.addEventListener("error", keep);
+    let afresh = false; // the last start in this tab was slow (pyodide-client.js: SLOW_START_KEY)
+    try {
+      afresh = sessionStorage.getItem("course-python-boot-afresh") === "1";
+    } catch {
+      // no storage
+    }
     worker.postMessage({
       type: "init",
+      afresh,
       pyodideURL: new URL("pyodide/", root).href,
       wheelURL: new URL(html.dataset.wheel, root).href,
       numpyURL: new URL(html.dataset.numpy, root).href,

@@ -1,6 +1,6 @@
 // The module Web Worker that runs Python: Pyodide + NumPy + the pylib wheel, and the corpus when an
 // op needs it.
-// Protocol (page -> worker):  {type: "init", pyodideURL, wheelURL, numpyURL, dataURL}
+// Protocol (page -> worker):  {type: "init", pyodideURL, wheelURL, numpyURL, dataURL, afresh}
 //                             {type: "call", id, op, args}     {type: "stop"}
 // (worker -> page):           {type: "progress", message, fraction}   {type: "progress-done"}
 //                             {type: "ready", info}   {type: "fatal", message}
@@ -156,13 +156,15 @@ const step = (name) => steps.push([name, performance.timeOrigin + performance.no
 
 let newSnapshot = null; // taken at the first start; kept once the page is ready (see "ready" below)
 
-async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data }) {
+async function init({ pyodideURL, wheelURL, numpyURL, dataURL: data, afresh = false }) {
   step("init");
   dataURL = data;
   const root = new URL("../", pyodideURL).href;
   const wheelName = shownPath(wheelURL, root);
   const numpyName = shownPath(numpyURL, root);
-  const snapshot = early(storedSnapshot(pyodideURL));
+  // afresh: the last start in this tab was slow (pyodide-client.js), so the saved snapshot is dropped
+  // in case it was the cause; this start boots and keeps a new one.
+  const snapshot = early(afresh ? dropSnapshot(pyodideURL).then(() => null) : storedSnapshot(pyodideURL));
   const wheel = early(fetchBytes(wheelURL));
   const numpy = early(fetchBytes(numpyURL));
   const vocab = early(fetchBytes(dataURL + "vocab.json"));

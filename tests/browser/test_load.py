@@ -116,6 +116,53 @@ def test_the_loading_status_stays_in_view_wherever_the_reader_scrolls(context, s
     expect(status).to_be_hidden()
 
 
+SLOW_START_KEY = "course-python-boot-afresh"  # pyodide-client.js and python-start.js
+
+
+def test_a_slow_start_says_so_and_the_next_start_in_the_tab_boots_without_the_saved_snapshot(context, site_url):
+    """A start not finished after the slow-start delay (45 s; 1.5 s here) says so on the status line and
+    asks the tab's next start to boot afresh; a start that then ends forgets the request. A reload with
+    the request drops the saved snapshot, boots, and keeps a new one, which the reload after restores."""
+    page = context.new_page()
+    log = PageLog(page)
+    page.add_init_script("window.__coursePythonSlowStartMs = 1500")
+    url = chapter(site_url, "01-")
+    page.goto(url)  # a first visit: it boots, then keeps a snapshot
+    wait_python(page, "ready", log)
+    page.wait_for_function("() => caches.open('course-python-snapshot').then((c) => c.keys()).then((k) => k.length === 1)",
+                           timeout=TIMEOUT, polling=200)
+    held = []  # NumPy's download is held, so this start stalls after Python itself has started
+    page.route("**/pyodide/numpy-*.whl", lambda route: held.append(route))
+    page.reload()
+    status = page.locator('[data-role="pyodide-status-text"]')
+    expect(status).to_have_text(re.compile(r"^Python is slow to start \(\d+ s so far\)\. If nothing changes, reload the page\.$"),
+                                timeout=30_000)
+    assert page.evaluate(f"sessionStorage.getItem('{SLOW_START_KEY}')") == "1"
+    assert page.evaluate("document.documentElement.dataset.pyodide") == "loading"
+    while not held:
+        page.wait_for_timeout(100)
+    for route in held:
+        route.continue_()
+    page.unroute("**/pyodide/numpy-*.whl")
+    wait_python(page, "ready", log)
+    expect(page.locator('[data-role="pyodide-status"]')).to_be_hidden()
+    assert page.evaluate("document.documentElement.dataset.pythonBoot") == "snapshot"  # it had restored
+    assert page.evaluate(f"sessionStorage.getItem('{SLOW_START_KEY}')") is None  # it ended: nothing asked
+    # A tab whose last start stalled (the request left, as a reload mid-start leaves it): boot afresh.
+    page.evaluate(f"sessionStorage.setItem('{SLOW_START_KEY}', '1')")
+    page.reload()
+    wait_python(page, "ready", log)
+    assert page.evaluate("document.documentElement.dataset.pythonBoot") == "booted"
+    assert page.evaluate(f"sessionStorage.getItem('{SLOW_START_KEY}')") is None
+    page.wait_for_function("() => caches.open('course-python-snapshot').then((c) => c.keys()).then((k) => k.length === 1)",
+                           timeout=TIMEOUT, polling=200)
+    page.reload()
+    wait_python(page, "ready", log)
+    assert page.evaluate("document.documentElement.dataset.pythonBoot") == "snapshot"
+    assert not log.problems(), log.problems()
+    page.close()
+
+
 def test_a_page_whose_widgets_do_not_read_the_corpus_never_downloads_it(context, site_url):
     page = context.new_page()
     log = PageLog(page)
