@@ -147,9 +147,11 @@ def gloo_sum_check(gloo_sum, vectors):
 
 
 def run_gloo(corpus, sizes=SIZES, repeats=(REPEATS, REPEATS_LARGE)):
-    """Start 4 gloo processes over localhost; their timings and the summed gradients."""
-    import multiprocessing as mp
-    ctx = mp.get_context("spawn")
+    """Start 4 gloo processes over localhost; their timings and the summed gradients. The processes
+    come from companions.launch's forkserver, which has imported torch once (a spawned process
+    imports it again: about 1.5 s of CPU each)."""
+    from companions import launch
+    ctx = launch.context()
     grads = {p: _worker_grads(p, corpus) for p in (2, 4)}
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -195,7 +195,6 @@ def _gloo_sum(rank, world, port, vectors, queue):
 
 def test_gloo_all_reduce_equals_the_ring_to_float32_rounding():
     pytest.importorskip("torch")
-    import multiprocessing as mp
     import socket
     from pylib import model
     from pylib.systems import data_parallel as dp
@@ -208,7 +207,8 @@ def test_gloo_all_reduce_equals_the_ring_to_float32_rounding():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
+    from companions import launch
+    ctx = launch.context()  # forked from a process that has imported torch, not spawned (1.5 s of CPU each)
     queue = ctx.Queue()
     procs = [ctx.Process(target=_gloo_sum, args=(r, p, port, grads, queue)) for r in range(p)]
     for proc in procs:
