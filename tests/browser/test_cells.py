@@ -57,10 +57,13 @@ def profile(browser_type, tmp_path_factory):
     server.server_close()
 
 
-def cells_chapter_fixture(slug_prefix):
-    """A module-scoped fixture like conftest's chapter_fixture (the chapter loaded once with Python
-    ready, its console and off-host requests in page.log, checked after every test), opened in the
-    module's profile; page.off_server lists any request that went anywhere but the profile's server."""
+def cells_chapter_fixture(slug_prefix, widgets=False):
+    """A module-scoped fixture like conftest's chapter_fixture (the chapter loaded once, its console and
+    off-host requests in page.log, checked after every test), opened in the module's profile;
+    page.off_server lists any request that went anywhere but the profile's server. With widgets, the
+    page's widgets start their Python (waited for: html[data-pyodide=ready]); without, their worker is
+    one that never starts (no_widget_python), as a test of the cells alone needs: loading the widgets'
+    Python and running their defaults cost a chapter seconds of CPU."""
 
     @pytest.fixture(scope="module")
     def chapter(profile):
@@ -70,12 +73,15 @@ def cells_chapter_fixture(slug_prefix):
         page.off_server = []
         page.on("request", lambda r: page.off_server.append(r.url) if not r.url.startswith(
             (base, "blob:", "data:")) else None)
+        if not widgets:
+            no_widget_python(page)
         page.goto(chapter_url(base, slug_prefix))
-        try:
-            page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
-        except Exception:
-            print("\n".join(page.log.console))
-            raise
+        if widgets:
+            try:
+                page.wait_for_selector("html[data-pyodide=ready], html[data-pyodide=error]", timeout=60_000)
+            except Exception:
+                print("\n".join(page.log.console))
+                raise
         yield page
         page.close()
 
@@ -85,7 +91,7 @@ def cells_chapter_fixture(slug_prefix):
 chapter3 = cells_chapter_fixture("03-")
 chapter5 = cells_chapter_fixture("05-")
 chapter6 = cells_chapter_fixture("06-")
-chapter9 = cells_chapter_fixture("09-")
+chapter9 = cells_chapter_fixture("09-", widgets=True)  # its tests also use the rounding widget
 chapter11 = cells_chapter_fixture("11-")
 
 
@@ -452,12 +458,17 @@ def fresh_site(fresh_context):
 NO_WIDGET_PYTHON = "self.addEventListener('message', () => {});"
 
 
-def new_page(fresh_site):
-    page = fresh_site[0].new_page()
-    page.log = PageLog(page)
+def no_widget_python(page):
+    """The page's widgets get a Python worker that never starts (NO_WIDGET_PYTHON)."""
     page.route("**/static/js/worker.js", lambda route: route.fulfill(  # COEP: the page is cross-origin isolated
         status=200, content_type="text/javascript", headers={"Cross-Origin-Embedder-Policy": "require-corp"},
         body=NO_WIDGET_PYTHON))
+
+
+def new_page(fresh_site):
+    page = fresh_site[0].new_page()
+    page.log = PageLog(page)
+    no_widget_python(page)
     return page
 
 
