@@ -4,6 +4,7 @@ installed pytest, because the scheduling once failed silently there: xdist's own
 by pytest 9.2, so chapter 16's tests ran on two processes and half of them waited for a model that the
 other process had trained."""
 
+import os
 import re
 import subprocess
 import sys
@@ -31,7 +32,8 @@ def test_two_processes_run_each_module_whole():
     modules = ["tests/test_optim.py", "tests/test_compare.py"]
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *modules],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "TEST_RECORD_GROUP_SECONDS"})  # not this run's to record
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     workers = {}
     for worker, nodeid in re.findall(r"^\[(gw\d+)\] \[\s*\d+%\] PASSED (\S+)", out.stdout, re.MULTILINE):
