@@ -11,7 +11,7 @@ main content; every control shows a focus ring."""
 import pytest
 
 from a11y_checks import COLOUR_RULES, FRAMES, PHONE, RUN_AXE, WIDE, assert_no_violations, axe_source, mount_exercises, serious, settle
-from conftest import SITE, close_page, open_reader_page
+from conftest import ROOT, SITE, close_page, open_reader_page
 
 # Every page of the site without a chapter's widgets (the chapters are checked by their own modules).
 PAGES = ["index.html", "glossary.html", "troubleshooting.html", "results.html", "offline.html"]
@@ -22,7 +22,7 @@ def test_every_page_is_checked_here_or_by_its_chapters_module():
     assert built <= set(PAGES), f"pages no accessibility check visits: {sorted(built - set(PAGES))}"
     for page in sorted((SITE / "chapters").glob("*.html")):
         number = int(page.name.split("-")[0])
-        module = (SITE.parent / "tests" / "browser" / f"test_chapter{number}.py").read_text(encoding="utf-8")
+        module = (ROOT / "tests" / "browser" / f"test_chapter{number}.py").read_text(encoding="utf-8")
         assert "check_accessibility(chapter" in module, f"test_chapter{number}.py does not check {page.name}"
 
 
